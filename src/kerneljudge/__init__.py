@@ -1,0 +1,29 @@
+"""kerneljudge: a judge for AI-written GPU kernels that reward hacks cannot fool.
+
+The public surface is re-exported lazily so that a worker process, which
+imports ``kerneljudge.worker``, loads nothing of the parent side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
+
+_EXPORTS = {
+    "judge": "kerneljudge.pipeline",
+    "JudgeConfig": "kerneljudge.config",
+    "Record": "kerneljudge.verdict",
+    "Task": "kerneljudge.task",
+    "Candidate": "kerneljudge.candidate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'kerneljudge' has no attribute {name!r}")

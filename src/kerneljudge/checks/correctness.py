@@ -1,0 +1,180 @@
+"""Numerical correctness: a candidate's output against the float64 oracle.
+
+Pure functions over CPU tensors. The oracle is first rounded to the output's
+dtype, which is the best answer representable there (and overflows where the
+task's own dtype overflows). An element passes when
+
+    |candidate - oracle| <= atol + rtol * |oracle| + slack
+
+where slack = ref_error_factor * max|reference - oracle|: the reference
+implementation's own error bounds what a different but correct summation order
+may cost (long reductions, K = 4096 matmuls). A precision downgrade is orders of
+magnitude above that slack. docs/tolerances.md gives the reasons for each number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    ref_error_factor: float = 8.0
+    name: str = ""
+
+
+TOLERANCES = {
+    torch.float64: Tolerance(1e-7, 1e-7, name="float64"),
+    torch.float32: Tolerance(1e-4, 1e-4, name="float32"),
+    torch.float16: Tolerance(1e-2, 1e-2, name="float16"),
+    torch.bfloat16: Tolerance(2e-2, 2e-2, name="bfloat16"),
+}
+
+# KernelBench's native check: torch.allclose(reference, candidate, atol, rtol) per precision.
+# How many units in the last place two runs of a correct kernel may differ by (atomics, split reductions).
+ROUNDING_ULPS = 8
+
+KERNELBENCH_TOLERANCES = {
+    torch.float32: Tolerance(1e-4, 1e-4, ref_error_factor=0.0, name="kernelbench-float32"),
+    torch.float16: Tolerance(1e-2, 1e-2, ref_error_factor=0.0, name="kernelbench-float16"),
+    torch.bfloat16: Tolerance(1e-2, 1e-2, ref_error_factor=0.0, name="kernelbench-bfloat16"),
+}
+
+
+def tolerance_for(dtype: torch.dtype, native: bool = False) -> Tolerance:
+    table = KERNELBENCH_TOLERANCES if native else TOLERANCES
+    return table.get(dtype, table[torch.float32])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of comparing one output tensor."""
+
+    passed: bool
+    failure_kind: str | None
+    summary: str
+    metrics: dict[str, Any]
+
+
+def _finite_mask_problem(cand: torch.Tensor, oracle: torch.Tensor) -> str | None:
+    c_fin, o_fin = torch.isfinite(cand), torch.isfinite(oracle)
+    bad = c_fin != o_fin
+    both_nonfinite = ~c_fin & ~o_fin
+    # Same kind of non-finite where both are non-finite: NaN with NaN, +inf with +inf.
+    bad |= both_nonfinite & ~((torch.isnan(cand) & torch.isnan(oracle)) | (cand == oracle))
+    count = int(bad.sum())
+    if not count:
+        return None
+    return f"{count} element(s) are NaN/Inf where the oracle is not (or the reverse)"
+
+
+def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
+    """Error statistics of cand and ref against oracle (all float64, same shape, finite positions)."""
+    finite = torch.isfinite(oracle) & torch.isfinite(cand)
+    c, o, r = cand[finite], oracle[finite], ref[finite]
+    err = (c - o).abs()
+    ref_err = torch.nan_to_num((r - o).abs(), nan=0.0, posinf=0.0)
+    slack = tol.ref_error_factor * (float(ref_err.max()) if ref_err.numel() else 0.0)
+    bound = tol.atol + tol.rtol * o.abs() + slack
+    over = err > bound
+    significant = o.abs() > tol.atol
+    rmse = float(err.pow(2).mean().sqrt()) if err.numel() else 0.0
+    ref_rmse = float(ref_err.pow(2).mean().sqrt()) if ref_err.numel() else 0.0
+    c_norm, o_norm = float(c.norm()), float(o.norm())
+    cosine = 1.0 if c_norm == o_norm == 0.0 else float((c * o).sum() / max(c_norm * o_norm, 1e-300))
+    metrics: dict[str, Any] = {
+        "numel": int(cand.numel()),
+        "max_abs_error": float(err.max()) if err.numel() else 0.0,
+        "max_rel_error": float((err[significant] / o[significant].abs()).max()) if significant.any() else 0.0,
+        "mean_abs_error": float(err.mean()) if err.numel() else 0.0,
+        "rmse": rmse,
+        "cosine_similarity": cosine,
+        "mismatch_count": int(over.sum()),
+        "reference_max_abs_error": float(ref_err.max()) if ref_err.numel() else 0.0,
+        "reference_rmse": ref_rmse,
+        "error_ratio": rmse / ref_rmse if ref_rmse > 0 else (1.0 if rmse == 0 else None),
+        "slack": slack,
+    }
+    if over.any():
+        flat = int(torch.argmax((err - bound).masked_fill(~over, float("-inf"))))
+        full_index = torch.nonzero(finite.reshape(-1))[flat].item()
+        metrics["worst_index"] = [int(i) for i in torch.unravel_index(torch.tensor(full_index), cand.shape)]
+        metrics["worst_candidate"] = float(c[flat])
+        metrics["worst_expected"] = float(o[flat])
+    return metrics
+
+
+def compare_to_oracle(cand: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, tol: Tolerance) -> Comparison:
+    """Compare one candidate output with the oracle, using the reference's own error as slack."""
+    if not (cand.is_floating_point() or cand.is_complex()):
+        mismatches = int((cand != ref).sum())
+        metrics = {"numel": int(cand.numel()), "mismatch_count": mismatches}
+        if mismatches:
+            return Comparison(False, "tolerance", f"{mismatches} of {cand.numel()} integer elements differ", metrics)
+        return Comparison(True, None, "exact match", metrics)
+    rounded = oracle.to(cand.dtype).double()
+    c, r = cand.double(), ref.double()
+    problem = _finite_mask_problem(c, rounded)
+    metrics = error_metrics(c, rounded, r, tol)
+    if problem:
+        return Comparison(False, "non_finite", problem, metrics)
+    if metrics["mismatch_count"]:
+        return Comparison(
+            False, "tolerance",
+            f"{metrics['mismatch_count']} of {metrics['numel']} elements outside tolerance "
+            f"(max abs error {metrics['max_abs_error']:.3g}, reference's own {metrics['reference_max_abs_error']:.3g})",
+            metrics,
+        )
+    return Comparison(True, None, "within tolerance", metrics)
+
+
+def compare_native(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
+    """KernelBench's check, exactly: torch.allclose(reference, candidate, atol, rtol)."""
+    diff = (ref.double() - cand.double()).abs()
+    metrics = {"numel": int(cand.numel()), "max_abs_error": float(diff.max()) if diff.numel() else 0.0,
+               "mean_abs_error": float(diff.mean()) if diff.numel() else 0.0}
+    try:
+        ok = bool(torch.allclose(ref, cand, atol=tol.atol, rtol=tol.rtol))
+    except RuntimeError as exc:
+        return Comparison(False, "tolerance", f"allclose failed: {exc}", metrics)
+    if ok:
+        return Comparison(True, None, "allclose", metrics)
+    return Comparison(False, "tolerance", f"not allclose (max abs difference {metrics['max_abs_error']:.3g})", metrics)
+
+
+def compare_replay(first: torch.Tensor, second: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor,
+                   tol: Tolerance) -> Comparison:
+    """Two runs on identical inputs: bitwise equal, rounding-level apart, or racing.
+
+    Rounding level is what a different accumulation order can change: a few
+    units in the last place of the values involved, plus the reference's own
+    error slack. A race that reads unfinished or uninitialised data differs by far more.
+    """
+    a, b = first.double(), second.double()
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    differing = int((~same).sum())
+    metrics: dict[str, Any] = {"numel": int(a.numel()), "differing_elements": differing}
+    if not differing:
+        return Comparison(True, None, "bitwise identical", {**metrics, "max_abs_difference": 0.0})
+    if not first.is_floating_point():
+        return Comparison(False, "nondeterministic",
+                          f"{differing} integer element(s) changed between two runs on the same inputs", metrics)
+    diff = torch.nan_to_num((a - b).abs(), nan=float("inf"))
+    metrics["max_abs_difference"] = float(diff.max())
+    o = oracle.to(first.dtype).double()
+    slack = error_metrics(a, o, ref.double(), tol)["slack"]
+    finite = torch.isfinite(o)
+    scale = float(o[finite].abs().mean()) if finite.any() else 0.0
+    eps = torch.finfo(first.dtype).eps
+    bound = ROUNDING_ULPS * eps * (torch.nan_to_num(o.abs(), posinf=0.0) + scale) + slack
+    beyond = int((diff > bound).sum())
+    metrics.update(beyond_rounding=beyond, slack=slack)
+    if beyond:
+        return Comparison(False, "nondeterministic",
+                          f"{beyond} element(s) changed beyond rounding between two runs on the same inputs", metrics)
+    return Comparison(True, None, f"{differing} element(s) differ at rounding level between runs", metrics)

@@ -1,0 +1,102 @@
+"""The command line: a thin layer over the library that maps outcomes to exit codes.
+
+Exit codes: 0 verified (or, in --mode off, correct by KernelBench's check);
+2 the candidate is not verified (FAIL or SUSPICIOUS); 3 a required capability
+is missing (UNSUPPORTED); 1 a judge error or bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from kerneljudge import __version__
+from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.errors import KernelJudgeError, UsageError
+
+EXIT_CODES = {"PASS": 0, "FAIL": 2, "SUSPICIOUS": 2, "UNSUPPORTED": 3, "ERROR": 1}
+
+NEXT_STEP = {
+    "FAIL": "the candidate is not correct: see the failure above and the record's trials",
+    "SUSPICIOUS": "the candidate is correct but its evidence is suspect: see the findings",
+    "UNSUPPORTED": "a required capability is missing on this machine: run `kerneljudge env`, or use --device auto",
+    "ERROR": "the judge or the task failed (no verdict on the candidate): see the failure above and rerun",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kerneljudge", description="Judge AI-written GPU kernels.")
+    parser.add_argument("--version", action="version", version=f"kerneljudge {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    j = sub.add_parser("judge", help="judge a candidate against a KernelBench-format reference")
+    j.add_argument("reference", help="task file: Model, get_inputs(), get_init_inputs()")
+    j.add_argument("candidate", help="candidate file defining ModelNew, or a model's response with a code block")
+    j.add_argument("--device", choices=DEVICES, default="auto")
+    j.add_argument("--mode", choices=MODES, default="audit")
+    j.add_argument("--policy", choices=POLICIES, default="strict")
+    j.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
+                   help="wall-clock limit for each worker step (import and build, one call, one timing block)")
+    j.add_argument("--json", type=Path, metavar="PATH", help="write the verdict record here")
+    j.add_argument("--no-timing", action="store_true", help="check correctness only")
+    j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
+    e = sub.add_parser("env", help="report what this machine offers (CUDA, Triton, interpreter, namespaces)")
+    e.add_argument("--json", action="store_true", help="print JSON")
+    sub.add_parser("schema", help="print the JSON Schema of the verdict record")
+    return parser
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    from kerneljudge.pipeline import judge
+    from kerneljudge.report.table import print_verdict
+
+    if args.json is not None and not args.json.parent.exists():
+        raise UsageError(f"cannot write the record: directory {args.json.parent} does not exist")
+    config = JudgeConfig(device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout,
+                         timing=not args.no_timing)
+    record = judge(args.reference, args.candidate, config)
+    if args.json is not None:
+        args.json.write_text(record.to_json())
+    if not args.quiet:
+        print_verdict(record)
+    code = EXIT_CODES[record.status]
+    line = f"{record.status}: " + ("verified" if record.verified else (
+        "correct by KernelBench's native check" if record.status == "PASS" else NEXT_STEP[record.status]))
+    print(line, file=sys.stderr if code else sys.stdout)
+    return code
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from kerneljudge.env import report
+
+    info = report()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from kerneljudge.verdict import record_json_schema
+
+    print(json.dumps(record_json_schema(), indent=2))
+    return 0
+
+
+COMMANDS = {"judge": cmd_judge, "env": cmd_env, "schema": cmd_schema}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KernelJudgeError as exc:
+        print(f"kerneljudge: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kerneljudge: interrupted", file=sys.stderr)
+        return 1

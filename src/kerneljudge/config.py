@@ -1,0 +1,65 @@
+"""The judge's configuration: one frozen object, validated once, unknown keys rejected.
+
+Precedence: defaults, then a mapping (for instance a parsed config file), then
+explicit keyword overrides (the CLI's flags).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from kerneljudge.errors import ConfigError
+
+MODES = ("off", "audit", "enforce")
+POLICIES = ("strict", "practical")
+DEVICES = ("auto", "cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    device: str = "auto"
+    mode: str = "audit"
+    policy: str = "strict"
+    timeout_s: float = 180.0
+    public_seed: int = 42
+    public_trials: int = 5
+    hidden_trials: int = 5
+    timing: bool = True
+    timing_blocks: int = 5
+    timing_samples: int = 10
+    timing_target_ms: float = 1.0
+    log_cap_bytes: int = 64 * 1024
+    max_message_bytes: int = 2 * 1024**3
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("device", DEVICES), ("mode", MODES), ("policy", POLICIES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        if self.mode != "off" and (self.public_trials < 5 or self.hidden_trials < 5):
+            raise ConfigError("hardened modes need at least 5 public and 5 hidden trials")
+        if self.public_trials < 1:
+            raise ConfigError("public_trials must be at least 1")
+        for name in ("timeout_s", "timing_target_ms"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive")
+        for name in ("timing_blocks", "timing_samples", "log_cap_bytes", "max_message_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1")
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any], **overrides: Any) -> JudgeConfig:
+        known = {f.name for f in fields(cls)}
+        for key in [*values, *overrides]:
+            if key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                raise ConfigError(f"unknown setting {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
+        return cls(**{**values, **{k: v for k, v in overrides.items() if v is not None}})
+
+    def with_(self, **changes: Any) -> JudgeConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,88 @@
+"""What this machine offers: the environment fingerprint and `kerneljudge env`.
+
+Device facts come from a reference-role probe worker (a fresh process that has
+seen no candidate), so the parent itself never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from kerneljudge import __version__
+
+
+def nvidia_driver_version() -> str | None:
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return None
+    for token in text.split():
+        if token.count(".") >= 1 and token.replace(".", "").isdigit():
+            return token
+    return None
+
+
+def fingerprint(hello: dict[str, Any] | None) -> dict[str, Any]:
+    """The environment that produced a record: host software plus what the reference worker saw."""
+    hello = hello or {}
+    return {
+        "kerneljudge": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "machine": platform.machine(),
+        "torch": hello.get("torch"),
+        "torch_cuda": hello.get("torch_cuda"),
+        "triton": hello.get("triton"),
+        "cuda_available": hello.get("cuda_available"),
+        "gpu_name": hello.get("gpu_name"),
+        "gpu_capability": hello.get("gpu_capability"),
+        "gpu_count": hello.get("gpu_count"),
+        "gpu_memory_bytes": hello.get("gpu_memory_bytes"),
+        "l2_cache_bytes": hello.get("l2_cache_bytes"),
+        "driver": nvidia_driver_version(),
+        "flags": hello.get("flags", {}),
+    }
+
+
+def namespace_support() -> dict[str, bool]:
+    """Which Linux namespaces an unprivileged child can enter here (tried, not guessed)."""
+    unshare = shutil.which("unshare")
+    result: dict[str, bool] = {}
+    for name, flags in (("user", ["-U"]), ("network", ["-U", "-r", "-n"]), ("mount", ["-U", "-r", "-m"]),
+                        ("pid", ["-U", "-r", "-p", "-f"])):
+        if unshare is None:
+            result[name] = False
+            continue
+        try:
+            done = subprocess.run([unshare, *flags, "true"], capture_output=True, timeout=10)
+            result[name] = done.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            result[name] = False
+    return result
+
+
+def probe(timeout_s: float = 120.0) -> dict[str, Any]:
+    """Start a bare probe worker and return its hello (device, torch, triton, flags)."""
+    from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+
+    worker = WorkerProcess("reference", "auto", "", WorkerLimits(step_timeout_s=timeout_s))
+    try:
+        hello, _ = worker.receive()
+        return hello
+    finally:
+        worker.close()
+
+
+def report() -> dict[str, Any]:
+    hello = probe()
+    return {
+        **fingerprint(hello),
+        "python_executable": sys.executable,
+        "triton_interpreter": hello.get("triton") is not None,
+        "namespaces": namespace_support(),
+    }

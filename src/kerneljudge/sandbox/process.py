@@ -1,0 +1,281 @@
+"""Starting, talking to and killing one worker process.
+
+A worker is a fresh interpreter (fork+exec through subprocess, never a fork of
+the parent and never multiprocessing, which would pickle), in its own session
+and process group, with its own workspace as cwd, HOME and cache directories.
+Its stdout and stderr are drained by the parent into capped buffers so a flood
+can neither block the worker nor fill the parent's memory. Requests and
+responses travel over two dedicated pipes in the wire format.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kerneljudge.sandbox.workspace import Workspace
+from kerneljudge.worker import wire
+
+# Variables a worker inherits; everything else in the parent's environment stays behind.
+INHERITED_ENV = (
+    "PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
+    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS",
+    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TRITON_PTXAS_PATH",
+)
+
+
+@dataclass(frozen=True)
+class WorkerLimits:
+    step_timeout_s: float = 180.0
+    start_timeout_s: float = 300.0
+    lifetime_s: float = 1800.0
+    log_cap_bytes: int = 64 * 1024
+    max_message_bytes: int = 2 * 1024**3
+
+
+class WorkerFailure(Exception):
+    """The worker could not answer: it timed out, died, or broke the protocol."""
+
+    kind = "crash"
+
+    def __init__(self, message: str, returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
+class WorkerTimeout(WorkerFailure):
+    kind = "timeout"
+
+
+class WorkerCrashed(WorkerFailure):
+    kind = "crash"
+
+
+class WorkerProtocolError(WorkerFailure):
+    kind = "crash"
+
+
+class WorkerOversized(WorkerFailure):
+    """The worker announced a message larger than the output it could legitimately send."""
+
+    kind = "shape_mismatch"
+
+
+class StreamCapture(threading.Thread):
+    """Drains a pipe, keeping the first and last cap/2 bytes and counting the rest."""
+
+    def __init__(self, stream: Any, cap_bytes: int) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.half = cap_bytes // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total_bytes = 0
+        self.start()
+
+    def run(self) -> None:
+        fd = self.stream.fileno()
+        while chunk := os.read(fd, 65536):
+            self.total_bytes += len(chunk)
+            room = self.half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                del self.tail[: max(0, len(self.tail) - self.half)]
+
+    def text(self) -> str:
+        kept = len(self.head) + len(self.tail)
+        middle = f"\n[... {self.total_bytes - kept} bytes dropped ...]\n" if self.total_bytes > kept else ""
+        return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
+
+    @property
+    def truncated(self) -> bool:
+        return self.total_bytes > len(self.head) + len(self.tail)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of pid, read from /proc (empty where /proc is absent)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class WorkerProcess:
+    """One worker: spawn, request/response, capped logs, kill of its whole process group."""
+
+    def __init__(self, role: str, device: str, source_text: str, limits: WorkerLimits,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.role = role
+        self.limits = limits
+        self.workspace = Workspace.create(role)
+        source_path = self.workspace.write_source(f"{role}.py", source_text)
+        self.started_at = time.monotonic()
+        req_r, self._req_w = os.pipe()
+        self._resp_r, resp_w = os.pipe()
+        os.set_blocking(self._req_w, False)
+        argv = [sys.executable, "-X", "faulthandler"]
+        if sys.version_info >= (3, 11):
+            argv.append("-P")  # keep the workspace (cwd) off sys.path
+        argv += ["-m", "kerneljudge.worker.main", "--role", role, "--device", device,
+                 "--source", str(source_path), "--req-fd", str(req_r), "--resp-fd", str(resp_w)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(req_r, resp_w), cwd=self.workspace.root, env=self._env(device, extra_env),
+            start_new_session=True,
+        )
+        os.close(req_r)
+        os.close(resp_w)
+        self.stdout = StreamCapture(self.proc.stdout, limits.log_cap_bytes)
+        self.stderr = StreamCapture(self.proc.stderr, limits.log_cap_bytes)
+        self.dead = False
+
+    def _env(self, device: str, extra_env: dict[str, str] | None) -> dict[str, str]:
+        env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+        package_root = str(Path(__file__).resolve().parents[2])
+        paths = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        env.update(self.workspace.env())
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        if device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        env.update(extra_env or {})
+        return env
+
+    # ------------------------------------------------------------ talking
+
+    def receive(self, max_blob_bytes: int | None = None, timeout_s: float | None = None
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+        deadline = self._deadline(timeout_s)
+        try:
+            header, blob = wire.read_frame(
+                self._resp_r, max_blob_bytes if max_blob_bytes is not None else self.limits.max_message_bytes,
+                deadline)
+            return header, wire.decode_tensors(blob)
+        except wire.PeerTimeout:
+            self.kill()
+            raise WorkerTimeout(f"the {self.role} worker gave no answer within its time limit") from None
+        except wire.FrameTooLarge as exc:
+            self.kill()
+            raise WorkerOversized(f"the {self.role} worker sent an oversized message: {exc}") from None
+        except wire.WireError as exc:
+            returncode = self.kill()
+            if returncode is not None and returncode != 0:
+                raise WorkerCrashed(f"the {self.role} worker died ({describe_returncode(returncode)})",
+                                    returncode) from None
+            raise WorkerProtocolError(f"the {self.role} worker broke the protocol: {exc}", returncode) from None
+
+    def request(self, header: dict[str, Any], values: Any = None, max_blob_bytes: int | None = None,
+                timeout_s: float | None = None) -> tuple[dict[str, Any], Any]:
+        """Send one request and return the response header and its unpacked values."""
+        tree, tensors = wire.pack_values(values if values is not None else [])
+        try:
+            wire.write_frame(self._req_w, {**header, "args": tree}, wire.encode_tensors(tensors),
+                             self._deadline(timeout_s))
+        except wire.PeerTimeout:
+            self.kill()
+            raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
+        except wire.WireError:
+            returncode = self.kill()
+            raise WorkerCrashed(f"the {self.role} worker died ({describe_returncode(returncode)})",
+                                returncode) from None
+        response, response_tensors = self.receive(max_blob_bytes, timeout_s)
+        try:
+            unpacked = {k: wire.unpack_values(v, response_tensors) for k, v in response.items()
+                        if k in ("values", "init_inputs")}
+        except wire.WireError as exc:
+            self.kill()
+            raise WorkerProtocolError(f"the {self.role} worker sent malformed values: {exc}") from None
+        return response, unpacked
+
+    def _deadline(self, timeout_s: float | None) -> float:
+        now = time.monotonic()
+        step = timeout_s if timeout_s is not None else self.limits.step_timeout_s
+        return min(now + step, self.started_at + self.limits.lifetime_s)
+
+    # ------------------------------------------------------------ ending
+
+    def kill(self) -> int | None:
+        """Kill the worker's process group and every descendant; return its exit status."""
+        if not self.dead:
+            self.dead = True
+            stragglers = descendants(self.proc.pid)
+            for pid in [self.proc.pid, *stragglers]:
+                try:
+                    os.killpg(pid, signal.SIGKILL) if pid == self.proc.pid else os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Ask the worker to exit, kill what remains, and remove its workspace."""
+        if not self.dead and self.proc.poll() is None:
+            try:
+                wire.write_frame(self._req_w, {"op": "exit"}, b"", time.monotonic() + 1.0)
+                self.proc.wait(timeout=5)
+            except (wire.WireError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self.stdout.join(timeout=5)
+        self.stderr.join(timeout=5)
+        for fd in (self._req_w, self._resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.workspace.remove()
+
+    def logs(self) -> dict[str, Any]:
+        return {
+            "stdout_tail": self.stdout.text(), "stdout_bytes": self.stdout.total_bytes,
+            "stderr_tail": self.stderr.text(), "stderr_bytes": self.stderr.total_bytes,
+            "truncated": self.stdout.truncated or self.stderr.truncated,
+        }
+
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def describe_returncode(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"

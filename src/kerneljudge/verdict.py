@@ -1,0 +1,169 @@
+"""The verdict record: findings, capabilities, status, and the JSON record itself.
+
+The record is the source of truth; every view is rendered from it. Its JSON
+Schema is generated from these models and published in docs/schema/; tests
+validate every record against the published file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+Status = Literal["PASS", "FAIL", "SUSPICIOUS", "UNSUPPORTED", "ERROR"]
+FailureKind = Literal[
+    "compile_error", "runtime_error", "timeout", "crash", "output_type", "shape_mismatch",
+    "dtype_mismatch", "device_mismatch", "non_finite", "tolerance", "nondeterministic", "judge_error",
+]
+Severity = Literal["info", "warning", "error"]
+CapabilityStatus = Literal["available", "unavailable", "degraded"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Finding(Model):
+    code: str
+    detector: str
+    severity: Severity
+    summary: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    remediation: str = ""
+
+
+class Capability(Model):
+    status: CapabilityStatus
+    required: bool
+    detail: str = ""
+
+
+class Failure(Model):
+    kind: FailureKind
+    phase: str
+    summary: str
+    exception: str | None = None
+    traceback: str | None = None
+
+
+class Identity(Model):
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    name: str
+    path: str | None = None
+    extracted_from_response: bool = False
+
+
+class TrialRecord(Model):
+    index: int
+    kind: Literal["public", "hidden"]
+    seed: int
+    passed: bool
+    failure_kind: FailureKind | None = None
+    summary: str
+    outputs: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Correctness(Model):
+    checked: bool
+    passed: bool
+    method: Literal["oracle", "kernelbench_native"]
+    oracle_dtype: str | None = None
+    tolerance: dict[str, Any] = Field(default_factory=dict)
+    trials: list[TrialRecord] = Field(default_factory=list)
+    replay: dict[str, Any] | None = None
+    worst: dict[str, Any] | None = None
+
+
+class TimingStats(Model):
+    median_ms: float
+    p95_ms: float
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    cv: float
+    count: int
+    samples_ms: list[float]
+
+
+class Timing(Model):
+    measured: bool
+    reason: str | None = None
+    device: str | None = None
+    method: str | None = None
+    regime: str | None = None
+    calls_per_sample: dict[str, int] = Field(default_factory=dict)
+    candidate: TimingStats | None = None
+    reference: TimingStats | None = None
+    block_ratios: list[float] = Field(default_factory=list)
+    speedup: float | None = None
+    parent_observed_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class Reward(Model):
+    spec: str
+    value: float | None
+    reason: str
+    components: dict[str, float] = Field(default_factory=dict)
+
+
+class WorkerLog(Model):
+    stdout_tail: str
+    stdout_bytes: int
+    stderr_tail: str
+    stderr_bytes: int
+    truncated: bool
+
+
+class Record(Model):
+    schema_version: Literal["1.0"] = SCHEMA_VERSION
+    kerneljudge_version: str
+    created_at: str
+    task: Identity
+    candidate: Identity
+    config: dict[str, Any]
+    device: str | None
+    status: Status
+    verified: bool
+    valid: bool
+    failure: Failure | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    capabilities: dict[str, Capability] = Field(default_factory=dict)
+    correctness: Correctness
+    timing: Timing
+    rewards: list[Reward] = Field(default_factory=list)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    logs: dict[str, WorkerLog] = Field(default_factory=dict)
+    duration_s: float
+
+    @property
+    def failure_kind(self) -> str | None:
+        return self.failure.kind if self.failure else None
+
+    def reward(self, spec: str) -> Reward | None:
+        return next((r for r in self.rewards if r.spec == spec), None)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+def decide_status(failure: Failure | None, findings: list[Finding], capabilities: dict[str, Capability]) -> Status:
+    """Status from the evidence, in order of precedence: judge failure, missing capability, candidate failure, findings."""
+    if failure is not None and failure.kind == "judge_error":
+        return "ERROR"
+    if any(c.required and c.status == "unavailable" for c in capabilities.values()):
+        return "UNSUPPORTED"
+    if failure is not None:
+        return "FAIL"
+    if any(f.severity == "error" for f in findings):
+        return "SUSPICIOUS"
+    return "PASS"
+
+
+def record_json_schema() -> dict[str, Any]:
+    schema = Record.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"urn:kerneljudge:record:{SCHEMA_VERSION}"
+    return schema

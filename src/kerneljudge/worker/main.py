@@ -1,0 +1,316 @@
+"""Entry point of a worker process: ``python -m kerneljudge.worker.main``.
+
+A worker serves one role for one judgment. The reference role loads the trusted
+task, makes inputs from seeds and computes the reference and float64-oracle
+outputs; it never sees candidate code. The candidate role imports the untrusted
+candidate and runs it on inputs the parent sends. Either way the worker only
+reports observations (tensors, shapes, times, exceptions); every decision is the
+parent's. Once a candidate is imported, anything in this process may have been
+replaced, which is why nothing here is trusted by the parent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from kerneljudge.worker import wire
+
+TEXT_CAP = 4096
+TRACE_CAP = 16384
+
+
+def pin_flags(torch: Any) -> None:
+    """Pin numerics flags the same way in every worker, before any task or candidate code runs."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def read_flags(torch: Any) -> dict[str, Any]:
+    return {
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+    }
+
+
+def describe_exception(phase: str, exc: BaseException) -> dict[str, Any]:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "type": "error",
+        "phase": phase,
+        "exc_type": type(exc).__name__,
+        "exc_module": type(exc).__module__,
+        "message": str(exc)[:TEXT_CAP],
+        "traceback": text[-TRACE_CAP:],
+    }
+
+
+def load_module(path: str, name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Worker:
+    def __init__(self, role: str, device: str, source: str, req_fd: int, resp_fd: int) -> None:
+        import torch
+
+        self.torch = torch
+        self.role = role
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            if device == "cpu":
+                os.environ["TRITON_INTERPRET"] = "1"  # read by triton.jit when the candidate is imported
+        self.device = torch.device(device)
+        self.source = source
+        self.req_fd = req_fd
+        self.resp_fd = resp_fd
+        self.module: Any = None
+        self.model: Any = None
+        self.oracle: Any = None
+        self.oracle_dtype: str | None = None
+        pin_flags(torch)
+
+    # ------------------------------------------------------------ plumbing
+
+    def send(self, header: dict[str, Any], tensors: dict[str, Any] | None = None) -> None:
+        wire.write_frame(self.resp_fd, header, wire.encode_tensors(tensors or {}))
+
+    def serve(self) -> None:
+        self.send(self.hello())
+        while True:
+            header, blob = wire.read_frame(self.req_fd, max_blob_bytes=1 << 62)
+            op = header.get("op")
+            if op == "exit":
+                return
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                self.send({"type": "error", "phase": "protocol", "exc_type": "UnknownOp",
+                           "exc_module": "kerneljudge", "message": f"unknown op {op!r}", "traceback": ""})
+                continue
+            args = wire.unpack_values(header.get("args", []), wire.decode_tensors(blob))
+            handler(header, args)
+
+    def set_seed(self, seed: int) -> None:
+        self.torch.manual_seed(seed)
+        if self.device.type == "cuda":
+            self.torch.cuda.manual_seed_all(seed)
+
+    def to_device(self, values: list[Any]) -> list[Any]:
+        torch = self.torch
+        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def hello(self) -> dict[str, Any]:
+        torch = self.torch
+        info: dict[str, Any] = {
+            "type": "hello",
+            "role": self.role,
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(),
+            "device": str(self.device),
+            "flags": read_flags(torch),
+        }
+        if torch.cuda.is_available():
+            index = self.device.index if self.device.type == "cuda" and self.device.index is not None else 0
+            props = torch.cuda.get_device_properties(index)
+            info["gpu_name"] = props.name
+            info["gpu_capability"] = f"{props.major}.{props.minor}"
+            info["gpu_memory_bytes"] = int(props.total_memory)
+            info["gpu_count"] = torch.cuda.device_count()
+            info["l2_cache_bytes"] = int(getattr(props, "L2_cache_size", 0))
+        try:  # the version without importing triton, which costs seconds
+            from importlib.metadata import version
+
+            info["triton"] = version("triton")
+        except Exception:  # triton is optional; absent or unreadable means "not available"
+            info["triton"] = None
+        return info
+
+    # ------------------------------------------------------------ both roles
+
+    def op_load(self, header: dict[str, Any], args: Any) -> None:
+        """Import the source and build the model after the public seed (KernelBench's convention)."""
+        torch = self.torch
+        seed = int(header["seed"])
+        try:
+            self.module = load_module(self.source, "kj_" + self.role)
+        except BaseException as exc:  # a SystemExit or KeyboardInterrupt raised by import is a result too
+            self.send(describe_exception("import", exc))
+            return
+        try:
+            if self.role == "reference":
+                self.set_seed(seed)
+                init_inputs = list(self.module.get_init_inputs())
+                cls = self.module.Model
+            else:
+                init_inputs = list(args)
+                cls = getattr(self.module, "ModelNew", None)
+                if cls is None:
+                    raise AttributeError("the candidate defines no ModelNew")
+            with torch.no_grad():
+                self.set_seed(seed)
+                self.model = cls(*self.to_device(init_inputs))
+                if hasattr(self.model, "to"):
+                    self.model = self.model.to(self.device)
+                if hasattr(self.model, "eval"):
+                    self.model.eval()
+            self.synchronize()
+        except BaseException as exc:
+            self.send(describe_exception("init", exc))
+            return
+        tree, tensors = wire.pack_values(init_inputs if self.role == "reference" else [])
+        self.send({"type": "loaded", "init_inputs": tree}, tensors)
+
+    def op_time(self, header: dict[str, Any], args: Any) -> None:
+        """Time `calls` consecutive forwards per sample; report per-call milliseconds."""
+        torch = self.torch
+        calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
+        inputs = self.to_device(list(args))
+        times_ms: list[float] = []
+        try:
+            with torch.no_grad():
+                for _ in range(warmup):
+                    self.model(*inputs)
+                self.synchronize()
+                if self.device.type == "cuda":
+                    pairs = []
+                    for _ in range(samples):
+                        start = torch.cuda.Event(enable_timing=True)
+                        end = torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        for _ in range(calls):
+                            self.model(*inputs)
+                        end.record()
+                        pairs.append((start, end))
+                    self.synchronize()
+                    times_ms = [s.elapsed_time(e) / calls for s, e in pairs]
+                else:
+                    for _ in range(samples):
+                        t0 = time.perf_counter_ns()
+                        for _ in range(calls):
+                            self.model(*inputs)
+                        times_ms.append((time.perf_counter_ns() - t0) / 1e6 / calls)
+        except BaseException as exc:
+            self.send(describe_exception("time", exc))
+            return
+        self.send({"type": "timed", "times_ms": times_ms})
+
+    # ------------------------------------------------------------ reference role
+
+    def op_trial(self, header: dict[str, Any], args: Any) -> None:
+        """Make inputs from a seed, run the reference natively and in float64 (the oracle)."""
+        torch = self.torch
+        try:
+            self.set_seed(int(header["seed"]))
+            inputs = list(self.module.get_inputs())
+            with torch.no_grad():
+                out = self.model(*self.to_device(inputs))
+                self.synchronize()
+                oracle_out = self.run_oracle(inputs) if header.get("oracle", True) else None
+        except BaseException as exc:
+            self.send(describe_exception("reference", exc))
+            return
+        tree, tensors = wire.pack_values([inputs, out, oracle_out])
+        self.send({"type": "trial", "values": tree, "oracle_dtype": self.oracle_dtype}, tensors)
+
+    def run_oracle(self, inputs: list[Any]) -> Any:
+        import copy
+
+        torch = self.torch
+        last_error: BaseException | None = None
+        for dtype in (torch.float64, torch.float32):
+            if self.oracle is not None and self.oracle_dtype != str(dtype).removeprefix("torch."):
+                continue
+            try:
+                if self.oracle is None:
+                    model = copy.deepcopy(self.model)
+                    self.oracle = model.to(dtype) if hasattr(model, "to") else model
+                    self.oracle_dtype = str(dtype).removeprefix("torch.")
+                cast = [x.to(self.device, dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                        else (x.to(self.device) if isinstance(x, torch.Tensor) else x) for x in inputs]
+                out = self.oracle(*cast)
+                self.synchronize()
+                return out
+            except Exception as exc:  # an op without float64 support: fall back to float32, TF32 off
+                last_error = exc
+                self.oracle = None
+                self.oracle_dtype = None
+        raise RuntimeError(f"the reference cannot run as an oracle: {last_error}")
+
+    # ------------------------------------------------------------ candidate role
+
+    def op_call(self, header: dict[str, Any], args: Any) -> None:
+        """Run the candidate once on private device copies of the inputs and report the output."""
+        torch = self.torch
+        inputs = self.to_device(list(args))
+        try:
+            with torch.no_grad():
+                out = self.model(*inputs)
+            self.synchronize()
+        except BaseException as exc:
+            self.send(describe_exception("call", exc))
+            return
+        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        described = [
+            {
+                "type": f"{type(x).__module__}.{type(x).__qualname__}",
+                "plain_tensor": type(x) is torch.Tensor,
+                "dtype": str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor) else None,
+                "shape": list(x.shape) if isinstance(x, torch.Tensor) else None,
+                "device": str(x.device) if isinstance(x, torch.Tensor) else None,
+            }
+            for x in items
+        ]
+        header_out: dict[str, Any] = {"type": "output", "container": type(out).__name__, "items": described}
+        if not all(d["plain_tensor"] for d in described):
+            self.send(header_out)
+            return
+        try:
+            tree, tensors = wire.pack_values(items)
+            blob = wire.encode_tensors(tensors)
+        except Exception as exc:  # e.g. a meta tensor has no data to send
+            self.send({**header_out, "unreadable": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]})
+            return
+        wire.write_frame(self.resp_fd, {**header_out, "values": tree}, blob)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kerneljudge-worker")
+    parser.add_argument("--role", choices=("reference", "candidate"), required=True)
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--req-fd", type=int, required=True)
+    parser.add_argument("--resp-fd", type=int, required=True)
+    ns = parser.parse_args(argv)
+    worker = Worker(ns.role, ns.device, ns.source, ns.req_fd, ns.resp_fd)
+    try:
+        worker.serve()
+    except wire.WireError:
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The wire format between the trusted parent and a worker.
+
+A frame is a fixed prefix (magic, header length, blob length), a JSON header and
+a blob of tensors in the safetensors format. Nothing is ever unpickled: the
+header is JSON, the blob is parsed by safetensors, and both sides cap lengths
+before reading. This module is imported by the worker, so it imports only the
+standard library, torch and safetensors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import struct
+import time
+from typing import Any
+
+MAGIC = b"KJW1"
+PREFIX = struct.Struct("<4sIQ")
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+
+
+class WireError(Exception):
+    """A frame could not be read or written: malformed, oversized, or the peer is gone."""
+
+
+class FrameTooLarge(WireError):
+    """The peer announced more bytes than the reader allows."""
+
+    def __init__(self, what: str, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(f"{what} of {size_bytes} bytes exceeds the cap of {limit_bytes} bytes")
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
+class PeerTimeout(WireError):
+    """No complete frame arrived before the deadline."""
+
+
+# ---------------------------------------------------------------- values <-> JSON
+
+
+def pack_values(values: Any) -> tuple[Any, dict[str, Any]]:
+    """Split a nest of Python values into a JSON-able tree and a dict of tensors."""
+    import torch
+
+    tensors: dict[str, Any] = {}
+
+    def pack(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            name = f"t{len(tensors)}"
+            tensors[name] = v
+            return {"tensor": name}
+        if isinstance(v, torch.dtype):
+            return {"dtype": str(v).removeprefix("torch.")}
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+        if isinstance(v, float):
+            return v if math.isfinite(v) else {"float": repr(v)}
+        if isinstance(v, tuple):
+            return {"tuple": [pack(x) for x in v]}
+        if isinstance(v, list):
+            return [pack(x) for x in v]
+        raise TypeError(f"cannot send a value of type {type(v).__name__} to a worker")
+
+    return pack(values), tensors
+
+
+def unpack_values(tree: Any, tensors: dict[str, Any]) -> Any:
+    """Inverse of pack_values; unknown tensor names and shapes of tree raise WireError."""
+    import torch
+
+    def unpack(v: Any) -> Any:
+        if isinstance(v, list):
+            return [unpack(x) for x in v]
+        if isinstance(v, dict):
+            if set(v) == {"tensor"}:
+                if v["tensor"] not in tensors:
+                    raise WireError(f"frame refers to a missing tensor {v['tensor']!r}")
+                return tensors[v["tensor"]]
+            if set(v) == {"tuple"} and isinstance(v["tuple"], list):
+                return tuple(unpack(x) for x in v["tuple"])
+            if set(v) == {"dtype"} and isinstance(v["dtype"], str):
+                dtype = getattr(torch, v["dtype"], None)
+                if not isinstance(dtype, torch.dtype):
+                    raise WireError(f"unknown dtype {v['dtype']!r}")
+                return dtype
+            if set(v) == {"float"} and v["float"] in ("nan", "inf", "-inf"):
+                return float(v["float"])
+            raise WireError(f"malformed value in frame: keys {sorted(v)}")
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        raise WireError(f"malformed value in frame: {type(v).__name__}")
+
+    return unpack(tree)
+
+
+def encode_tensors(tensors: dict[str, Any]) -> bytes:
+    """Serialize CPU copies of tensors with safetensors (each gets its own storage)."""
+    if not tensors:
+        return b""
+    from safetensors.torch import save
+
+    return save({k: t.detach().to("cpu").contiguous().clone() for k, t in tensors.items()})
+
+
+def decode_tensors(blob: bytes) -> dict[str, Any]:
+    if not blob:
+        return {}
+    from safetensors.torch import load
+
+    try:
+        return load(blob)
+    except Exception as exc:  # safetensors raises its own error types
+        raise WireError(f"tensor blob is not valid safetensors: {exc}") from None
+
+
+# ---------------------------------------------------------------- frames
+
+
+def write_frame(fd: int, header: dict[str, Any], blob: bytes = b"", deadline: float | None = None) -> None:
+    """Write one frame; with a deadline the peer must drain the pipe in time."""
+    data = json.dumps(header, allow_nan=False).encode()
+    _write_all(fd, PREFIX.pack(MAGIC, len(data), len(blob)) + data, deadline)
+    if blob:
+        _write_all(fd, blob, deadline)
+
+
+def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
+    view = memoryview(data)
+    while view:
+        if deadline is not None:
+            wait_s = deadline - time.monotonic()
+            if wait_s <= 0:
+                raise PeerTimeout("the peer did not read a frame before the deadline")
+            _, ready, _ = select.select([], [fd], [], wait_s)
+            if not ready:
+                continue
+        try:
+            n = os.write(fd, view[: 1 << 16])
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise WireError(f"peer closed the channel: {exc}") from None
+        view = view[n:]
+
+
+def read_frame(
+    fd: int,
+    max_blob_bytes: int,
+    deadline: float | None = None,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+) -> tuple[dict[str, Any], bytes]:
+    """Read one frame; deadline is a time.monotonic() value or None to wait forever."""
+    magic, header_len, blob_len = PREFIX.unpack(_read_exact(fd, PREFIX.size, deadline))
+    if magic != MAGIC:
+        raise WireError("frame does not start with the protocol magic")
+    if header_len > max_header_bytes:
+        raise FrameTooLarge("header", header_len, max_header_bytes)
+    if blob_len > max_blob_bytes:
+        raise FrameTooLarge("tensor blob", blob_len, max_blob_bytes)
+    try:
+        header = json.loads(_read_exact(fd, header_len, deadline))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WireError(f"frame header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise WireError("frame header is not a JSON object")
+    return header, _read_exact(fd, blob_len, deadline)
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    remaining = n
+    while remaining:
+        if deadline is not None:
+            wait_s = deadline - time.monotonic()
+            if wait_s <= 0:
+                raise PeerTimeout(f"no complete frame before the deadline ({n - remaining}/{n} bytes)")
+            ready, _, _ = select.select([fd], [], [], wait_s)
+            if not ready:
+                continue
+        chunk = os.read(fd, min(remaining, 1 << 22))
+        if not chunk:
+            raise WireError(f"peer closed the channel ({n - remaining}/{n} bytes of a frame read)")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,113 @@
+"""The numerical comparison against the float64 oracle, without processes."""
+
+import torch
+
+from kerneljudge.checks.correctness import (
+    compare_native, compare_replay, compare_to_oracle, tolerance_for,
+)
+
+
+def matmul_case(k: int = 4096, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(64, k, generator=g), torch.randn(k, 64, generator=g)
+    oracle = a.double() @ b.double()
+    ref = a @ b
+    return a, b, ref, oracle
+
+
+def chunked_matmul(a, b, chunk):
+    """fp32 matmul accumulated in K-chunks: a different (correct) summation order."""
+    out = torch.zeros(a.shape[0], b.shape[1])
+    for k in range(0, a.shape[1], chunk):
+        out += a[:, k:k + chunk] @ b[k:k + chunk]
+    return out
+
+
+def test_reordered_long_reduction_passes():
+    a, b, ref, oracle = matmul_case()
+    for chunk in (1, 7, 64, 1024):
+        cand = chunked_matmul(a, b, chunk)
+        result = compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float32))
+        assert result.passed, (chunk, result.summary)
+        assert result.metrics["error_ratio"] < 10
+
+
+def test_naive_sequential_fp32_sum_over_a_million_passes():
+    x = torch.rand(2, 1_000_000, generator=torch.Generator().manual_seed(1))
+    oracle, ref = x.double().sum(1), x.sum(1)
+    cand = torch.stack([torch.cumsum(row, 0)[-1] for row in x])  # strictly sequential order
+    assert compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float32)).passed
+
+
+def test_bf16_downgrade_fails_an_fp32_task():
+    a, b, ref, oracle = matmul_case()
+    cand = (a.bfloat16() @ b.bfloat16()).float()
+    result = compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float32))
+    assert not result.passed and result.failure_kind == "tolerance"
+    assert result.metrics["error_ratio"] > 100
+
+
+def test_fp16_inputs_downgrade_fails_an_fp32_task():
+    a, b, ref, oracle = matmul_case(k=256)
+    cand = (a.half().float() @ b.half().float())
+    assert not compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float32)).passed
+
+
+def test_metrics_report_what_a_user_checks():
+    oracle = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    ref = oracle.float()
+    cand = torch.tensor([1.0, 2.0, 3.5, 4.0])
+    result = compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float32))
+    m = result.metrics
+    assert not result.passed
+    assert m["max_abs_error"] == 0.5 and m["mismatch_count"] == 1
+    assert abs(m["max_rel_error"] - 0.5 / 3) < 1e-12
+    assert abs(m["mean_abs_error"] - 0.125) < 1e-12
+    assert abs(m["rmse"] - 0.25) < 1e-12
+    assert 0.99 < m["cosine_similarity"] < 1.0
+    assert m["worst_index"] == [2] and m["worst_candidate"] == 3.5 and m["worst_expected"] == 3.0
+
+
+def test_nan_where_oracle_is_finite_is_non_finite():
+    oracle = torch.ones(8, dtype=torch.float64)
+    cand = torch.ones(8)
+    cand[3] = float("nan")
+    result = compare_to_oracle(cand, oracle.float(), oracle, tolerance_for(torch.float32))
+    assert result.failure_kind == "non_finite"
+
+
+def test_matching_infinities_pass_and_fp16_overflow_matches_the_task_dtype():
+    oracle = torch.tensor([1.0, 70000.0], dtype=torch.float64)  # overflows float16
+    ref = oracle.half()
+    assert compare_to_oracle(ref.clone(), ref, oracle, tolerance_for(torch.float16)).passed
+    cand = torch.tensor([1.0, float("-inf")], dtype=torch.float16)
+    assert compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float16)).failure_kind == "non_finite"
+
+
+def test_integer_outputs_are_compared_exactly():
+    ref = torch.tensor([1, 2, 3])
+    assert compare_to_oracle(ref.clone(), ref, ref.double(), tolerance_for(torch.int64)).passed
+    assert not compare_to_oracle(torch.tensor([1, 2, 4]), ref, ref.double(), tolerance_for(torch.int64)).passed
+
+
+def test_native_mode_is_kernelbench_allclose():
+    ref = torch.tensor([1.0, 2.0])
+    tol = tolerance_for(torch.float32, native=True)
+    assert (tol.atol, tol.rtol) == (1e-4, 1e-4)
+    assert (tolerance_for(torch.float16, native=True).atol, tolerance_for(torch.bfloat16, native=True).rtol) == (
+        1e-2, 1e-2)
+    assert compare_native(ref + 1e-5, ref, tol).passed
+    assert not compare_native(ref + 1e-3, ref, tol).passed
+
+
+def test_replay_distinguishes_rounding_from_a_race():
+    a, b, ref, oracle = matmul_case(k=512)
+    first, second = chunked_matmul(a, b, 16), chunked_matmul(a, b, 64)
+    tol = tolerance_for(torch.float32)
+    rounding = compare_replay(first, second, ref, oracle, tol)
+    assert rounding.passed and rounding.metrics["differing_elements"] > 0
+    racy = first.clone()
+    racy[5, 5] += 1e-3 * float(oracle.abs().mean())
+    race = compare_replay(first, racy, ref, oracle, tol)
+    assert not race.passed and race.failure_kind == "nondeterministic"
+    assert compare_replay(first, first.clone(), ref, oracle, tol).summary == "bitwise identical"

@@ -1,0 +1,107 @@
+"""End to end on the CPU: each kind of candidate gets the typed verdict a user expects."""
+
+import pytest
+
+from conftest import CANDIDATES, run_judge
+
+
+def test_honest_candidate_passes_verified(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py")
+    assert record.status == "PASS" and record.verified and record.valid
+    trials = record.correctness.trials
+    assert [t.kind for t in trials].count("public") == 5 and [t.kind for t in trials].count("hidden") == 5
+    assert all(t.passed for t in trials)
+    assert len({t.seed for t in trials if t.kind == "hidden"}) == 5
+    assert record.correctness.oracle_dtype == "float64"
+    assert record.correctness.replay["bitwise_identical"] is True
+    assert record.reward("kerneljudge.reward.binary.v1").value == 1.0
+    assert record.device == "cpu" and record.capabilities["cuda_runtime"].required is False
+
+
+def test_hidden_seeds_differ_between_runs(tiny_task):
+    seeds = [{t.seed for t in run_judge(tiny_task, CANDIDATES / "honest_torch.py").correctness.trials
+              if t.kind == "hidden"} for _ in range(2)]
+    assert not seeds[0] & seeds[1]
+
+
+@pytest.mark.parametrize("fixture, kind", [
+    ("wrong_values.py", "tolerance"),
+    ("wrong_shape.py", "shape_mismatch"),
+    ("wrong_dtype.py", "dtype_mismatch"),
+    ("wrong_device.py", "device_mismatch"),
+    ("non_finite.py", "non_finite"),
+    ("output_not_tensor.py", "output_type"),
+    ("output_subclass.py", "output_type"),
+    ("racy.py", "nondeterministic"),
+    ("syntax_error.py", "compile_error"),
+    ("import_error.py", "compile_error"),
+    ("raise_in_init.py", "runtime_error"),
+    ("raise_in_forward.py", "runtime_error"),
+])
+def test_failures_are_typed(tiny_task, fixture, kind):
+    record = run_judge(tiny_task, CANDIDATES / fixture)
+    assert record.status == "FAIL", record.failure
+    assert record.failure.kind == kind, record.failure
+    assert not record.verified and record.valid
+    assert record.reward("kerneljudge.reward.v1").value == -1.0
+
+
+def test_model_response_is_extracted(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "response.md")
+    assert record.candidate.extracted_from_response
+    assert record.status == "PASS"
+
+
+def test_off_mode_is_kernelbench_native(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", mode="off", hidden_trials=0)
+    assert record.status == "PASS" and not record.verified
+    assert record.correctness.method == "kernelbench_native"
+    assert [t.kind for t in record.correctness.trials] == ["public"] * 5
+    assert record.correctness.tolerance["float32"]["atol"] == 1e-4
+
+
+def test_off_mode_fails_wrong_values(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "wrong_values.py", mode="off", hidden_trials=0)
+    assert record.status == "FAIL" and record.failure.kind == "tolerance"
+
+
+def test_missing_gpu_is_unsupported(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", device="cuda")
+    if record.environment.get("cuda_available"):
+        pytest.skip("this machine has a GPU")
+    assert record.status == "UNSUPPORTED"
+    assert record.capabilities["cuda_runtime"].required and record.capabilities["cuda_runtime"].status == "unavailable"
+    assert record.reward("kerneljudge.reward.v1").value is None
+
+
+def test_broken_task_is_a_judge_error_not_a_candidate_failure(tmp_path):
+    task = tmp_path / "broken.py"
+    task.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self, width):\n        super().__init__()\n"
+                    "    def forward(self, x):\n        return x\n"
+                    "def get_inputs():\n    raise ValueError('no inputs')\ndef get_init_inputs():\n    return [33]\n")
+    record = run_judge(task, CANDIDATES / "honest_torch.py")
+    assert record.status == "ERROR" and not record.valid and record.failure.kind == "judge_error"
+    assert all(r.value is None for r in record.rewards)
+
+
+def test_parent_never_imports_the_candidate(tmp_path, tiny_task):
+    import os
+    import sys
+
+    marker = tmp_path / "importer_pid"
+    source = (CANDIDATES / "import_marker.py").read_text().replace("MARKER_PATH", str(marker))
+    candidate = tmp_path / "marker_candidate.py"
+    candidate.write_text(source)
+    record = run_judge(tiny_task, candidate)
+    assert record.status == "PASS"
+    assert int(marker.read_text()) != os.getpid()
+    assert not any(name.startswith("kj_") for name in sys.modules)
+
+
+def test_timing_is_recorded_with_its_regime(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", timing=True, timing_blocks=2, timing_samples=3)
+    t = record.timing
+    assert t.measured and t.device == "cpu" and "not a GPU speedup" in t.regime
+    assert t.candidate.count == 6 and t.reference.count == 6 and len(t.block_ratios) == 2
+    assert t.speedup > 0 and t.parent_observed_ms["candidate"] > 0
+    assert record.reward("kerneljudge.reward.v1").value is not None
