@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from conftest import CANDIDATES, run_judge
+from helpers import CANDIDATES, run_judge
 
 
 @pytest.mark.parametrize("fixture, kind", [
@@ -31,7 +31,7 @@ def test_flood_is_capped_and_the_answer_still_counts(tiny_task):
     record = run_judge(tiny_task, CANDIDATES / "flood.py", log_cap_bytes=32 * 1024)
     assert record.status == "PASS"
     log = record.logs["candidate"]
-    assert log.stdout_bytes > 50_000_000 and log.truncated
+    assert log.stdout_bytes > 10_000_000 and log.stderr_bytes > 10_000_000 and log.truncated
     assert len(log.stdout_tail) < 40 * 1024 and len(log.stderr_tail) < 40 * 1024
 
 

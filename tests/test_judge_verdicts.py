@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import CANDIDATES, run_judge
+from helpers import CANDIDATES, run_judge
 
 
 def test_honest_candidate_passes_verified(tiny_task):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import CANDIDATES, run_judge
+from helpers import CANDIDATES, run_judge
 
 
 @pytest.mark.parametrize("fixture", [

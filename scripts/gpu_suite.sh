@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU check in one command.
+#
+#   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
+#                                the wheels of runtime and test dependencies that a GPU image
+#                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
+#   scripts/gpu_suite.sh run     (on the GPU machine, no network needed) installs those wheels
+#                                into a private directory, puts the project on PYTHONPATH and runs
+#                                the tests marked `gpu` plus the CLI on every example. Logs and
+#                                records go to $OUT (default: ./out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Pinned to what the project is tested with; keep one version of each.
+WHEELS=(
+  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
+  jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1
+  typing-extensions==4.16.0
+)
+
+fetch() {
+  mkdir -p .whl
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl "${WHEELS[@]}"
+  ls .whl
+}
+
+run() {
+  OUT="${OUT:-$PWD/out}"
+  mkdir -p "$OUT"
+  local site=/tmp/kerneljudge-site
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
+  export PYTHONPATH="$PWD/src:$site${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONUNBUFFERED=1 KJ_RECORD_DIR="$OUT"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt" || true
+  python3 -m kerneljudge env | tee -a "$OUT/gpu.txt"
+  set +e
+  python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
+  local status=${PIPESTATUS[0]}
+  for example in examples/*/; do
+    for candidate in "$example"candidate_*.py; do
+      name="$(basename "$example")-$(basename "$candidate" .py)"
+      python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda --json "$OUT/cli-$name.json" \
+        > "$OUT/cli-$name.txt" 2>&1
+      echo "$name exit=$?" | tee -a "$OUT/gpu.txt"
+    done
+  done
+  python3 scripts/summarize_records.py "$OUT" | tee -a "$OUT/gpu.txt"
+  return "$status"
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  run) run ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch|run" >&2; exit 1 ;;
+esac

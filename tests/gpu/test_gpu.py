@@ -1,0 +1,65 @@
+"""The judge on a CUDA GPU: honest examples verified, wrong ones typed, faults survived.
+
+Run with scripts/gpu_suite.sh on a GPU machine; records go to $KJ_RECORD_DIR when set.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import CANDIDATES, EXAMPLES, TASKS, run_judge
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLE_NAMES = ["softmax", "elementwise", "matmul"]
+
+
+def keep(record, name):
+    directory = os.environ.get("KJ_RECORD_DIR")
+    if directory:
+        Path(directory, f"test-{name}.json").write_text(record.to_json())
+    return record
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_honest_triton_example_is_verified_on_cuda(example):
+    record = keep(run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_triton.py",
+                            device="cuda", timing=True), f"{example}-honest")
+    assert record.status == "PASS" and record.verified, record.failure
+    assert record.device == "cuda" and record.capabilities["cuda_runtime"].status == "available"
+    assert record.timing.measured and record.timing.device == "cuda" and "CUDA events" in record.timing.regime
+    assert record.timing.speedup > 0
+    assert record.environment["gpu_name"]
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_wrong_triton_example_fails_on_cuda(example):
+    record = keep(run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_wrong.py",
+                            device="cuda"), f"{example}-wrong")
+    assert record.status == "FAIL" and record.failure.kind == "tolerance", record.failure
+
+
+@pytest.mark.parametrize("fixture", ["patch_allclose.py", "patch_judge.py", "frame_walk.py"])
+def test_tampering_fails_on_cuda(fixture):
+    record = run_judge(TASKS / "tiny_bias_relu.py", CANDIDATES / fixture, device="cuda")
+    assert record.status == "FAIL", record.failure
+
+
+def test_off_mode_on_cuda():
+    record = keep(run_judge(EXAMPLES / "softmax" / "reference.py", EXAMPLES / "softmax" / "candidate_triton.py",
+                            device="cuda", mode="off", hidden_trials=0, timing=True), "softmax-off")
+    assert record.status == "PASS" and record.timing.method == "kernelbench_native"
+    assert record.timing.candidate.count == 100
+
+
+def test_gpu_faults_are_typed_and_the_gpu_stays_usable():
+    task = TASKS / "tiny_bias_relu.py"
+    illegal = keep(run_judge(task, CANDIDATES / "gpu_illegal_access.py", device="cuda"), "fault-illegal-access")
+    assert illegal.status == "FAIL" and illegal.failure.kind in ("runtime_error", "crash"), illegal.failure
+    hang = keep(run_judge(task, CANDIDATES / "gpu_hang_kernel.py", device="cuda", timeout_s=20.0), "fault-hang")
+    assert hang.status == "FAIL" and hang.failure.kind == "timeout", hang.failure
+    crash = run_judge(task, CANDIDATES / "segfault.py", device="cuda")
+    assert crash.status == "FAIL" and crash.failure.kind == "crash"
+    after = keep(run_judge(task, CANDIDATES / "honest_torch.py", device="cuda"), "after-faults")
+    assert after.status == "PASS" and after.verified

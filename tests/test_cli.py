@@ -1,0 +1,73 @@
+"""The command line: exit codes, one-line errors, JSON output; `python -m kerneljudge` is the same program."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import CANDIDATES, TASKS, validate_record
+from kerneljudge.cli import main
+from kerneljudge.verdict import Record
+
+FAST = ["--device", "cpu", "--no-timing", "--quiet"]
+
+
+def test_pass_exits_0_and_writes_a_valid_record(tmp_path, capsys):
+    out = tmp_path / "record.json"
+    code = main(["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), *FAST,
+                 "--json", str(out)])
+    assert code == 0
+    record = Record.model_validate_json(out.read_text())
+    validate_record(record)
+    assert record.status == "PASS" and "PASS: verified" in capsys.readouterr().out
+
+
+def test_fail_exits_2_with_a_hint(capsys):
+    code = main(["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "wrong_values.py"), *FAST])
+    assert code == 2
+    assert capsys.readouterr().err.strip().startswith("FAIL: the candidate is not correct")
+
+
+def test_missing_gpu_exits_3(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code = main(["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--device", "cuda",
+                 "--no-timing", "--quiet"])
+    assert code == 3
+    assert "UNSUPPORTED" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["judge", "no/such/task.py", str(CANDIDATES / "honest_torch.py")], "cannot read task"),
+    (["judge", str(TASKS / "tiny_bias_relu.py"), "no/such/candidate.py"], "cannot read candidate"),
+    (["judge", str(CANDIDATES / "honest_torch.py"), str(CANDIDATES / "honest_torch.py")], "does not define Model"),
+    (["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--json", "/no/dir/r.json"],
+     "does not exist"),
+    (["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--timeout", "0"],
+     "timeout_s must be positive"),
+])
+def test_bad_input_exits_1_with_one_line(args, message, capsys):
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("kerneljudge: error:")
+
+
+def test_python_dash_m_is_the_same_program():
+    done = subprocess.run([sys.executable, "-m", "kerneljudge", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("kerneljudge ")
+
+
+def test_schema_command_prints_the_published_schema(capsys):
+    from helpers import SCHEMA_PATH
+
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(SCHEMA_PATH.read_text())
+
+
+def test_env_reports_the_machine(capsys):
+    assert main(["env", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {"torch", "triton", "cuda_available", "namespaces", "triton_interpreter"} <= set(info)

@@ -1,0 +1,93 @@
+"""Configuration validation, KernelBench's seeds, timing statistics with injected fakes, rewards."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import ConfigError
+from kerneljudge.pipeline import kernelbench_trial_seeds
+from kerneljudge.reward import reward_binary, reward_v1
+from kerneljudge.timing.basic import TimingPlan, calls_for, run_interleaved
+from kerneljudge.timing.stats import summarize
+
+
+def test_unknown_setting_is_rejected_with_a_hint():
+    with pytest.raises(ConfigError, match="did you mean 'timeout_s'"):
+        JudgeConfig.from_mapping({"timeout": 3})
+
+
+@pytest.mark.parametrize("changes", [{"mode": "paranoid"}, {"device": "tpu"}, {"hidden_trials": 2},
+                                     {"timeout_s": 0}, {"policy": "lax"}])
+def test_invalid_settings_are_rejected(changes):
+    with pytest.raises(ConfigError):
+        JudgeConfig(**changes)
+
+
+def test_off_mode_allows_no_hidden_trials():
+    assert JudgeConfig(mode="off", hidden_trials=0).hidden_trials == 0
+
+
+def test_trial_seeds_match_kernelbenchs_derivation():
+    torch.manual_seed(42)
+    expected = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
+    assert kernelbench_trial_seeds(42, 5) == expected
+
+
+def test_summary_statistics_come_from_the_raw_samples():
+    stats = summarize([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert stats.median_ms == 3.0 and stats.min_ms == 1.0 and stats.max_ms == 100.0 and stats.count == 5
+    assert stats.mean_ms == 22.0 and stats.samples_ms == [4.0, 1.0, 3.0, 2.0, 100.0]
+    assert stats.p95_ms == pytest.approx(80.8)
+
+
+def test_calls_per_sample_fill_the_target():
+    assert calls_for(0.01, 1.0) == 100 and calls_for(5.0, 1.0) == 1 and calls_for(0.0, 1.0) == 10_000
+
+
+class FakeSide:
+    """A worker stand-in that advances a fake clock by what it reports."""
+
+    def __init__(self, clock, per_call_ms):
+        self.clock, self.per_call_ms = clock, per_call_ms
+
+    def __call__(self, inputs, calls, samples, warmup):
+        self.clock.now += (calls * samples + warmup) * self.per_call_ms / 1e3
+        return [self.per_call_ms] * samples
+
+
+class FakeClock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_interleaved_speedup_is_the_median_of_block_ratios():
+    clock = FakeClock()
+    sides = {"candidate": FakeSide(clock, 0.5), "reference": FakeSide(clock, 1.0)}
+    timing = run_interleaved(sides, [None], TimingPlan(blocks=4, samples=5), "cuda", random.Random(0), clock)
+    assert timing.speedup == pytest.approx(2.0) and timing.block_ratios == [2.0] * 4
+    assert timing.candidate.count == 20 and timing.calls_per_sample == {"candidate": 2, "reference": 1}
+    assert timing.parent_observed_ms["candidate"] > 0 and "CUDA events" in timing.regime
+
+
+def test_native_timing_is_kernelbenchs_mean_of_single_calls():
+    clock = FakeClock()
+    sides = {"candidate": FakeSide(clock, 0.25), "reference": FakeSide(clock, 1.0)}
+    timing = run_interleaved(sides, [None], TimingPlan(native=True), "cuda", random.Random(0), clock)
+    assert timing.method == "kernelbench_native" and timing.candidate.count == 100 and timing.speedup == 4.0
+
+
+def test_reward_v1_formula():
+    assert reward_v1("PASS", True, 2.0, 0.01).value == pytest.approx(1.0)
+    assert reward_v1("PASS", True, 64.0, 0.0).value == 2.0
+    assert reward_v1("PASS", True, 0.5, 0.15).value == pytest.approx(-1.0 - 0.2)
+    assert reward_v1("PASS", True, 1.0, 1.0).value == pytest.approx(-0.5)
+    assert reward_v1("FAIL", False, 3.0, 0.0).value == -1.0
+    assert reward_v1("ERROR", False, None, None).value is None
+    assert reward_v1("UNSUPPORTED", False, None, None).value is None
+    assert reward_binary("PASS", True).value == 1.0 and reward_binary("SUSPICIOUS", False).value == 0.0
+    assert math.isclose(reward_v1("PASS", True, 1.5, 0.05).components["speed"], math.log2(1.5))
