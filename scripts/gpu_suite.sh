@@ -6,8 +6,8 @@
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
 #   scripts/gpu_suite.sh run     (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
-#                                the tests marked `gpu` plus the CLI on every example. Logs and
-#                                records go to $OUT (default: ./out).
+#                                the tests marked `gpu` plus the CLI on every example. Logs go to
+#                                $OUT (default: ./out), records to $OUT/records.tar.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,11 +28,12 @@ fetch() {
 
 run() {
   OUT="${OUT:-$PWD/out}"
-  mkdir -p "$OUT"
+  local records="$OUT/records"
+  mkdir -p "$records"
   local site=/tmp/kerneljudge-site
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
   export PYTHONPATH="$PWD/src:$site${PYTHONPATH:+:$PYTHONPATH}"
-  export PYTHONUNBUFFERED=1 KJ_RECORD_DIR="$OUT"
+  export PYTHONUNBUFFERED=1 KJ_RECORD_DIR="$records"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt" || true
   python3 -m kerneljudge env | tee -a "$OUT/gpu.txt"
   set +e
@@ -41,12 +42,14 @@ run() {
   for example in examples/*/; do
     for candidate in "$example"candidate_*.py; do
       name="$(basename "$example")-$(basename "$candidate" .py)"
-      python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda --json "$OUT/cli-$name.json" \
-        > "$OUT/cli-$name.txt" 2>&1
+      python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda --json "$records/cli-$name.json" \
+        > "$records/cli-$name.txt" 2>&1
       echo "$name exit=$?" | tee -a "$OUT/gpu.txt"
     done
   done
-  python3 scripts/summarize_records.py "$OUT" | tee -a "$OUT/gpu.txt"
+  python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
+  # One archive, so that every record comes back from machines that return few files.
+  tar czf "$OUT/records.tar.gz" -C "$OUT" records && rm -r "$records"
   return "$status"
 }
 

@@ -18,8 +18,10 @@ def main(directory: str) -> None:
         speedup = f"{t['speedup']:.3f}x" if t.get("speedup") else "-"
         trials = r["correctness"]["trials"]
         failure = r["failure"]["kind"] if r.get("failure") else ""
-        print(f"| {path.stem} | {r['status']} | {failure} | {sum(x['passed'] for x in trials)}/{len(trials)} "
-              f"| {cand} | {ref} | {speedup} |")
+        print(
+            f"| {path.stem} | {r['status']} | {failure} | {sum(x['passed'] for x in trials)}/{len(trials)} "
+            f"| {cand} | {ref} | {speedup} |"
+        )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ FAST = ["--device", "cpu", "--no-timing", "--quiet"]
 
 def test_pass_exits_0_and_writes_a_valid_record(tmp_path, capsys):
     out = tmp_path / "record.json"
-    code = main(["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), *FAST,
-                 "--json", str(out)])
+    code = main(
+        ["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), *FAST, "--json", str(out)]
+    )
     assert code == 0
     record = Record.model_validate_json(out.read_text())
     validate_record(record)
@@ -34,21 +35,43 @@ def test_missing_gpu_exits_3(capsys):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    code = main(["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--device", "cuda",
-                 "--no-timing", "--quiet"])
+    code = main(
+        [
+            "judge",
+            str(TASKS / "tiny_bias_relu.py"),
+            str(CANDIDATES / "honest_torch.py"),
+            "--device",
+            "cuda",
+            "--no-timing",
+            "--quiet",
+        ]
+    )
     assert code == 3
     assert "UNSUPPORTED" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["judge", "no/such/task.py", str(CANDIDATES / "honest_torch.py")], "cannot read task"),
-    (["judge", str(TASKS / "tiny_bias_relu.py"), "no/such/candidate.py"], "cannot read candidate"),
-    (["judge", str(CANDIDATES / "honest_torch.py"), str(CANDIDATES / "honest_torch.py")], "does not define Model"),
-    (["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--json", "/no/dir/r.json"],
-     "does not exist"),
-    (["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--timeout", "0"],
-     "timeout_s must be positive"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["judge", "no/such/task.py", str(CANDIDATES / "honest_torch.py")], "cannot read task"),
+        (["judge", str(TASKS / "tiny_bias_relu.py"), "no/such/candidate.py"], "cannot read candidate"),
+        (["judge", str(CANDIDATES / "honest_torch.py"), str(CANDIDATES / "honest_torch.py")], "does not define Model"),
+        (
+            [
+                "judge",
+                str(TASKS / "tiny_bias_relu.py"),
+                str(CANDIDATES / "honest_torch.py"),
+                "--json",
+                "/no/dir/r.json",
+            ],
+            "does not exist",
+        ),
+        (
+            ["judge", str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_torch.py"), "--timeout", "0"],
+            "timeout_s must be positive",
+        ),
+    ],
+)
 def test_bad_input_exits_1_with_one_line(args, message, capsys):
     assert main(args) == 1
     err = capsys.readouterr().err

@@ -19,8 +19,9 @@ def test_unknown_setting_is_rejected_with_a_hint():
         JudgeConfig.from_mapping({"timeout": 3})
 
 
-@pytest.mark.parametrize("changes", [{"mode": "paranoid"}, {"device": "tpu"}, {"hidden_trials": 2},
-                                     {"timeout_s": 0}, {"policy": "lax"}])
+@pytest.mark.parametrize(
+    "changes", [{"mode": "paranoid"}, {"device": "tpu"}, {"hidden_trials": 2}, {"timeout_s": 0}, {"policy": "lax"}]
+)
 def test_invalid_settings_are_rejected(changes):
     with pytest.raises(ConfigError):
         JudgeConfig(**changes)

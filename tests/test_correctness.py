@@ -3,7 +3,10 @@
 import torch
 
 from kerneljudge.checks.correctness import (
-    compare_native, compare_replay, compare_to_oracle, tolerance_for,
+    compare_native,
+    compare_replay,
+    compare_to_oracle,
+    tolerance_for,
 )
 
 
@@ -19,7 +22,7 @@ def chunked_matmul(a, b, chunk):
     """fp32 matmul accumulated in K-chunks: a different (correct) summation order."""
     out = torch.zeros(a.shape[0], b.shape[1])
     for k in range(0, a.shape[1], chunk):
-        out += a[:, k:k + chunk] @ b[k:k + chunk]
+        out += a[:, k : k + chunk] @ b[k : k + chunk]
     return out
 
 
@@ -49,7 +52,7 @@ def test_bf16_downgrade_fails_an_fp32_task():
 
 def test_fp16_inputs_downgrade_fails_an_fp32_task():
     a, b, ref, oracle = matmul_case(k=256)
-    cand = (a.half().float() @ b.half().float())
+    cand = a.half().float() @ b.half().float()
     assert not compare_to_oracle(cand, ref, oracle, tolerance_for(torch.float32)).passed
 
 
@@ -95,7 +98,9 @@ def test_native_mode_is_kernelbench_allclose():
     tol = tolerance_for(torch.float32, native=True)
     assert (tol.atol, tol.rtol) == (1e-4, 1e-4)
     assert (tolerance_for(torch.float16, native=True).atol, tolerance_for(torch.bfloat16, native=True).rtol) == (
-        1e-2, 1e-2)
+        1e-2,
+        1e-2,
+    )
     assert compare_native(ref + 1e-5, ref, tol).passed
     assert not compare_native(ref + 1e-3, ref, tol).passed
 

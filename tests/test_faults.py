@@ -7,12 +7,15 @@ import pytest
 from helpers import CANDIDATES, run_judge
 
 
-@pytest.mark.parametrize("fixture, kind", [
-    ("segfault.py", "crash"),
-    ("abort.py", "crash"),
-    ("exit_early.py", "crash"),
-    ("huge_output.py", "shape_mismatch"),
-])
+@pytest.mark.parametrize(
+    "fixture, kind",
+    [
+        ("segfault.py", "crash"),
+        ("abort.py", "crash"),
+        ("exit_early.py", "crash"),
+        ("huge_output.py", "shape_mismatch"),
+    ],
+)
 def test_fault_is_typed(tiny_task, fixture, kind):
     record = run_judge(tiny_task, CANDIDATES / fixture)
     assert record.status == "FAIL" and record.failure.kind == kind, record.failure

@@ -19,25 +19,30 @@ def test_honest_candidate_passes_verified(tiny_task):
 
 
 def test_hidden_seeds_differ_between_runs(tiny_task):
-    seeds = [{t.seed for t in run_judge(tiny_task, CANDIDATES / "honest_torch.py").correctness.trials
-              if t.kind == "hidden"} for _ in range(2)]
+    seeds = [
+        {t.seed for t in run_judge(tiny_task, CANDIDATES / "honest_torch.py").correctness.trials if t.kind == "hidden"}
+        for _ in range(2)
+    ]
     assert not seeds[0] & seeds[1]
 
 
-@pytest.mark.parametrize("fixture, kind", [
-    ("wrong_values.py", "tolerance"),
-    ("wrong_shape.py", "shape_mismatch"),
-    ("wrong_dtype.py", "dtype_mismatch"),
-    ("wrong_device.py", "device_mismatch"),
-    ("non_finite.py", "non_finite"),
-    ("output_not_tensor.py", "output_type"),
-    ("output_subclass.py", "output_type"),
-    ("racy.py", "nondeterministic"),
-    ("syntax_error.py", "compile_error"),
-    ("import_error.py", "compile_error"),
-    ("raise_in_init.py", "runtime_error"),
-    ("raise_in_forward.py", "runtime_error"),
-])
+@pytest.mark.parametrize(
+    "fixture, kind",
+    [
+        ("wrong_values.py", "tolerance"),
+        ("wrong_shape.py", "shape_mismatch"),
+        ("wrong_dtype.py", "dtype_mismatch"),
+        ("wrong_device.py", "device_mismatch"),
+        ("non_finite.py", "non_finite"),
+        ("output_not_tensor.py", "output_type"),
+        ("output_subclass.py", "output_type"),
+        ("racy.py", "nondeterministic"),
+        ("syntax_error.py", "compile_error"),
+        ("import_error.py", "compile_error"),
+        ("raise_in_init.py", "runtime_error"),
+        ("raise_in_forward.py", "runtime_error"),
+    ],
+)
 def test_failures_are_typed(tiny_task, fixture, kind):
     record = run_judge(tiny_task, CANDIDATES / fixture)
     assert record.status == "FAIL", record.failure
@@ -76,9 +81,12 @@ def test_missing_gpu_is_unsupported(tiny_task):
 
 def test_broken_task_is_a_judge_error_not_a_candidate_failure(tmp_path):
     task = tmp_path / "broken.py"
-    task.write_text("import torch\nclass Model(torch.nn.Module):\n    def __init__(self, width):\n        super().__init__()\n"
-                    "    def forward(self, x):\n        return x\n"
-                    "def get_inputs():\n    raise ValueError('no inputs')\ndef get_init_inputs():\n    return [33]\n")
+    task.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def __init__(self, width):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x\n"
+        "def get_inputs():\n    raise ValueError('no inputs')\ndef get_init_inputs():\n    return [33]\n"
+    )
     record = run_judge(task, CANDIDATES / "honest_torch.py")
     assert record.status == "ERROR" and not record.valid and record.failure.kind == "judge_error"
     assert all(r.value is None for r in record.rewards)

@@ -11,7 +11,8 @@ from kerneljudge.verdict import SCHEMA_VERSION, Record, record_json_schema
 
 def test_published_schema_matches_the_models():
     assert json.loads(SCHEMA_PATH.read_text()) == record_json_schema(), (
-        "docs/schema/record.schema.json is stale: run `kerneljudge schema > docs/schema/record.schema.json`")
+        "docs/schema/record.schema.json is stale: run `kerneljudge schema > docs/schema/record.schema.json`"
+    )
 
 
 def test_schema_is_valid_and_versioned():

@@ -22,11 +22,14 @@ def test_task_named_after_its_folder_when_the_file_is_reference_py(tmp_path):
     assert load_task(folder / "reference.py").name == "softmax"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("def get_inputs(): return []\ndef get_init_inputs(): return []\n", "does not define Model"),
-    ("class Model:\n  pass\n", "get_inputs, get_init_inputs"),
-    ("class Model(:\n", "not valid Python"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("def get_inputs(): return []\ndef get_init_inputs(): return []\n", "does not define Model"),
+        ("class Model:\n  pass\n", "get_inputs, get_init_inputs"),
+        ("class Model(:\n", "not valid Python"),
+    ],
+)
 def test_bad_tasks_get_one_line_errors(text, message):
     with pytest.raises(TaskError, match=message) as info:
         parse_task(text, "bad")

@@ -22,8 +22,18 @@ def roundtrip(header, blob=b"", max_blob_bytes=1 << 30):
 
 
 def test_values_round_trip_with_tensors_of_every_common_dtype():
-    values = [torch.randn(3, 4), torch.arange(5), torch.ones(2, dtype=torch.bfloat16), 7, 2.5, float("nan"),
-              None, "text", (1, torch.zeros(1, dtype=torch.float16)), [True, torch.float32]]
+    values = [
+        torch.randn(3, 4),
+        torch.arange(5),
+        torch.ones(2, dtype=torch.bfloat16),
+        7,
+        2.5,
+        float("nan"),
+        None,
+        "text",
+        (1, torch.zeros(1, dtype=torch.float16)),
+        [True, torch.float32],
+    ]
     tree, tensors = wire.pack_values(values)
     header, blob = roundtrip({"values": tree}, wire.encode_tensors(tensors))
     back = wire.unpack_values(header["values"], wire.decode_tensors(blob))
@@ -54,11 +64,14 @@ def test_oversized_blob_is_refused_before_reading():
     os.close(w)
 
 
-@pytest.mark.parametrize("payload", [
-    b"NOPE" + b"\0" * 12,
-    struct.pack("<4sIQ", b"KJW1", 5, 0) + b"[1,2]",
-    struct.pack("<4sIQ", b"KJW1", 4, 0) + b"\xff\xfe{}",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"NOPE" + b"\0" * 12,
+        struct.pack("<4sIQ", b"KJW1", 5, 0) + b"[1,2]",
+        struct.pack("<4sIQ", b"KJW1", 4, 0) + b"\xff\xfe{}",
+    ],
+)
 def test_malformed_frames_are_refused(payload):
     r, w = os.pipe()
     os.write(w, payload)

@@ -13,8 +13,9 @@ from pathlib import Path
 from kerneljudge.errors import UsageError
 from kerneljudge.task import sha256_text
 
-FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
-                   re.MULTILINE | re.DOTALL)
+FENCE = re.compile(
+    r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
+)
 PYTHON_LANGS = {"", "python", "py", "python3"}
 
 

@@ -36,8 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--device", choices=DEVICES, default="auto")
     j.add_argument("--mode", choices=MODES, default="audit")
     j.add_argument("--policy", choices=POLICIES, default="strict")
-    j.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS",
-                   help="wall-clock limit for each worker step (import and build, one call, one timing block)")
+    j.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
+        help="wall-clock limit for each worker step (import and build, one call, one timing block)",
+    )
     j.add_argument("--json", type=Path, metavar="PATH", help="write the verdict record here")
     j.add_argument("--no-timing", action="store_true", help="check correctness only")
     j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
@@ -53,16 +58,20 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"cannot write the record: directory {args.json.parent} does not exist")
-    config = JudgeConfig(device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout,
-                         timing=not args.no_timing)
+    config = JudgeConfig(
+        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
+    )
     record = judge(args.reference, args.candidate, config)
     if args.json is not None:
         args.json.write_text(record.to_json())
     if not args.quiet:
         print_verdict(record)
     code = EXIT_CODES[record.status]
-    line = f"{record.status}: " + ("verified" if record.verified else (
-        "correct by KernelBench's native check" if record.status == "PASS" else NEXT_STEP[record.status]))
+    line = f"{record.status}: " + (
+        "verified"
+        if record.verified
+        else ("correct by KernelBench's native check" if record.status == "PASS" else NEXT_STEP[record.status])
+    )
     print(line, file=sys.stderr if code else sys.stdout)
     return code
 

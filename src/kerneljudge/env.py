@@ -53,8 +53,12 @@ def namespace_support() -> dict[str, bool]:
     """Which Linux namespaces an unprivileged child can enter here (tried, not guessed)."""
     unshare = shutil.which("unshare")
     result: dict[str, bool] = {}
-    for name, flags in (("user", ["-U"]), ("network", ["-U", "-r", "-n"]), ("mount", ["-U", "-r", "-m"]),
-                        ("pid", ["-U", "-r", "-p", "-f"])):
+    for name, flags in (
+        ("user", ["-U"]),
+        ("network", ["-U", "-r", "-n"]),
+        ("mount", ["-U", "-r", "-m"]),
+        ("pid", ["-U", "-r", "-p", "-f"]),
+    ):
         if unshare is None:
             result[name] = False
             continue

@@ -28,11 +28,27 @@ from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProce
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import TimingPlan, run_interleaved
 from kerneljudge.verdict import (
-    Capability, Correctness, Failure, Finding, Identity, Record, Timing, TrialRecord, WorkerLog, decide_status,
+    Capability,
+    Correctness,
+    Failure,
+    Finding,
+    Identity,
+    Record,
+    Timing,
+    TrialRecord,
+    WorkerLog,
+    decide_status,
 )
 
-COMPILE_ERROR_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError", "IndentationError",
-                       "ImportError", "ModuleNotFoundError", "NameError"}
+COMPILE_ERROR_TYPES = {
+    "CompilationError",
+    "CompileTimeAssertionFailure",
+    "SyntaxError",
+    "IndentationError",
+    "ImportError",
+    "ModuleNotFoundError",
+    "NameError",
+}
 
 
 class CandidateFailed(Exception):
@@ -64,10 +80,13 @@ def classify_error(response: dict[str, Any]) -> str:
 
 def error_failure(response: dict[str, Any], phase: str) -> Failure:
     kind = classify_error(response)
-    return Failure(kind=kind, phase=phase,  # type: ignore[arg-type]
-                   summary=f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}",
-                   exception=f"{response.get('exc_module')}.{response.get('exc_type')}",
-                   traceback=str(response.get("traceback", ""))[-8000:])
+    return Failure(
+        kind=kind,
+        phase=phase,  # type: ignore[arg-type]
+        summary=f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}",
+        exception=f"{response.get('exc_module')}.{response.get('exc_type')}",
+        traceback=str(response.get("traceback", ""))[-8000:],
+    )
 
 
 class Judgment:
@@ -77,8 +96,12 @@ class Judgment:
         self.task = task
         self.candidate = candidate
         self.config = config
-        self.limits = WorkerLimits(step_timeout_s=config.timeout_s, lifetime_s=max(1800.0, 20 * config.timeout_s),
-                                   log_cap_bytes=config.log_cap_bytes, max_message_bytes=config.max_message_bytes)
+        self.limits = WorkerLimits(
+            step_timeout_s=config.timeout_s,
+            lifetime_s=max(1800.0, 20 * config.timeout_s),
+            log_cap_bytes=config.log_cap_bytes,
+            max_message_bytes=config.max_message_bytes,
+        )
         self.failure: Failure | None = None
         self.findings: list[Finding] = []
         self.capabilities: dict[str, Capability] = {}
@@ -131,9 +154,14 @@ class Judgment:
         try:
             ast.parse(self.candidate.text)
         except SyntaxError as exc:
-            raise CandidateFailed(Failure(kind="compile_error", phase="preflight",
-                                          summary=f"SyntaxError: {exc.msg} (line {exc.lineno})",
-                                          exception="SyntaxError")) from None
+            raise CandidateFailed(
+                Failure(
+                    kind="compile_error",
+                    phase="preflight",
+                    summary=f"SyntaxError: {exc.msg} (line {exc.lineno})",
+                    exception="SyntaxError",
+                )
+            ) from None
 
     def _start_reference(self) -> None:
         requested = self.config.device
@@ -147,20 +175,33 @@ class Judgment:
         cuda = bool(self.hello.get("cuda_available"))
         self.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
         self.capabilities["cuda_runtime"] = Capability(
-            status="available" if cuda else "unavailable", required=requested == "cuda",
-            detail=(f"{self.hello.get('gpu_name')} (capability {self.hello.get('gpu_capability')})" if cuda
-                    else "no CUDA device visible" + ("" if requested == "cuda" else ": judged on the CPU")))
+            status="available" if cuda else "unavailable",
+            required=requested == "cuda",
+            detail=(
+                f"{self.hello.get('gpu_name')} (capability {self.hello.get('gpu_capability')})"
+                if cuda
+                else "no CUDA device visible" + ("" if requested == "cuda" else ": judged on the CPU")
+            ),
+        )
         triton = self.hello.get("triton")
         self.capabilities["triton"] = Capability(
-            status="available" if triton else "unavailable", required=False,
-            detail=(f"Triton {triton}" + (" through the interpreter (TRITON_INTERPRET=1)" if self.device == "cpu"
-                                         else "")) if triton else "Triton is not installed")
+            status="available" if triton else "unavailable",
+            required=False,
+            detail=(
+                f"Triton {triton}" + (" through the interpreter (TRITON_INTERPRET=1)" if self.device == "cpu" else "")
+            )
+            if triton
+            else "Triton is not installed",
+        )
         self.capabilities["os_sandbox"] = Capability(
-            status="unavailable", required=False,
+            status="unavailable",
+            required=False,
             detail="workers are separate processes with private workspaces and time, log and message limits; "
-                   "no operating-system confinement yet")
+            "no operating-system confinement yet",
+        )
         self.capabilities["profiler_trace"] = Capability(
-            status="unavailable", required=False, detail="no kernel trace is gathered yet")
+            status="unavailable", required=False, detail="no kernel trace is gathered yet"
+        )
 
     def _unsupported(self) -> bool:
         return any(c.required and c.status == "unavailable" for c in self.capabilities.values())
@@ -168,20 +209,21 @@ class Judgment:
     def _load_reference(self) -> Any:
         response, values = self._ask("reference", {"op": "load", "seed": self.config.public_seed})
         if response.get("type") != "loaded":
-            raise JudgeFailed(f"the task failed to {response.get('phase')}: "
-                              f"{response.get('exc_type')}: {response.get('message')}")
+            raise JudgeFailed(
+                f"the task failed to {response.get('phase')}: {response.get('exc_type')}: {response.get('message')}"
+            )
         return values["init_inputs"]
 
     def _start_candidate(self, init_inputs: Any) -> None:
         worker = self.workers["candidate"]
-        hello, _ = self._candidate_step(lambda: worker.receive(timeout_s=self.limits.start_timeout_s),
-                                        phase="start")
+        hello, _ = self._candidate_step(lambda: worker.receive(timeout_s=self.limits.start_timeout_s), phase="start")
         if hello.get("type") != "hello":
             raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
         if str(hello.get("device", "")).split(":")[0] != self.device:
             raise JudgeFailed(f"the workers disagree on the device ({hello.get('device')} vs {self.device})")
         response, _ = self._candidate_step(
-            lambda: worker.request({"op": "load", "seed": self.config.public_seed}, init_inputs), phase="build")
+            lambda: worker.request({"op": "load", "seed": self.config.public_seed}, init_inputs), phase="build"
+        )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "import" if response.get("phase") == "import" else "init"))
         if response.get("type") != "loaded":
@@ -200,21 +242,44 @@ class Judgment:
             inputs, ref_out, oracle_out = self._reference_trial(seed, oracle=not native)
             cand_out = self.call_candidate(inputs, ref_out, phase=f"trial {index}")
             outputs, failure_kind, summary = [], None, "passed"
-            for i, (c, r, o) in enumerate(zip(cand_out, reference_signature(ref_out),
-                                              reference_signature(oracle_out) if oracle_out is not None
-                                              else [None] * len(cand_out))):
+            for i, (c, r, o) in enumerate(
+                zip(
+                    cand_out,
+                    reference_signature(ref_out),
+                    reference_signature(oracle_out) if oracle_out is not None else [None] * len(cand_out),
+                    strict=True,
+                )
+            ):
                 tol = tolerance_for(r.dtype, native=native)
                 self.tolerances[str(r.dtype).removeprefix("torch.")] = {
-                    "name": tol.name, "atol": tol.atol, "rtol": tol.rtol, "ref_error_factor": tol.ref_error_factor}
+                    "name": tol.name,
+                    "atol": tol.atol,
+                    "rtol": tol.rtol,
+                    "ref_error_factor": tol.ref_error_factor,
+                }
                 cmp = compare_native(c, r, tol) if native else compare_to_oracle(c, r, o, tol)
                 outputs.append({"index": i, "passed": cmp.passed, "summary": cmp.summary, **cmp.metrics})
                 if not cmp.passed and failure_kind is None:
                     failure_kind, summary = cmp.failure_kind, cmp.summary
-            self.trials.append(TrialRecord(index=index, kind=kind, seed=seed, passed=failure_kind is None,
-                                           failure_kind=failure_kind, summary=summary, outputs=outputs))  # type: ignore[arg-type]
+            self.trials.append(
+                TrialRecord(
+                    index=index,
+                    kind=kind,
+                    seed=seed,
+                    passed=failure_kind is None,
+                    failure_kind=failure_kind,
+                    summary=summary,
+                    outputs=outputs,
+                )
+            )  # type: ignore[arg-type]
             if failure_kind is not None:
-                raise CandidateFailed(Failure(kind=failure_kind, phase=f"correctness ({kind} trial {index})",  # type: ignore[arg-type]
-                                              summary=summary))
+                raise CandidateFailed(
+                    Failure(
+                        kind=failure_kind,
+                        phase=f"correctness ({kind} trial {index})",  # type: ignore[arg-type]
+                        summary=summary,
+                    )
+                )
             if kind == plan[-1][0]:
                 self.timing_inputs = (self.timing_inputs + [inputs])[-3:]
             if index in replay_at:
@@ -224,8 +289,9 @@ class Judgment:
     def _reference_trial(self, seed: int, oracle: bool) -> tuple[list[Any], Any, Any]:
         response, values = self._ask("reference", {"op": "trial", "seed": seed, "oracle": oracle})
         if response.get("type") != "trial":
-            raise JudgeFailed(f"the reference failed on seed {seed}: {response.get('exc_type')}: "
-                              f"{response.get('message')}")
+            raise JudgeFailed(
+                f"the reference failed on seed {seed}: {response.get('exc_type')}: {response.get('message')}"
+            )
         inputs, ref_out, oracle_out = values["values"]
         if oracle:
             self.oracle_dtype = response.get("oracle_dtype")
@@ -236,8 +302,8 @@ class Judgment:
         expected_bytes = sum(t.numel() * t.element_size() for t in reference_signature(ref_out))
         worker = self.workers["candidate"]
         response, values = self._candidate_step(
-            lambda: worker.request({"op": "call"}, inputs, max_blob_bytes=2 * expected_bytes + (1 << 20)),
-            phase=phase)
+            lambda: worker.request({"op": "call"}, inputs, max_blob_bytes=2 * expected_bytes + (1 << 20)), phase=phase
+        )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, phase))
         problem = check_structure(response, ref_out, self.device or "cpu")
@@ -249,22 +315,32 @@ class Judgment:
 
     def _replay(self, index: int, inputs: list[Any], ref_out: Any, oracle_out: Any, first: list[torch.Tensor]) -> None:
         again = self.call_candidate(inputs, ref_out, phase=f"replay of trial {index}")
-        results = [compare_replay(a, b, r, o, tolerance_for(r.dtype))
-                   for a, b, r, o in zip(first, again, reference_signature(ref_out), reference_signature(oracle_out))]
+        results = [
+            compare_replay(a, b, r, o, tolerance_for(r.dtype))
+            for a, b, r, o in zip(
+                first, again, reference_signature(ref_out), reference_signature(oracle_out), strict=True
+            )
+        ]
         worst = next((r for r in results if not r.passed), None) or max(
-            results, key=lambda r: r.metrics.get("differing_elements", 0))
+            results, key=lambda r: r.metrics.get("differing_elements", 0)
+        )
         replays = (self.replay or {}).get("trials", []) + [{"trial": index, "summary": worst.summary, **worst.metrics}]
-        self.replay = {"trials": replays, "bitwise_identical": all(
-            r["differing_elements"] == 0 for r in replays)}
+        self.replay = {"trials": replays, "bitwise_identical": all(r["differing_elements"] == 0 for r in replays)}
         if not worst.passed:
-            raise CandidateFailed(Failure(kind="nondeterministic", phase=f"replay of trial {index}",
-                                          summary=worst.summary))
+            raise CandidateFailed(
+                Failure(kind="nondeterministic", phase=f"replay of trial {index}", summary=worst.summary)
+            )
         if worst.metrics.get("differing_elements"):
-            self.findings.append(Finding(
-                code="KJ-C001", detector="replay", severity="info",
-                summary="two runs on identical inputs differ at rounding level (atomics or a reduction order)",
-                evidence={"trial": index, **worst.metrics},
-                remediation="None needed for correctness; a deterministic reduction makes results reproducible."))
+            self.findings.append(
+                Finding(
+                    code="KJ-C001",
+                    detector="replay",
+                    severity="info",
+                    summary="two runs on identical inputs differ at rounding level (atomics or a reduction order)",
+                    evidence={"trial": index, **worst.metrics},
+                    remediation="None needed for correctness; a deterministic reduction makes results reproducible.",
+                )
+            )
 
     # ------------------------------------------------------------ timing
 
@@ -274,7 +350,8 @@ class Judgment:
                 header = {"op": "time", "calls": calls, "samples": samples, "warmup": warmup}
                 if role == "candidate":
                     response, _ = self._candidate_step(
-                        lambda: self.workers["candidate"].request(header, inputs), phase="timing")
+                        lambda: self.workers["candidate"].request(header, inputs), phase="timing"
+                    )
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                 else:
@@ -282,19 +359,32 @@ class Judgment:
                     if response.get("type") == "error":
                         raise JudgeFailed(f"the reference failed while timed: {response.get('message')}")
                 times = response.get("times_ms")
-                if not (isinstance(times, list) and len(times) == samples
-                        and all(isinstance(t, (int, float)) and t >= 0 for t in times)):
+                if not (
+                    isinstance(times, list)
+                    and len(times) == samples
+                    and all(isinstance(t, (int, float)) and t >= 0 for t in times)
+                ):
                     if role == "candidate":
-                        raise CandidateFailed(Failure(kind="crash", phase="timing",
-                                                      summary="the candidate worker sent malformed timings"))
+                        raise CandidateFailed(
+                            Failure(kind="crash", phase="timing", summary="the candidate worker sent malformed timings")
+                        )
                     raise JudgeFailed("the reference worker sent malformed timings")
                 return [float(t) for t in times]
+
             return time_side
 
-        plan = TimingPlan(blocks=self.config.timing_blocks, samples=self.config.timing_samples,
-                          target_sample_ms=self.config.timing_target_ms, native=self.config.mode == "off")
-        self.timing = run_interleaved({"candidate": side("candidate"), "reference": side("reference")},
-                                      self.timing_inputs, plan, self.device or "cpu")
+        plan = TimingPlan(
+            blocks=self.config.timing_blocks,
+            samples=self.config.timing_samples,
+            target_sample_ms=self.config.timing_target_ms,
+            native=self.config.mode == "off",
+        )
+        self.timing = run_interleaved(
+            {"candidate": side("candidate"), "reference": side("reference")},
+            self.timing_inputs,
+            plan,
+            self.device or "cpu",
+        )
 
     # ------------------------------------------------------------ workers
 
@@ -328,38 +418,60 @@ class Judgment:
         if self.oracle_dtype is not None:
             degraded = self.oracle_dtype != "float64"
             self.capabilities["float64_oracle"] = Capability(
-                status="degraded" if degraded else "available", required=False,
-                detail="an op lacks float64: oracle ran in float32 with TF32 off" if degraded
-                else "reference re-run in float64")
+                status="degraded" if degraded else "available",
+                required=False,
+                detail="an op lacks float64: oracle ran in float32 with TF32 off"
+                if degraded
+                else "reference re-run in float64",
+            )
         status = decide_status(self.failure, self.findings, self.capabilities)
-        worst = max((o for t in self.trials for o in t.outputs), default=None,
-                    key=lambda o: o.get("max_abs_error", 0.0))
+        worst = max(
+            (o for t in self.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0)
+        )
         correctness = Correctness(
-            checked=self.correctness_checked, passed=self.correctness_passed,
+            checked=self.correctness_checked,
+            passed=self.correctness_passed,
             method="kernelbench_native" if self.config.mode == "off" else "oracle",
-            oracle_dtype=self.oracle_dtype, tolerance=self.tolerances,
-            trials=self.trials, replay=self.replay, worst=worst)
+            oracle_dtype=self.oracle_dtype,
+            tolerance=self.tolerances,
+            trials=self.trials,
+            replay=self.replay,
+            worst=worst,
+        )
         record = Record(
             kerneljudge_version=__version__,
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             task=Identity(sha256=self.task.sha256, name=self.task.name, path=self.task.path),
-            candidate=Identity(sha256=self.candidate.sha256, name=self.candidate.name, path=self.candidate.path,
-                               extracted_from_response=self.candidate.extracted_from_response),
-            config=self.config.to_dict(), device=self.device, status=status,
+            candidate=Identity(
+                sha256=self.candidate.sha256,
+                name=self.candidate.name,
+                path=self.candidate.path,
+                extracted_from_response=self.candidate.extracted_from_response,
+            ),
+            config=self.config.to_dict(),
+            device=self.device,
+            status=status,
             verified=status == "PASS" and self.config.mode != "off",
-            valid=status != "ERROR", failure=self.failure, findings=self.findings,
-            capabilities=self.capabilities, correctness=correctness, timing=self.timing,
-            environment=fingerprint(self.hello), logs=logs, duration_s=round(duration_s, 3))
+            valid=status != "ERROR",
+            failure_kind=self.failure.kind if self.failure else None,
+            failure=self.failure,
+            findings=self.findings,
+            capabilities=self.capabilities,
+            correctness=correctness,
+            timing=self.timing,
+            environment=fingerprint(self.hello),
+            logs=logs,
+            duration_s=round(duration_s, 3),
+        )
         record.rewards = rewards_for(record)
         return record
 
 
-def judge(task: Task | str | Path, candidate: Candidate | str | Path, config: JudgeConfig | None = None,
-          **overrides: Any) -> Record:
+def judge(
+    task: Task | str | Path, candidate: Candidate | str | Path, config: JudgeConfig | None = None, **overrides: Any
+) -> Record:
     """Judge one candidate against one task and return the verdict record."""
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
     return Judgment(task, candidate, config).run()
-
-

@@ -15,8 +15,18 @@ SCHEMA_VERSION = "1.0"
 
 Status = Literal["PASS", "FAIL", "SUSPICIOUS", "UNSUPPORTED", "ERROR"]
 FailureKind = Literal[
-    "compile_error", "runtime_error", "timeout", "crash", "output_type", "shape_mismatch",
-    "dtype_mismatch", "device_mismatch", "non_finite", "tolerance", "nondeterministic", "judge_error",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "crash",
+    "output_type",
+    "shape_mismatch",
+    "dtype_mismatch",
+    "device_mismatch",
+    "non_finite",
+    "tolerance",
+    "nondeterministic",
+    "judge_error",
 ]
 Severity = Literal["info", "warning", "error"]
 CapabilityStatus = Literal["available", "unavailable", "degraded"]
@@ -128,6 +138,7 @@ class Record(Model):
     status: Status
     verified: bool
     valid: bool
+    failure_kind: FailureKind | None = None
     failure: Failure | None = None
     findings: list[Finding] = Field(default_factory=list)
     capabilities: dict[str, Capability] = Field(default_factory=dict)
@@ -138,10 +149,6 @@ class Record(Model):
     logs: dict[str, WorkerLog] = Field(default_factory=dict)
     duration_s: float
 
-    @property
-    def failure_kind(self) -> str | None:
-        return self.failure.kind if self.failure else None
-
     def reward(self, spec: str) -> Reward | None:
         return next((r for r in self.rewards if r.spec == spec), None)
 
@@ -150,7 +157,7 @@ class Record(Model):
 
 
 def decide_status(failure: Failure | None, findings: list[Finding], capabilities: dict[str, Capability]) -> Status:
-    """Status from the evidence, in order of precedence: judge failure, missing capability, candidate failure, findings."""
+    """Status from the evidence; precedence: judge failure, missing capability, candidate failure, findings."""
     if failure is not None and failure.kind == "judge_error":
         return "ERROR"
     if any(c.required and c.status == "unavailable" for c in capabilities.values()):

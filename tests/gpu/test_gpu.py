@@ -24,8 +24,12 @@ def keep(record, name):
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_honest_triton_example_is_verified_on_cuda(example):
-    record = keep(run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_triton.py",
-                            device="cuda", timing=True), f"{example}-honest")
+    record = keep(
+        run_judge(
+            EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_triton.py", device="cuda", timing=True
+        ),
+        f"{example}-honest",
+    )
     assert record.status == "PASS" and record.verified, record.failure
     assert record.device == "cuda" and record.capabilities["cuda_runtime"].status == "available"
     assert record.timing.measured and record.timing.device == "cuda" and "CUDA events" in record.timing.regime
@@ -35,8 +39,10 @@ def test_honest_triton_example_is_verified_on_cuda(example):
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_wrong_triton_example_fails_on_cuda(example):
-    record = keep(run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_wrong.py",
-                            device="cuda"), f"{example}-wrong")
+    record = keep(
+        run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_wrong.py", device="cuda"),
+        f"{example}-wrong",
+    )
     assert record.status == "FAIL" and record.failure.kind == "tolerance", record.failure
 
 
@@ -47,8 +53,17 @@ def test_tampering_fails_on_cuda(fixture):
 
 
 def test_off_mode_on_cuda():
-    record = keep(run_judge(EXAMPLES / "softmax" / "reference.py", EXAMPLES / "softmax" / "candidate_triton.py",
-                            device="cuda", mode="off", hidden_trials=0, timing=True), "softmax-off")
+    record = keep(
+        run_judge(
+            EXAMPLES / "softmax" / "reference.py",
+            EXAMPLES / "softmax" / "candidate_triton.py",
+            device="cuda",
+            mode="off",
+            hidden_trials=0,
+            timing=True,
+        ),
+        "softmax-off",
+    )
     assert record.status == "PASS" and record.timing.method == "kernelbench_native"
     assert record.timing.candidate.count == 100
 

@@ -39,21 +39,33 @@ def check_structure(response: dict[str, Any], reference_output: Any, device_type
             f"{type(reference_output).__name__} with {len(expected)}",
             {"container": response.get("container"), "count": len(items), "expected_count": len(expected)},
         )
-    for index, (item, ref) in enumerate(zip(items, expected)):
+    for index, (item, ref) in enumerate(zip(items, expected, strict=True)):
         where = f"output {index}" if len(expected) > 1 else "output"
         if item.get("plain_tensor") is not True:
-            return StructureProblem("output_type", f"{where} is a {item.get('type')}, not a plain torch.Tensor",
-                                    {"index": index, "type": item.get("type")})
+            return StructureProblem(
+                "output_type",
+                f"{where} is a {item.get('type')}, not a plain torch.Tensor",
+                {"index": index, "type": item.get("type")},
+            )
         if str(item.get("device", "")).split(":")[0] != device_type:
-            return StructureProblem("device_mismatch", f"{where} is on {item.get('device')}, expected {device_type}",
-                                    {"index": index, "device": item.get("device"), "expected": device_type})
+            return StructureProblem(
+                "device_mismatch",
+                f"{where} is on {item.get('device')}, expected {device_type}",
+                {"index": index, "device": item.get("device"), "expected": device_type},
+            )
         want_dtype = str(ref.dtype).removeprefix("torch.")
         if item.get("dtype") != want_dtype:
-            return StructureProblem("dtype_mismatch", f"{where} has dtype {item.get('dtype')}, expected {want_dtype}",
-                                    {"index": index, "dtype": item.get("dtype"), "expected": want_dtype})
+            return StructureProblem(
+                "dtype_mismatch",
+                f"{where} has dtype {item.get('dtype')}, expected {want_dtype}",
+                {"index": index, "dtype": item.get("dtype"), "expected": want_dtype},
+            )
         if item.get("shape") != list(ref.shape):
-            return StructureProblem("shape_mismatch", f"{where} has shape {item.get('shape')}, expected {list(ref.shape)}",
-                                    {"index": index, "shape": item.get("shape"), "expected": list(ref.shape)})
+            return StructureProblem(
+                "shape_mismatch",
+                f"{where} has shape {item.get('shape')}, expected {list(ref.shape)}",
+                {"index": index, "shape": item.get("shape"), "expected": list(ref.shape)},
+            )
     return None
 
 
@@ -64,8 +76,11 @@ def check_received(values: Any, response: dict[str, Any]) -> StructureProblem | 
         return StructureProblem("output_type", f"the output could not be read: {response.get('unreadable')}", {})
     if not isinstance(values, list) or len(values) != len(items):
         return StructureProblem("output_type", "the output tensors sent do not match their description", {})
-    for item, tensor in zip(items, values):
-        if not isinstance(tensor, torch.Tensor) or list(tensor.shape) != item["shape"] \
-                or str(tensor.dtype).removeprefix("torch.") != item["dtype"]:
+    for item, tensor in zip(items, values, strict=True):
+        if (
+            not isinstance(tensor, torch.Tensor)
+            or list(tensor.shape) != item["shape"]
+            or str(tensor.dtype).removeprefix("torch.") != item["dtype"]
+        ):
             return StructureProblem("output_type", "the output tensors sent do not match their description", {})
     return None

@@ -8,8 +8,13 @@ from rich.table import Table
 
 from kerneljudge.verdict import Record
 
-STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "SUSPICIOUS": "bold magenta",
-                "UNSUPPORTED": "bold yellow", "ERROR": "bold red"}
+STATUS_STYLE = {
+    "PASS": "bold green",
+    "FAIL": "bold red",
+    "SUSPICIOUS": "bold magenta",
+    "UNSUPPORTED": "bold yellow",
+    "ERROR": "bold red",
+}
 
 
 def _fmt_ms(value: float | None) -> str:
@@ -30,8 +35,11 @@ def device_line(record: Record) -> str:
 
 
 def verdict_table(record: Record) -> Table:
-    table = Table(title=f"kerneljudge {record.kerneljudge_version}: {record.task.name} / {record.candidate.name}",
-                  show_header=False, title_justify="left")
+    table = Table(
+        title=f"kerneljudge {record.kerneljudge_version}: {record.task.name} / {record.candidate.name}",
+        show_header=False,
+        title_justify="left",
+    )
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
     add = table.add_row
@@ -47,25 +55,45 @@ def verdict_table(record: Record) -> Table:
     c = record.correctness
     if c.checked:
         passed = sum(t.passed for t in c.trials)
-        kinds = ", ".join(f"{sum(t.kind == k for t in c.trials)} {k}" for k in ("public", "hidden")
-                          if any(t.kind == k for t in c.trials))
-        row("correctness", f"{passed}/{len(c.trials)} trials passed ({kinds}); "
-                      + (f"oracle {c.oracle_dtype}" if c.oracle_dtype else "KernelBench allclose"))
+        kinds = ", ".join(
+            f"{sum(t.kind == k for t in c.trials)} {k}"
+            for k in ("public", "hidden")
+            if any(t.kind == k for t in c.trials)
+        )
+        row(
+            "correctness",
+            f"{passed}/{len(c.trials)} trials passed ({kinds}); "
+            + (f"oracle {c.oracle_dtype}" if c.oracle_dtype else "KernelBench allclose"),
+        )
         if c.worst:
             ratio = c.worst.get("error_ratio")
-            row("largest error", f"max abs {c.worst.get('max_abs_error', 0):.3g}"
-                          + (f", reference's own {c.worst['reference_max_abs_error']:.3g}"
-                             if "reference_max_abs_error" in c.worst else "")
-                          + (f", RMSE ratio to reference {ratio:.3g}" if isinstance(ratio, float) else ""))
+            row(
+                "largest error",
+                f"max abs {c.worst.get('max_abs_error', 0):.3g}"
+                + (
+                    f", reference's own {c.worst['reference_max_abs_error']:.3g}"
+                    if "reference_max_abs_error" in c.worst
+                    else ""
+                )
+                + (f", RMSE ratio to reference {ratio:.3g}" if isinstance(ratio, float) else ""),
+            )
         if c.replay:
-            row("replay", "bitwise identical" if c.replay["bitwise_identical"]
-                          else "; ".join(t["summary"] for t in c.replay["trials"]))
+            row(
+                "replay",
+                "bitwise identical"
+                if c.replay["bitwise_identical"]
+                else "; ".join(t["summary"] for t in c.replay["trials"]),
+            )
     t = record.timing
     if t.measured and t.candidate and t.reference:
-        row("candidate time", f"{_fmt_ms(t.candidate.median_ms)} median (cv {t.candidate.cv:.1%}, "
-                      f"n={t.candidate.count})")
-        row("reference time", f"{_fmt_ms(t.reference.median_ms)} median (cv {t.reference.cv:.1%}, "
-                      f"n={t.reference.count})")
+        row(
+            "candidate time",
+            f"{_fmt_ms(t.candidate.median_ms)} median (cv {t.candidate.cv:.1%}, n={t.candidate.count})",
+        )
+        row(
+            "reference time",
+            f"{_fmt_ms(t.reference.median_ms)} median (cv {t.reference.cv:.1%}, n={t.reference.count})",
+        )
         row("speedup", (f"{t.speedup:.3f}x" if t.speedup else "-") + f"  [{t.method}; {t.regime}]")
     else:
         row("timing", t.reason or "not measured")
@@ -74,8 +102,11 @@ def verdict_table(record: Record) -> Table:
         row(f"reward {reward.spec}", f"{value} ({reward.reason})")
     for finding in record.findings:
         row(f"finding {finding.code}", f"[{finding.severity}] {finding.summary}")
-    missing = [f"{name} ({cap.detail})" for name, cap in record.capabilities.items()
-               if cap.required and cap.status != "available"]
+    missing = [
+        f"{name} ({cap.detail})"
+        for name, cap in record.capabilities.items()
+        if cap.required and cap.status != "available"
+    ]
     if missing:
         row("missing", "; ".join(missing))
     return table

@@ -25,10 +25,22 @@ from kerneljudge.worker import wire
 
 # Variables a worker inherits; everything else in the parent's environment stays behind.
 INHERITED_ENV = (
-    "PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
-    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS",
-    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TRITON_PTXAS_PATH",
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "TRITON_PTXAS_PATH",
 )
 
 
@@ -130,8 +142,9 @@ def descendants(pid: int) -> list[int]:
 class WorkerProcess:
     """One worker: spawn, request/response, capped logs, kill of its whole process group."""
 
-    def __init__(self, role: str, device: str, source_text: str, limits: WorkerLimits,
-                 extra_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, role: str, device: str, source_text: str, limits: WorkerLimits, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.role = role
         self.limits = limits
         self.workspace = Workspace.create(role)
@@ -143,11 +156,28 @@ class WorkerProcess:
         argv = [sys.executable, "-X", "faulthandler"]
         if sys.version_info >= (3, 11):
             argv.append("-P")  # keep the workspace (cwd) off sys.path
-        argv += ["-m", "kerneljudge.worker.main", "--role", role, "--device", device,
-                 "--source", str(source_path), "--req-fd", str(req_r), "--resp-fd", str(resp_w)]
+        argv += [
+            "-m",
+            "kerneljudge.worker.main",
+            "--role",
+            role,
+            "--device",
+            device,
+            "--source",
+            str(source_path),
+            "--req-fd",
+            str(req_r),
+            "--resp-fd",
+            str(resp_w),
+        ]
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(req_r, resp_w), cwd=self.workspace.root, env=self._env(device, extra_env),
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(req_r, resp_w),
+            cwd=self.workspace.root,
+            env=self._env(device, extra_env),
             start_new_session=True,
         )
         os.close(req_r)
@@ -172,13 +202,14 @@ class WorkerProcess:
 
     # ------------------------------------------------------------ talking
 
-    def receive(self, max_blob_bytes: int | None = None, timeout_s: float | None = None
-                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def receive(
+        self, max_blob_bytes: int | None = None, timeout_s: float | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         deadline = self._deadline(timeout_s)
         try:
             header, blob = wire.read_frame(
-                self._resp_r, max_blob_bytes if max_blob_bytes is not None else self.limits.max_message_bytes,
-                deadline)
+                self._resp_r, max_blob_bytes if max_blob_bytes is not None else self.limits.max_message_bytes, deadline
+            )
             return header, wire.decode_tensors(blob)
         except wire.PeerTimeout:
             self.kill()
@@ -189,28 +220,35 @@ class WorkerProcess:
         except wire.WireError as exc:
             returncode = self.kill()
             if returncode is not None and returncode != 0:
-                raise WorkerCrashed(f"the {self.role} worker died ({describe_returncode(returncode)})",
-                                    returncode) from None
+                raise WorkerCrashed(self._died(returncode), returncode) from None
             raise WorkerProtocolError(f"the {self.role} worker broke the protocol: {exc}", returncode) from None
 
-    def request(self, header: dict[str, Any], values: Any = None, max_blob_bytes: int | None = None,
-                timeout_s: float | None = None) -> tuple[dict[str, Any], Any]:
+    def request(
+        self,
+        header: dict[str, Any],
+        values: Any = None,
+        max_blob_bytes: int | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[dict[str, Any], Any]:
         """Send one request and return the response header and its unpacked values."""
         tree, tensors = wire.pack_values(values if values is not None else [])
         try:
-            wire.write_frame(self._req_w, {**header, "args": tree}, wire.encode_tensors(tensors),
-                             self._deadline(timeout_s))
+            wire.write_frame(
+                self._req_w, {**header, "args": tree}, wire.encode_tensors(tensors), self._deadline(timeout_s)
+            )
         except wire.PeerTimeout:
             self.kill()
             raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
         except wire.WireError:
             returncode = self.kill()
-            raise WorkerCrashed(f"the {self.role} worker died ({describe_returncode(returncode)})",
-                                returncode) from None
+            raise WorkerCrashed(self._died(returncode), returncode) from None
         response, response_tensors = self.receive(max_blob_bytes, timeout_s)
         try:
-            unpacked = {k: wire.unpack_values(v, response_tensors) for k, v in response.items()
-                        if k in ("values", "init_inputs")}
+            unpacked = {
+                k: wire.unpack_values(v, response_tensors)
+                for k, v in response.items()
+                if k in ("values", "init_inputs")
+            }
         except wire.WireError as exc:
             self.kill()
             raise WorkerProtocolError(f"the {self.role} worker sent malformed values: {exc}") from None
@@ -220,6 +258,13 @@ class WorkerProcess:
         now = time.monotonic()
         step = timeout_s if timeout_s is not None else self.limits.step_timeout_s
         return min(now + step, self.started_at + self.limits.lifetime_s)
+
+    def _died(self, returncode: int | None) -> str:
+        """Why the worker died, with the last line it wrote to stderr (the usual cause)."""
+        self.stderr.join(timeout=2)
+        lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
+        cause = f": {lines[-1][:300]}" if lines else ""
+        return f"the {self.role} worker died ({describe_returncode(returncode)}){cause}"
 
     # ------------------------------------------------------------ ending
 
@@ -258,8 +303,10 @@ class WorkerProcess:
 
     def logs(self) -> dict[str, Any]:
         return {
-            "stdout_tail": self.stdout.text(), "stdout_bytes": self.stdout.total_bytes,
-            "stderr_tail": self.stderr.text(), "stderr_bytes": self.stderr.total_bytes,
+            "stdout_tail": self.stdout.text(),
+            "stdout_bytes": self.stdout.total_bytes,
+            "stderr_tail": self.stderr.text(),
+            "stderr_bytes": self.stderr.total_bytes,
             "truncated": self.stdout.truncated or self.stderr.truncated,
         }
 

@@ -44,9 +44,14 @@ def calls_for(estimate_ms: float, target_ms: float) -> int:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target_ms / estimate_ms)))
 
 
-def run_interleaved(sides: dict[str, TimeSide], inputs: Sequence[Any], plan: TimingPlan, device: str,
-                    rng: random.Random | None = None,
-                    clock: Callable[[], float] = time.perf_counter) -> Timing:
+def run_interleaved(
+    sides: dict[str, TimeSide],
+    inputs: Sequence[Any],
+    plan: TimingPlan,
+    device: str,
+    rng: random.Random | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Timing:
     """Time `candidate` and `reference` (keys of sides) and return the timing section of a record."""
     rng = rng or random.Random()
     samples: dict[str, list[float]] = {name: [] for name in sides}
@@ -67,8 +72,10 @@ def run_interleaved(sides: dict[str, TimeSide], inputs: Sequence[Any], plan: Tim
         speedup = means["reference"] / means["candidate"] if means["candidate"] > 0 else None
         method, regime = "kernelbench_native", "one call per sample, mean of samples"
     else:
-        calls = {name: calls_for(statistics.median(timed(name, inputs[0], 1, 3, plan.warmup)),
-                                 plan.target_sample_ms) for name in sides}
+        calls = {
+            name: calls_for(statistics.median(timed(name, inputs[0], 1, 3, plan.warmup)), plan.target_sample_ms)
+            for name in sides
+        }
         for block in range(plan.blocks):
             block_inputs = inputs[block % len(inputs)]
             order = list(sides)
@@ -82,10 +89,20 @@ def run_interleaved(sides: dict[str, TimeSide], inputs: Sequence[Any], plan: Tim
                 ratios.append(medians["reference"] / medians["candidate"])
         speedup = statistics.median(ratios) if ratios else None
         method = "interleaved_blocks"
-        regime = ("CUDA events around each sample's calls" if device == "cuda"
-                  else "host clock around each sample's calls (CPU: not a GPU speedup)")
+        regime = (
+            "CUDA events around each sample's calls"
+            if device == "cuda"
+            else "host clock around each sample's calls (CPU: not a GPU speedup)"
+        )
     return Timing(
-        measured=True, device=device, method=method, regime=regime, calls_per_sample=calls,
-        candidate=summarize(samples["candidate"]), reference=summarize(samples["reference"]),
-        block_ratios=ratios, speedup=speedup, parent_observed_ms={k: round(v, 3) for k, v in observed_ms.items()},
+        measured=True,
+        device=device,
+        method=method,
+        regime=regime,
+        calls_per_sample=calls,
+        candidate=summarize(samples["candidate"]),
+        reference=summarize(samples["reference"]),
+        block_ratios=ratios,
+        speedup=speedup,
+        parent_observed_ms={k: round(v, 3) for k, v in observed_ms.items()},
     )

@@ -23,7 +23,12 @@ def summarize(samples_ms: Sequence[float]) -> TimingStats:
     mean = statistics.fmean(values)
     stdev = statistics.stdev(values) if len(values) > 1 else 0.0
     return TimingStats(
-        median_ms=statistics.median(values), p95_ms=percentile(values, 95), min_ms=values[0],
-        max_ms=values[-1], mean_ms=mean, cv=stdev / mean if mean > 0 else 0.0, count=len(values),
+        median_ms=statistics.median(values),
+        p95_ms=percentile(values, 95),
+        min_ms=values[0],
+        max_ms=values[-1],
+        mean_ms=mean,
+        cv=stdev / mean if mean > 0 else 0.0,
+        count=len(values),
         samples_ms=list(samples_ms),
     )

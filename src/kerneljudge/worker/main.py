@@ -100,8 +100,16 @@ class Worker:
                 return
             handler = getattr(self, f"op_{op}", None)
             if handler is None:
-                self.send({"type": "error", "phase": "protocol", "exc_type": "UnknownOp",
-                           "exc_module": "kerneljudge", "message": f"unknown op {op!r}", "traceback": ""})
+                self.send(
+                    {
+                        "type": "error",
+                        "phase": "protocol",
+                        "exc_type": "UnknownOp",
+                        "exc_module": "kerneljudge",
+                        "message": f"unknown op {op!r}",
+                        "traceback": "",
+                    }
+                )
                 continue
             args = wire.unpack_values(header.get("args", []), wire.decode_tensors(blob))
             handler(header, args)
@@ -248,8 +256,12 @@ class Worker:
                     model = copy.deepcopy(self.model)
                     self.oracle = model.to(dtype) if hasattr(model, "to") else model
                     self.oracle_dtype = str(dtype).removeprefix("torch.")
-                cast = [x.to(self.device, dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
-                        else (x.to(self.device) if isinstance(x, torch.Tensor) else x) for x in inputs]
+                cast = [
+                    x.to(self.device, dtype)
+                    if isinstance(x, torch.Tensor) and x.is_floating_point()
+                    else (x.to(self.device) if isinstance(x, torch.Tensor) else x)
+                    for x in inputs
+                ]
                 out = self.oracle(*cast)
                 self.synchronize()
                 return out
