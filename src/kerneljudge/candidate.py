@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kerneljudge.errors import UsageError
-from kerneljudge.task import sha256_text
+from kerneljudge.task import read_source, sha256_text
 
 FENCE = re.compile(
     r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
@@ -61,8 +61,4 @@ def parse_candidate(text: str, name: str, path: str | None = None) -> Candidate:
 
 def load_candidate(path: str | Path) -> Candidate:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read candidate {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
-    return parse_candidate(text, path.stem, str(path))
+    return parse_candidate(read_source(path, "candidate", UsageError), path.stem, str(path))

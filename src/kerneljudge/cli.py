@@ -61,7 +61,13 @@ def cmd_judge(args: argparse.Namespace) -> int:
     config = JudgeConfig(
         device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
     )
-    record = judge(args.reference, args.candidate, config)
+    if args.quiet:
+        record = judge(args.reference, args.candidate, config)
+    else:
+        from rich.console import Console
+
+        with Console(stderr=True).status("judging") as status:
+            record = judge(args.reference, args.candidate, config, progress=lambda stage: status.update(stage))
     if args.json is not None:
         args.json.write_text(record.to_json())
     if not args.quiet:

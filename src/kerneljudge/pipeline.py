@@ -12,6 +12,7 @@ import ast
 import datetime as dt
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,13 @@ def error_failure(response: dict[str, Any], phase: str) -> Failure:
 class Judgment:
     """One judgment; `run()` always returns a record, whatever the candidate or the judge did."""
 
-    def __init__(self, task: Task, candidate: Candidate, config: JudgeConfig) -> None:
+    def __init__(
+        self, task: Task, candidate: Candidate, config: JudgeConfig, progress: Callable[[str], None] | None = None
+    ) -> None:
         self.task = task
         self.candidate = candidate
         self.config = config
+        self.progress = progress or (lambda stage: None)
         self.limits = WorkerLimits(
             step_timeout_s=config.timeout_s,
             lifetime_s=max(1800.0, 20 * config.timeout_s),
@@ -137,15 +141,18 @@ class Judgment:
         self._preflight()
         # Both interpreters start at once (imports take seconds); the candidate's is only told
         # to import the candidate once the reference has settled the device.
+        self.progress("starting workers")
         self._spawn("reference", self.config.device, self.task.text)
         self._spawn("candidate", self.config.device, self.candidate.text)
         self._start_reference()
         if self._unsupported():
             return
         init_inputs = self._load_reference()
+        self.progress(f"building the candidate on {self.device}")
         self._start_candidate(init_inputs)
         self._correctness()
         if self.config.timing:
+            self.progress("timing candidate and reference")
             self._timing()
         else:
             self.timing = Timing(measured=False, reason="timing disabled by configuration")
@@ -239,6 +246,7 @@ class Judgment:
         replay_at = set() if native else {0, len(public) + secrets.randbelow(len(hidden))}
         self.correctness_checked = True
         for index, (kind, seed) in enumerate(plan):
+            self.progress(f"correctness trial {index + 1}/{len(plan)} ({kind})")
             inputs, ref_out, oracle_out = self._reference_trial(seed, oracle=not native)
             cand_out = self.call_candidate(inputs, ref_out, phase=f"trial {index}")
             outputs, failure_kind, summary = [], None, "passed"
@@ -468,10 +476,18 @@ class Judgment:
 
 
 def judge(
-    task: Task | str | Path, candidate: Candidate | str | Path, config: JudgeConfig | None = None, **overrides: Any
+    task: Task | str | Path,
+    candidate: Candidate | str | Path,
+    config: JudgeConfig | None = None,
+    progress: Callable[[str], None] | None = None,
+    **overrides: Any,
 ) -> Record:
-    """Judge one candidate against one task and return the verdict record."""
+    """Judge one candidate against one task and return the verdict record.
+
+    `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
+    is called with a short description as each stage starts.
+    """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
-    return Judgment(task, candidate, config).run()
+    return Judgment(task, candidate, config, progress).run()

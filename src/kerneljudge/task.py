@@ -53,12 +53,17 @@ def parse_task(text: str, name: str, path: str | None = None) -> Task:
     return Task(text=text, name=name, path=path)
 
 
+def read_source(path: Path, what: str, error: type[Exception]) -> str:
+    """A source file's text, or `error` with a one-line reason."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+
+
 def load_task(path: str | Path) -> Task:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"cannot read task {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+    text = read_source(path, "task", TaskError)
     # KernelBench-style folders name the file reference.py; the folder is the better name then.
     name = path.parent.name if path.stem == "reference" and path.parent.name else path.stem
     return parse_task(text, name, str(path))
