@@ -33,8 +33,11 @@ def validate_record(record: Record) -> dict:
 
 
 def run_judge(task: str | Path, candidate: str | Path, **overrides) -> Record:
-    """Judge on the CPU without timing unless asked; every record is schema-checked."""
-    settings = {"device": "cpu", "timing": False, "timeout_s": 60.0, **overrides}
+    """Judge on the CPU without timing unless asked; every record is schema-checked.
+
+    The policy defaults to practical because most fixtures are plain torch; strict is asked for explicitly.
+    """
+    settings = {"device": "cpu", "timing": False, "timeout_s": 60.0, "policy": "practical", **overrides}
     record = judge(task, candidate, JudgeConfig(**settings))
     validate_record(record)
     return record

@@ -10,7 +10,7 @@ from helpers import CANDIDATES, TASKS, validate_record
 from kerneljudge.cli import main
 from kerneljudge.verdict import Record
 
-FAST = ["--device", "cpu", "--no-timing", "--quiet"]
+FAST = ["--device", "cpu", "--no-timing", "--quiet", "--policy", "practical"]
 
 
 def test_pass_exits_0_and_writes_a_valid_record(tmp_path, capsys):

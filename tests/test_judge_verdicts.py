@@ -101,8 +101,9 @@ def test_parent_never_imports_the_candidate(tmp_path, tiny_task):
     candidate = tmp_path / "marker_candidate.py"
     candidate.write_text(source)
     record = run_judge(tiny_task, candidate)
-    assert record.status == "PASS"
     assert int(marker.read_text()) != os.getpid()
+    assert record.status == "SUSPICIOUS" and not record.verified  # it writes a file: KJ-S040, recorded in audit
+    assert "KJ-S040" in {f.code for f in record.findings}
     assert not any(name.startswith("kj_") for name in sys.modules)
 
 

@@ -8,7 +8,6 @@ compares, decides and writes the record.
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import secrets
 import time
@@ -20,10 +19,12 @@ import torch
 
 from kerneljudge import __version__
 from kerneljudge.candidate import Candidate, load_candidate
+from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import compare_native, compare_replay, compare_to_oracle, tolerance_for
 from kerneljudge.checks.outputs import check_received, check_structure, reference_signature
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
+from kerneljudge.preflight import preflight
 from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.task import Task, load_task
@@ -50,6 +51,13 @@ COMPILE_ERROR_TYPES = {
     "ModuleNotFoundError",
     "NameError",
 }
+
+
+def integrity_failure(findings: list[Finding], phase: str, prefix: str) -> Failure:
+    """The failure that error-severity findings amount to."""
+    errors = [f for f in findings if f.severity == "error"]
+    codes = ", ".join(dict.fromkeys(f.code for f in errors))
+    return Failure(kind="integrity_violation", phase=phase, summary=f"{prefix}: {codes}: {errors[0].summary}")
 
 
 class CandidateFailed(Exception):
@@ -120,6 +128,7 @@ class Judgment:
         self.correctness_passed = False
         self.tolerances: dict[str, Any] = {}
         self.timing_inputs: list[Any] = []
+        self.declared_kernels: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------ the pipeline
 
@@ -159,7 +168,7 @@ class Judgment:
 
     def _preflight(self) -> None:
         try:
-            ast.parse(self.candidate.text)
+            result = preflight(self.candidate.text, self.config.mode, self.config.policy)
         except SyntaxError as exc:
             raise CandidateFailed(
                 Failure(
@@ -169,6 +178,10 @@ class Judgment:
                     exception="SyntaxError",
                 )
             ) from None
+        self.findings.extend(result.findings)
+        self.declared_kernels = result.report.declared_kernels
+        if result.rejected and self.config.mode == "enforce":
+            raise CandidateFailed(integrity_failure(self.findings, "preflight", "rejected before import"))
 
     def _start_reference(self) -> None:
         requested = self.config.device
@@ -339,16 +352,7 @@ class Judgment:
                 Failure(kind="nondeterministic", phase=f"replay of trial {index}", summary=worst.summary)
             )
         if worst.metrics.get("differing_elements"):
-            self.findings.append(
-                Finding(
-                    code="KJ-C001",
-                    detector="replay",
-                    severity="info",
-                    summary="two runs on identical inputs differ at rounding level (atomics or a reduction order)",
-                    evidence={"trial": index, **worst.metrics},
-                    remediation="None needed for correctness; a deterministic reduction makes results reproducible.",
-                )
-            )
+            self.findings.append(finding("KJ-C001", "info", evidence={"trial": index, **worst.metrics}))
 
     # ------------------------------------------------------------ timing
 
@@ -432,6 +436,8 @@ class Judgment:
                 if degraded
                 else "reference re-run in float64",
             )
+        if self.failure is None and any(f.severity == "error" for f in self.findings):
+            self.failure = integrity_failure(self.findings, "integrity", "integrity rules broken")
         status = decide_status(self.failure, self.findings, self.capabilities)
         worst = max(
             (o for t in self.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0)
@@ -465,6 +471,7 @@ class Judgment:
             failure=self.failure,
             findings=self.findings,
             capabilities=self.capabilities,
+            preflight={"declared_kernels": self.declared_kernels},
             correctness=correctness,
             timing=self.timing,
             environment=fingerprint(self.hello),

@@ -26,6 +26,7 @@ FailureKind = Literal[
     "non_finite",
     "tolerance",
     "nondeterministic",
+    "integrity_violation",
     "judge_error",
 ]
 Severity = Literal["info", "warning", "error"]
@@ -142,6 +143,7 @@ class Record(Model):
     failure: Failure | None = None
     findings: list[Finding] = Field(default_factory=list)
     capabilities: dict[str, Capability] = Field(default_factory=dict)
+    preflight: dict[str, Any] = Field(default_factory=dict)
     correctness: Correctness
     timing: Timing
     rewards: list[Reward] = Field(default_factory=list)
@@ -157,14 +159,14 @@ class Record(Model):
 
 
 def decide_status(failure: Failure | None, findings: list[Finding], capabilities: dict[str, Capability]) -> Status:
-    """Status from the evidence; precedence: judge failure, missing capability, candidate failure, findings."""
+    """Status from the evidence; precedence: judge failure, missing capability, failure or error finding, warning."""
     if failure is not None and failure.kind == "judge_error":
         return "ERROR"
     if any(c.required and c.status == "unavailable" for c in capabilities.values()):
         return "UNSUPPORTED"
-    if failure is not None:
+    if failure is not None or any(f.severity == "error" for f in findings):
         return "FAIL"
-    if any(f.severity == "error" for f in findings):
+    if any(f.severity == "warning" for f in findings):
         return "SUSPICIOUS"
     return "PASS"
 

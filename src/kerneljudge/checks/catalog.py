@@ -1,0 +1,165 @@
+"""The findings catalog: every code kerneljudge can raise, in one table.
+
+A finding's severity decides its effect on the status: `error` makes the
+verdict FAIL, `warning` makes it SUSPICIOUS (correct but not verified), `info`
+is recorded only. docs/findings.md describes each code; a test keeps the two in
+step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kerneljudge.verdict import Finding
+
+
+@dataclass(frozen=True)
+class Entry:
+    code: str
+    detector: str
+    title: str
+    remediation: str
+    attacks: tuple[str, ...] = ()
+    high_risk: bool = False  # rejected before import in enforce mode
+
+
+CATALOG: dict[str, Entry] = {
+    e.code: e
+    for e in [
+        # ---- static preflight (what the source says; supports runtime evidence, never replaces it)
+        Entry(
+            "KJ-S001",
+            "preflight",
+            "assigns to or deletes an attribute of torch, triton, the judge or the runtime",
+            "Do not patch library or judge objects; write your own functions instead.",
+            ("H30", "H31", "H33"),
+            True,
+        ),
+        Entry(
+            "KJ-S002",
+            "preflight",
+            "changes global numerics flags (TF32, cuDNN, matmul precision, determinism)",
+            "Leave global flags as the judge pins them; choose precision inside your kernel.",
+            ("H33", "H42"),
+            True,
+        ),
+        Entry(
+            "KJ-S003",
+            "preflight",
+            "imports the judge's own modules",
+            "A candidate has no use for kerneljudge; remove the import.",
+            ("H31", "H32"),
+            True,
+        ),
+        Entry(
+            "KJ-S010",
+            "preflight",
+            "starts threads or processes, or runs commands",
+            "Do all work inside forward on the calling thread.",
+            ("H21", "H34"),
+            True,
+        ),
+        Entry(
+            "KJ-S011",
+            "preflight",
+            "installs interpreter hooks (profile/trace, atexit, signals, finalizers)",
+            "Remove the hook; work must happen inside forward.",
+            ("H21",),
+            True,
+        ),
+        Entry("KJ-S020", "preflight", "uses CUDA streams", "Synchronise side streams before returning.", ("H20",)),
+        Entry("KJ-S021", "preflight", "uses CUDA graphs", "Graph replays are re-checked with new inputs.", ("H23",)),
+        Entry(
+            "KJ-S030",
+            "preflight",
+            "loads native code through ctypes, cffi or mmap",
+            "Build kernels with Triton or torch.utils.cpp_extension so the judge can see them.",
+            ("H34", "H40"),
+            True,
+        ),
+        Entry(
+            "KJ-S040",
+            "preflight",
+            "reads or writes files",
+            "A kernel needs no files; keep data in memory.",
+            ("H05", "H26", "H34"),
+            True,
+        ),
+        Entry(
+            "KJ-S041",
+            "preflight",
+            "opens network connections or imports network libraries",
+            "Candidates run offline; remove network access.",
+            ("H34",),
+            True,
+        ),
+        Entry(
+            "KJ-S050",
+            "preflight",
+            "inspects frames, the garbage collector or other objects' internals",
+            "Compute the output from the inputs; the expected output is never in your process.",
+            ("H05",),
+            True,
+        ),
+        Entry(
+            "KJ-S051",
+            "preflight",
+            "runs code built at run time (exec, eval, compile, __import__, importlib)",
+            "Write the code directly so that it can be checked.",
+            ("H30", "H31"),
+            True,
+        ),
+        Entry("KJ-S052", "preflight", "changes the process environment", "Do not modify os.environ.", ("H33",), True),
+        Entry(
+            "KJ-S053",
+            "preflight",
+            "reaches a protected module's attribute through a computed name",
+            "Use plain attribute access.",
+            ("H30", "H31"),
+            True,
+        ),
+        Entry(
+            "KJ-S060",
+            "preflight",
+            "mentions reduced precision (fp16, bf16, TF32, autocast)",
+            "Match the task's precision; accumulate in fp32 at least.",
+            ("H42",),
+        ),
+        Entry(
+            "KJ-S070",
+            "preflight",
+            "declares no custom kernel",
+            "Write the computation as a Triton or CUDA kernel.",
+            ("H40",),
+        ),
+        Entry(
+            "KJ-S071",
+            "preflight",
+            "calls high-level PyTorch compute in the model",
+            "Under the strict policy only allocation, views and reshapes may use torch.",
+            ("H40", "H41"),
+        ),
+        # ---- correctness
+        Entry(
+            "KJ-C001",
+            "replay",
+            "two runs on identical inputs differ at rounding level (atomics, reduction order)",
+            "None needed for correctness; a deterministic reduction makes results reproducible.",
+            ("H10",),
+        ),
+    ]
+}
+
+
+def finding(code: str, severity: str, summary: str | None = None, evidence: dict[str, Any] | None = None) -> Finding:
+    """A Finding for a catalog code; the summary defaults to the catalog's title."""
+    entry = CATALOG[code]
+    return Finding(
+        code=code,
+        detector=entry.detector,
+        severity=severity,  # type: ignore[arg-type]
+        summary=summary or entry.title,
+        evidence={"attacks": list(entry.attacks), **(evidence or {})},
+        remediation=entry.remediation,
+    )

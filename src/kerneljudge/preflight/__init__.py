@@ -1,0 +1,72 @@
+"""Preflight: what the candidate's source says, turned into findings before anything is imported.
+
+In `audit` mode high-risk constructs are recorded as warnings (the candidate
+still runs, and cannot be verified); in `enforce` mode they are errors and the
+candidate is rejected before import. Under the `strict` policy a candidate that
+declares no custom kernel fails, and high-level torch compute in the model is
+suspicious; under `practical` both are recorded only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kerneljudge.checks.catalog import CATALOG, finding
+from kerneljudge.preflight.scan import Construct, StaticReport, scan
+from kerneljudge.verdict import Finding
+
+MAX_OCCURRENCES = 20
+
+
+@dataclass
+class PreflightResult:
+    report: StaticReport
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def rejected(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+
+def _grouped(constructs: list[Construct]) -> dict[str, list[Construct]]:
+    groups: dict[str, list[Construct]] = {}
+    for construct in constructs:
+        groups.setdefault(construct.code, []).append(construct)
+    return groups
+
+
+def _evidence(occurrences: list[Construct]) -> dict[str, object]:
+    return {
+        "occurrences": [{"line": c.line, "detail": c.detail} for c in occurrences[:MAX_OCCURRENCES]],
+        "count": len(occurrences),
+    }
+
+
+def preflight(source: str, mode: str, policy: str) -> PreflightResult:
+    """Scan the source and judge it under a mode and policy; raises SyntaxError for unparsable source."""
+    report = scan(source)
+    result = PreflightResult(report)
+    if mode == "off":
+        return result
+    for code, occurrences in sorted(_grouped(report.constructs).items()):
+        entry = CATALOG[code]
+        severity = ("error" if mode == "enforce" else "warning") if entry.high_risk else "info"
+        first = occurrences[0]
+        summary = f"{entry.title} (line {first.line}: {first.detail})"
+        result.findings.append(finding(code, severity, summary, _evidence(occurrences)))
+    if not report.declared_kernels:
+        result.findings.append(finding("KJ-S070", "error" if policy == "strict" else "info"))
+    if report.torch_compute:
+        first = report.torch_compute[0]
+        result.findings.append(
+            finding(
+                "KJ-S071",
+                "warning" if policy == "strict" else "info",
+                f"{CATALOG['KJ-S071'].title} (line {first.line}: {first.detail})",
+                _evidence(report.torch_compute),
+            )
+        )
+    return result
+
+
+__all__ = ["PreflightResult", "preflight", "scan"]
