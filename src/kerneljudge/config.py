@@ -30,6 +30,7 @@ class JudgeConfig:
     timing_blocks: int = 5
     timing_samples: int = 10
     timing_target_ms: float = 1.0
+    reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 2 * 1024**3
 

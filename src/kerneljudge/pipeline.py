@@ -22,6 +22,7 @@ from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import compare_native, compare_replay, compare_to_oracle, tolerance_for
 from kerneljudge.checks.outputs import check_received, check_structure, reference_signature
+from kerneljudge.checks.runtime import call_findings, import_findings
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
 from kerneljudge.preflight import preflight
@@ -129,6 +130,7 @@ class Judgment:
         self.tolerances: dict[str, Any] = {}
         self.timing_inputs: list[Any] = []
         self.declared_kernels: list[dict[str, Any]] = []
+        self.reference_evidence: Any = None
 
     # ------------------------------------------------------------ the pipeline
 
@@ -248,6 +250,19 @@ class Judgment:
             raise CandidateFailed(error_failure(response, "import" if response.get("phase") == "import" else "init"))
         if response.get("type") != "loaded":
             raise CandidateFailed(Failure(kind="crash", phase="build", summary="the candidate worker broke protocol"))
+        if self.config.mode != "off":
+            self.add_findings(import_findings(response.get("evidence")))
+
+    def add_findings(self, findings: list[Finding]) -> None:
+        """Record findings, one per code: a repeat only counts its occurrences."""
+        for new in findings:
+            old = next((f for f in self.findings if f.code == new.code), None)
+            if old is None:
+                self.findings.append(new)
+            else:
+                old.evidence["repeats"] = int(old.evidence.get("repeats", 0)) + 1
+                if new.severity == "error" and old.severity != "error":
+                    old.severity = "error"
 
     # ------------------------------------------------------------ correctness
 
@@ -257,11 +272,13 @@ class Judgment:
         hidden = [] if native else [secrets.randbelow(2**32 - 1) for _ in range(self.config.hidden_trials)]
         plan = [("public", s) for s in public] + [("hidden", s) for s in hidden]
         replay_at = set() if native else {0, len(public) + secrets.randbelow(len(hidden))}
+        # Canary: one later hidden trial's new values arrive in the previous call's input storage (H01).
+        canary_at = len(public) + 1 + secrets.randbelow(len(hidden) - 1) if len(hidden) >= 2 else None
         self.correctness_checked = True
         for index, (kind, seed) in enumerate(plan):
             self.progress(f"correctness trial {index + 1}/{len(plan)} ({kind})")
             inputs, ref_out, oracle_out = self._reference_trial(seed, oracle=not native)
-            cand_out = self.call_candidate(inputs, ref_out, phase=f"trial {index}")
+            cand_out = self.call_candidate(inputs, ref_out, phase=f"trial {index}", reuse=index == canary_at)
             outputs, failure_kind, summary = [], None, "passed"
             for i, (c, r, o) in enumerate(
                 zip(
@@ -316,17 +333,26 @@ class Judgment:
         inputs, ref_out, oracle_out = values["values"]
         if oracle:
             self.oracle_dtype = response.get("oracle_dtype")
+        self.reference_evidence = response.get("evidence")
         return inputs, ref_out, oracle_out
 
-    def call_candidate(self, inputs: list[Any], ref_out: Any, phase: str) -> list[torch.Tensor]:
-        """One candidate call on fresh copies of inputs; returns its outputs as CPU tensors."""
+    def call_candidate(self, inputs: list[Any], ref_out: Any, phase: str, reuse: bool = False) -> list[torch.Tensor]:
+        """One candidate call on fresh copies of inputs (or, for a canary, the previous storage)."""
         expected_bytes = sum(t.numel() * t.element_size() for t in reference_signature(ref_out))
         worker = self.workers["candidate"]
+        header = {
+            "op": "call",
+            "reuse_inputs": reuse,
+            "poison_bytes": 2 * expected_bytes,
+            "reread_s": self.config.reread_delay_s,
+        }
         response, values = self._candidate_step(
-            lambda: worker.request({"op": "call"}, inputs, max_blob_bytes=2 * expected_bytes + (1 << 20)), phase=phase
+            lambda: worker.request(header, inputs, max_blob_bytes=2 * expected_bytes + (1 << 20)), phase=phase
         )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, phase))
+        if self.config.mode != "off":
+            self.add_findings(call_findings(response.get("evidence"), self.reference_evidence, phase))
         problem = check_structure(response, ref_out, self.device or "cpu")
         if problem is None and response.get("type") == "output":
             problem = check_received(values.get("values"), response)

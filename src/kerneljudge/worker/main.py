@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from kerneljudge.worker import wire
+from kerneljudge.worker import evidence, wire
 
 TEXT_CAP = 4096
 TRACE_CAP = 16384
@@ -85,6 +85,11 @@ class Worker:
         self.oracle: Any = None
         self.oracle_dtype: str | None = None
         pin_flags(torch)
+        self.pinned_flags = evidence.numerics_flags()
+        self.prev_inputs: list[Any] = []
+        self.prev_outputs: list[Any] = []
+        self.warm_up()
+        self.threads_baseline = evidence.python_threads()
 
     # ------------------------------------------------------------ plumbing
 
@@ -126,6 +131,18 @@ class Worker:
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
+
+    def warm_up(self) -> None:
+        """Start torch's own thread pools and the CUDA context now, so the census sees only the candidate's."""
+        x = self.torch.ones(64, 64, device=self.device)
+        (x @ x).sum().item()
+        self.synchronize()
+
+    def poison(self, nbytes: int) -> None:
+        """Fill memory the allocator will hand out next with NaN, so unwritten output cannot look plausible."""
+        if nbytes > 0:
+            junk = self.torch.full((nbytes // 4 + 1,), float("nan"), device=self.device)
+            del junk
 
     def hello(self) -> dict[str, Any]:
         torch = self.torch
@@ -189,7 +206,8 @@ class Worker:
             self.send(describe_exception("init", exc))
             return
         tree, tensors = wire.pack_values(init_inputs if self.role == "reference" else [])
-        self.send({"type": "loaded", "init_inputs": tree}, tensors)
+        observed = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
+        self.send({"type": "loaded", "init_inputs": tree, "evidence": observed}, tensors)
 
     def op_time(self, header: dict[str, Any], args: Any) -> None:
         """Time `calls` consecutive forwards per sample; report per-call milliseconds."""
@@ -233,15 +251,24 @@ class Worker:
         try:
             self.set_seed(int(header["seed"]))
             inputs = list(self.module.get_inputs())
+            # Private copies: an in-place task must not change the inputs the candidate will get.
+            device_inputs = [x.to(self.device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            watch = evidence.CallWatch(device_inputs, self.pinned_flags)
             with torch.no_grad():
-                out = self.model(*self.to_device(inputs))
+                out = self.model(*device_inputs)
                 self.synchronize()
+                items = list(out) if isinstance(out, (tuple, list)) else [out]
+                observed = watch.after(items, [], self.synchronize, 0.0)
                 oracle_out = self.run_oracle(inputs) if header.get("oracle", True) else None
         except BaseException as exc:
             self.send(describe_exception("reference", exc))
             return
         tree, tensors = wire.pack_values([inputs, out, oracle_out])
-        self.send({"type": "trial", "values": tree, "oracle_dtype": self.oracle_dtype}, tensors)
+        reference_evidence = {k: observed[k] for k in ("inputs_mutated", "aliases_input")}
+        self.send(
+            {"type": "trial", "values": tree, "oracle_dtype": self.oracle_dtype, "evidence": reference_evidence},
+            tensors,
+        )
 
     def run_oracle(self, inputs: list[Any]) -> Any:
         import copy
@@ -273,18 +300,44 @@ class Worker:
 
     # ------------------------------------------------------------ candidate role
 
+    def reuse_storage(self, inputs: list[Any]) -> list[Any]:
+        """A canary: the new values copied into the previous call's input tensors (same storage)."""
+        torch = self.torch
+        if len(self.prev_inputs) != len(inputs):
+            return inputs
+        reused = []
+        for old, new in zip(self.prev_inputs, inputs, strict=True):
+            if (
+                isinstance(new, torch.Tensor)
+                and isinstance(old, torch.Tensor)
+                and old.shape == new.shape
+                and old.dtype == new.dtype
+                and old.is_contiguous()
+            ):
+                old.copy_(new)
+                reused.append(old)
+            else:
+                reused.append(new)
+        return reused
+
     def op_call(self, header: dict[str, Any], args: Any) -> None:
         """Run the candidate once on private device copies of the inputs and report the output."""
         torch = self.torch
         inputs = self.to_device(list(args))
+        if header.get("reuse_inputs"):
+            inputs = self.reuse_storage(inputs)
+        self.poison(int(header.get("poison_bytes", 0)))
         try:
+            watch = evidence.CallWatch(inputs, self.pinned_flags)
             with torch.no_grad():
                 out = self.model(*inputs)
             self.synchronize()
+            items = list(out) if isinstance(out, (tuple, list)) else [out]
+            observed = watch.after(items, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0)))
         except BaseException as exc:
             self.send(describe_exception("call", exc))
             return
-        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        self.prev_inputs, self.prev_outputs = inputs, [x for x in items if isinstance(x, torch.Tensor)]
         described = [
             {
                 "type": f"{type(x).__module__}.{type(x).__qualname__}",
@@ -295,7 +348,12 @@ class Worker:
             }
             for x in items
         ]
-        header_out: dict[str, Any] = {"type": "output", "container": type(out).__name__, "items": described}
+        header_out: dict[str, Any] = {
+            "type": "output",
+            "container": type(out).__name__,
+            "items": described,
+            "evidence": observed,
+        }
         if not all(d["plain_tensor"] for d in described):
             self.send(header_out)
             return

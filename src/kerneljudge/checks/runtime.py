@@ -1,0 +1,121 @@
+"""Runtime observations from a worker, turned into findings. Pure: data in, findings out.
+
+The observations come from the candidate's own process and may have been
+tampered with; malformed or missing evidence is itself a finding (KJ-R030), and
+nothing here can make a verdict better, only worse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kerneljudge.checks.catalog import finding
+from kerneljudge.verdict import Finding
+
+INDEX_LISTS = ("changed_after_return", "inputs_mutated", "aliases_input", "aliases_previous_output")
+IMPORT_KEYS = {"threads_started": int, "children": list, "flags_changed": dict, "hooks": list, "apis_replaced": list}
+CALL_KEYS = {**IMPORT_KEYS, **{k: list for k in INDEX_LISTS}}
+
+
+def _well_formed(evidence: Any, keys: dict[str, type]) -> bool:
+    return isinstance(evidence, dict) and all(isinstance(evidence.get(k), t) for k, t in keys.items())
+
+
+def _common(evidence: dict[str, Any], where: str) -> list[Finding]:
+    found = []
+    if evidence["apis_replaced"]:
+        found.append(
+            finding(
+                "KJ-R001",
+                "error",
+                f"{where}: replaced {', '.join(map(str, evidence['apis_replaced'][:8]))}",
+                {"apis": evidence["apis_replaced"][:50]},
+            )
+        )
+    if evidence["flags_changed"]:
+        found.append(
+            finding(
+                "KJ-R002",
+                "warning",
+                f"{where}: changed {', '.join(map(str, evidence['flags_changed']))}",
+                {"flags": evidence["flags_changed"]},
+            )
+        )
+    if evidence["hooks"]:
+        found.append(
+            finding(
+                "KJ-R003",
+                "warning",
+                f"{where}: {', '.join(map(str, evidence['hooks'][:8]))}",
+                {"hooks": evidence["hooks"][:50]},
+            )
+        )
+    if evidence["threads_started"] > 0:
+        found.append(
+            finding(
+                "KJ-R010",
+                "warning",
+                f"{where}: {evidence['threads_started']} thread(s) still alive",
+                {"threads": evidence["threads_started"]},
+            )
+        )
+    if evidence["children"]:
+        found.append(
+            finding(
+                "KJ-R011",
+                "warning",
+                f"{where}: {len(evidence['children'])} child process(es)",
+                {"children": evidence["children"][:50]},
+            )
+        )
+    return found
+
+
+def import_findings(evidence: Any) -> list[Finding]:
+    """Findings from what the worker saw after importing and building the candidate."""
+    if not _well_formed(evidence, IMPORT_KEYS):
+        return [finding("KJ-R030", "warning", "after import: evidence missing or malformed")]
+    return _common(evidence, "after import")
+
+
+def call_findings(evidence: Any, reference: Any, where: str) -> list[Finding]:
+    """Findings from one call; `reference` is the reference worker's evidence for the same inputs."""
+    if not _well_formed(evidence, CALL_KEYS):
+        return [finding("KJ-R030", "warning", f"{where}: evidence missing or malformed")]
+    reference = reference if isinstance(reference, dict) else {}
+    found = _common(evidence, where)
+    if evidence["changed_after_return"]:
+        found.append(
+            finding(
+                "KJ-R020",
+                "error",
+                f"{where}: output changed after the call returned",
+                {"outputs": evidence["changed_after_return"]},
+            )
+        )
+    # An output that is (a view of) this call's input may share the previous output's storage when the
+    # canary reuses input storage; that case is judged as input aliasing instead.
+    stale = [i for i in evidence["aliases_previous_output"] if i not in evidence["aliases_input"]]
+    if stale:
+        found.append(
+            finding("KJ-R022", "error", f"{where}: output shares storage with the previous output", {"outputs": stale})
+        )
+    if evidence["inputs_mutated"] and not reference.get("inputs_mutated"):
+        found.append(
+            finding(
+                "KJ-R023",
+                "error",
+                f"{where}: inputs {evidence['inputs_mutated']} were modified",
+                {"inputs": evidence["inputs_mutated"]},
+            )
+        )
+    if evidence["aliases_input"] and not reference.get("aliases_input"):
+        found.append(
+            finding(
+                "KJ-R021",
+                "warning",
+                f"{where}: output shares storage with an input",
+                {"outputs": evidence["aliases_input"]},
+            )
+        )
+    return found

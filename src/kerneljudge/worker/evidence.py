@@ -1,0 +1,194 @@
+"""Runtime observations a worker gathers around imports and calls.
+
+Everything here only observes and reports; the parent turns observations into
+findings (kerneljudge.checks.runtime). The originals of the APIs a candidate
+might patch are captured when this module is imported, before any task or
+candidate code runs. A candidate can of course tamper with this module too:
+that is why missing or malformed evidence counts against it in the parent, and
+why no verdict rests on this evidence alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import torch
+
+# Dotted paths of APIs whose identity matters: timers, synchronisation, comparison, data movement.
+WATCHED_APIS = (
+    "time.perf_counter",
+    "time.perf_counter_ns",
+    "time.monotonic",
+    "time.monotonic_ns",
+    "time.time",
+    "time.sleep",
+    "torch.allclose",
+    "torch.equal",
+    "torch.isclose",
+    "torch.testing.assert_close",
+    "torch.Tensor.__eq__",
+    "torch.Tensor.__sub__",
+    "torch.Tensor.abs",
+    "torch.Tensor.cpu",
+    "torch.Tensor.to",
+    "torch.Tensor.clone",
+    "torch.Tensor.detach",
+    "torch.Tensor.contiguous",
+    "torch.Tensor.copy_",
+    "torch.nn.Module.__call__",
+    "torch.cuda.synchronize",
+    "torch.cuda.Event.record",
+    "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize",
+    "torch.cuda.current_stream",
+    "torch.no_grad",
+    "torch.manual_seed",
+    "threading.Thread.start",
+    "os._exit",
+    "os.write",
+)
+WATCHED_SIGNALS = ("SIGALRM", "SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGVTALRM", "SIGPROF")
+
+
+def _lookup(path: str) -> Any:
+    module_name, *attributes = path.split(".")
+    obj: Any = sys.modules.get(module_name)
+    for attribute in attributes:
+        obj = getattr(obj, attribute, None)
+    return obj
+
+
+ORIGINALS = {path: _lookup(path) for path in WATCHED_APIS}
+ORIGINAL_SIGNALS = {name: signal.getsignal(getattr(signal, name)) for name in WATCHED_SIGNALS if hasattr(signal, name)}
+
+
+def replaced_apis() -> list[str]:
+    return [path for path, original in ORIGINALS.items() if _lookup(path) is not original]
+
+
+def numerics_flags() -> dict[str, Any]:
+    return {
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
+        "autocast_cpu": bool(torch.is_autocast_enabled("cpu")),
+        "autocast_cuda": bool(torch.is_autocast_enabled("cuda")),
+        "grad_enabled": bool(torch.is_grad_enabled()),
+    }
+
+
+def hooks() -> list[str]:
+    found = []
+    if sys.gettrace() is not None:
+        found.append("sys.settrace")
+    if sys.getprofile() is not None:
+        found.append("sys.setprofile")
+    for name, original in ORIGINAL_SIGNALS.items():
+        if signal.getsignal(getattr(signal, name)) is not original:
+            found.append(f"signal handler {name}")
+    return found
+
+
+def python_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def native_tasks() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def child_processes() -> list[int]:
+    children: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as handle:
+                children += [int(pid) for pid in handle.read().split()]
+    except OSError:
+        pass
+    return children
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[0] != a[1] and b[0] != b[1]
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equality of bytes (NaN equals NaN of the same payload); works on any dtype."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+class CallWatch:
+    """Observations around one call: threads, processes, flags, hooks, APIs, inputs, outputs."""
+
+    def __init__(self, inputs: list[Any], pinned_flags: dict[str, Any]) -> None:
+        self.pinned_flags = pinned_flags
+        self.inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+        self.input_copies = [x.clone() for x in self.inputs]
+        self.threads_before = python_threads()
+        self.tasks_before = native_tasks()
+        self.children_before = set(child_processes())
+
+    def after(
+        self, outputs: list[Any], previous_outputs: list[Any], synchronize: Any, reread_delay_s: float
+    ) -> dict[str, Any]:
+        tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+        snapshots = [o.clone() for o in tensors]
+        time.sleep(reread_delay_s)
+        synchronize()
+        changed = [i for i, (o, s) in enumerate(zip(tensors, snapshots, strict=True)) if not bitwise_equal(o, s)]
+        input_spans = [storage_span(x) for x in self.inputs]
+        previous_spans = [storage_span(p) for p in previous_outputs if isinstance(p, torch.Tensor)]
+        flags = numerics_flags()
+        return {
+            "changed_after_return": changed,
+            "inputs_mutated": [
+                i
+                for i, (x, c) in enumerate(zip(self.inputs, self.input_copies, strict=True))
+                if not bitwise_equal(x, c)
+            ],
+            "aliases_input": [
+                i for i, o in enumerate(tensors) if any(overlaps(storage_span(o), s) for s in input_spans)
+            ],
+            "aliases_previous_output": [
+                i for i, o in enumerate(tensors) if any(overlaps(storage_span(o), s) for s in previous_spans)
+            ],
+            "threads_started": len(python_threads() - self.threads_before),
+            "native_tasks_added": native_tasks() - self.tasks_before,
+            "children": sorted(set(child_processes()) - self.children_before),
+            "flags_changed": {k: v for k, v in flags.items() if self.pinned_flags.get(k) != v},
+            "hooks": hooks(),
+            "apis_replaced": replaced_apis(),
+        }
+
+
+def import_evidence(pinned_flags: dict[str, Any], threads_before: set[int]) -> dict[str, Any]:
+    """Observations after the candidate was imported and built."""
+    flags = numerics_flags()
+    return {
+        "threads_started": len(python_threads() - threads_before),
+        "children": child_processes(),
+        "flags_changed": {k: v for k, v in flags.items() if pinned_flags.get(k) != v},
+        "hooks": hooks(),
+        "apis_replaced": replaced_apis(),
+    }

@@ -1,0 +1,89 @@
+"""Runtime evidence: caches, late writers, input mutation, tampering and hooks are caught while the candidate runs."""
+
+import pytest
+
+from helpers import CANDIDATES, run_judge
+from kerneljudge.checks.runtime import call_findings, import_findings
+
+
+def codes(record):
+    return {f.code: f.severity for f in record.findings}
+
+
+@pytest.mark.parametrize(
+    "fixture, code, status",
+    [
+        ("cache_by_pointer.py", None, "FAIL"),  # the storage-reuse canary makes its stale answer wrong
+        ("cache_by_content.py", "KJ-R022", "FAIL"),  # the replay gets the previous output object back
+        ("late_writer.py", "KJ-R020", "FAIL"),  # the output changes after return
+        ("mutate_inputs.py", "KJ-R023", "FAIL"),
+        ("patch_timer.py", "KJ-R001", "FAIL"),
+        ("flag_flip.py", "KJ-R002", "SUSPICIOUS"),
+        ("profile_hook.py", "KJ-R003", "SUSPICIOUS"),
+        ("spawn_child.py", "KJ-R011", "SUSPICIOUS"),
+    ],
+)
+def test_runtime_hack_is_caught(tiny_task, fixture, code, status):
+    record = run_judge(tiny_task, CANDIDATES / fixture)
+    assert record.status == status, (record.status, record.failure, codes(record))
+    assert not record.verified
+    if code:
+        assert code in codes(record), codes(record)
+
+
+def test_pointer_cache_is_caught_by_the_canary(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "cache_by_pointer.py")
+    assert record.failure.kind == "tolerance" and "hidden" in record.failure.phase
+
+
+@pytest.mark.parametrize("fixture", ["honest_torch.py", "honest_init_packing.py"])
+def test_honest_candidates_raise_no_runtime_findings(tiny_task, fixture):
+    record = run_judge(tiny_task, CANDIDATES / fixture)
+    assert record.status == "PASS" and record.verified, (record.failure, codes(record))
+    assert not [c for c in codes(record) if c.startswith("KJ-R")]
+
+
+def test_off_mode_gathers_no_findings(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "flag_flip.py", mode="off", hidden_trials=0)
+    assert record.status == "PASS" and record.findings == []
+
+
+def test_in_place_task_does_not_blame_a_candidate_that_matches_it(tmp_path):
+    task = tmp_path / "inplace_task.py"
+    task.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x.relu_()\ndef get_inputs():\n    return [torch.randn(8, 8)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    candidate = tmp_path / "inplace_candidate.py"
+    candidate.write_text(
+        "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.clamp_min_(0.0)\n"
+    )
+    record = run_judge(task, candidate)
+    assert record.status == "PASS", (record.failure, codes(record))
+
+
+CLEAN = {
+    "threads_started": 0,
+    "children": [],
+    "flags_changed": {},
+    "hooks": [],
+    "apis_replaced": [],
+    "changed_after_return": [],
+    "inputs_mutated": [],
+    "aliases_input": [],
+    "aliases_previous_output": [],
+}
+
+
+def test_malformed_or_missing_evidence_is_itself_a_finding():
+    assert [f.code for f in call_findings(None, {}, "trial 0")] == ["KJ-R030"]
+    assert [f.code for f in call_findings({**CLEAN, "hooks": "none"}, {}, "trial 0")] == ["KJ-R030"]
+    assert [f.code for f in import_findings({"threads_started": "0"})] == ["KJ-R030"]
+    assert call_findings(CLEAN, {}, "trial 0") == []
+
+
+def test_reference_behaviour_excuses_mutation_and_aliasing():
+    evidence = {**CLEAN, "inputs_mutated": [0], "aliases_input": [0]}
+    assert {f.code for f in call_findings(evidence, {}, "t")} == {"KJ-R023", "KJ-R021"}
+    assert call_findings(evidence, {"inputs_mutated": [0], "aliases_input": [0]}, "t") == []
