@@ -78,3 +78,30 @@ def test_gpu_faults_are_typed_and_the_gpu_stays_usable():
     assert crash.status == "FAIL" and crash.failure.kind == "crash"
     after = keep(run_judge(task, CANDIDATES / "honest_torch.py", device="cuda"), "after-faults")
     assert after.status == "PASS" and after.verified
+
+
+def test_side_stream_escape_is_caught_and_a_synchronised_side_stream_is_not():
+    task = TASKS / "tiny_bias_relu.py"
+    escape = keep(run_judge(task, CANDIDATES / "gpu_side_stream_escape.py", device="cuda"), "side-stream-escape")
+    assert escape.status == "FAIL" and "KJ-R020" in {f.code for f in escape.findings}, escape.failure
+    synced = keep(run_judge(task, CANDIDATES / "gpu_side_stream_synced.py", device="cuda"), "side-stream-synced")
+    assert synced.status == "PASS" and synced.verified, (synced.failure, [f.code for f in synced.findings])
+
+
+@pytest.mark.parametrize("fixture, code", [
+    ("cache_by_content.py", "KJ-R022"),
+    ("mutate_inputs.py", "KJ-R023"),
+    ("patch_timer.py", "KJ-R001"),
+    ("flag_flip.py", "KJ-R002"),
+])
+def test_runtime_evidence_on_cuda(fixture, code):
+    record = run_judge(TASKS / "tiny_bias_relu.py", CANDIDATES / fixture, device="cuda")
+    assert record.status in ("FAIL", "SUSPICIOUS") and code in {f.code for f in record.findings}, record.failure
+
+
+def test_honest_triton_candidates_raise_no_runtime_findings_on_cuda():
+    for example in EXAMPLE_NAMES:
+        record = run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_triton.py",
+                           device="cuda", policy="strict")
+        assert record.status == "PASS", (example, record.failure, [f.code for f in record.findings])
+        assert not [f for f in record.findings if f.severity != "info"]

@@ -154,6 +154,9 @@ class CallWatch:
     ) -> dict[str, Any]:
         tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
         snapshots = [o.clone() for o in tensors]
+        # Clones on the current stream read what that stream sees: make them land before comparing.
+        if tensors and tensors[0].is_cuda:
+            torch.cuda.current_stream().synchronize()
         time.sleep(reread_delay_s)
         synchronize()
         changed = [i for i, (o, s) in enumerate(zip(tensors, snapshots, strict=True)) if not bitwise_equal(o, s)]

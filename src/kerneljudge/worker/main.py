@@ -132,6 +132,11 @@ class Worker:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
+    def stream_synchronize(self) -> None:
+        """Wait for the current stream only: work left on other streams is still running (H20)."""
+        if self.device.type == "cuda":
+            self.torch.cuda.current_stream(self.device).synchronize()
+
     def warm_up(self) -> None:
         """Start torch's own thread pools and the CUDA context now, so the census sees only the candidate's."""
         x = self.torch.ones(64, 64, device=self.device)
@@ -331,7 +336,9 @@ class Worker:
             watch = evidence.CallWatch(inputs, self.pinned_flags)
             with torch.no_grad():
                 out = self.model(*inputs)
-            self.synchronize()
+            # Snapshot after the current stream finishes, compare after the whole device has: a
+            # difference means work was still running elsewhere when the call returned.
+            self.stream_synchronize()
             items = list(out) if isinstance(out, (tuple, list)) else [out]
             observed = watch.after(items, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0)))
         except BaseException as exc:
