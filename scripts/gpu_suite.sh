@@ -47,10 +47,19 @@ run() {
       echo "$name exit=$?" | tee -a "$OUT/gpu.txt"
     done
   done
+  # The red-team suite in both hardened modes, side by side (no timing, so they do not disturb each other).
+  python3 -m kerneljudge redteam --device cuda --mode audit --json "$records/redteam-audit.json" \
+    > "$records/redteam-audit.txt" 2>&1 &
+  python3 -m kerneljudge redteam --device cuda --mode enforce --json "$records/redteam-enforce.json" \
+    > "$records/redteam-enforce.txt" 2>&1
+  local enforce_status=$?
+  wait $! ; local audit_status=$?
+  cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
+  echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
   # One archive, so that every record comes back from machines that return few files.
   tar czf "$OUT/records.tar.gz" -C "$OUT" records && rm -r "$records"
-  return "$status"
+  [ "$status" -eq 0 ] && [ "$audit_status" -eq 0 ] && [ "$enforce_status" -eq 0 ]
 }
 
 case "${1:-}" in

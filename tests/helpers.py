@@ -12,8 +12,23 @@ from kerneljudge.verdict import Record
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TASKS = FIXTURES / "tasks"
-CANDIDATES = FIXTURES / "candidates"
+REDTEAM = ROOT / "src" / "kerneljudge" / "redteam"
+
+
+class FixtureDirs:
+    """`DIRS / name`: the first of several folders that holds the file (test faults here, red-team hacks packaged)."""
+
+    def __init__(self, *folders: Path, renames: dict[str, str] | None = None) -> None:
+        self.folders = folders
+        self.renames = renames or {}
+
+    def __truediv__(self, name: str) -> Path:
+        name = self.renames.get(name, name)
+        return next((f / name for f in self.folders if (f / name).exists()), self.folders[0] / name)
+
+
+TASKS = FixtureDirs(FIXTURES / "tasks", REDTEAM / "tasks", renames={"tiny_bias_relu.py": "bias_relu.py"})
+CANDIDATES = FixtureDirs(FIXTURES / "candidates", REDTEAM / "fixtures")
 EXAMPLES = ROOT / "examples"
 SCHEMA_PATH = ROOT / "docs" / "schema" / "record.schema.json"
 

@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("env", help="report what this machine offers (CUDA, Triton, interpreter, namespaces)")
     e.add_argument("--json", action="store_true", help="print JSON")
     sub.add_parser("schema", help="print the JSON Schema of the verdict record")
+    r = sub.add_parser("redteam", help="run the red-team suite: known hacks must fail, honest look-alikes pass")
+    r.add_argument("--device", choices=DEVICES, default="auto")
+    r.add_argument("--mode", choices=("audit", "enforce"), default="audit")
+    r.add_argument("--json", type=Path, metavar="PATH", help="write the outcomes here")
+    r.add_argument("--only", nargs="+", metavar="FIXTURE", help="run only these fixtures")
+    r.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
     return parser
 
 
@@ -102,7 +108,49 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"judge": cmd_judge, "env": cmd_env, "schema": cmd_schema}
+def cmd_redteam(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from kerneljudge.redteam.suite import FIXTURES, run_suite, to_json
+
+    if args.json is not None and not args.json.parent.exists():
+        raise UsageError(f"cannot write the outcomes: directory {args.json.parent} does not exist")
+    unknown = sorted(set(args.only or []) - {f.name for f in FIXTURES})
+    if unknown:
+        raise UsageError(f"unknown fixture(s) {', '.join(unknown)}; `kerneljudge redteam` lists them all")
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    with Console(stderr=True).status(f"red team on {device}, mode {args.mode}"):
+        outcomes, skipped = run_suite(device, args.mode, args.only, args.timeout)
+    table = Table(title=f"kerneljudge red team: device {device}, mode {args.mode}")
+    for column in ("fixture", "attack", "expected", "actual", "evidence", "match"):
+        table.add_column(column, overflow="fold")
+    for o in outcomes:
+        actual = o.status + (" (verified)" if o.verified else "")
+        table.add_row(
+            o.fixture,
+            o.attack,
+            escape(o.expected),
+            actual,
+            escape(", ".join(o.evidence) or "-"),
+            "[green]yes[/]" if o.matched else f"[red]NO[/] {escape(o.note)}",
+        )
+    for name in skipped:
+        table.add_row(name, "", "", "skipped: needs CUDA", "", "-")
+    Console().print(table)
+    if args.json is not None:
+        args.json.write_text(json.dumps(to_json(outcomes, skipped, device, args.mode), indent=2))
+    matched = sum(o.matched for o in outcomes)
+    print(f"{matched}/{len(outcomes)} fixtures matched their expectation, {len(skipped)} skipped")
+    return 0 if matched == len(outcomes) else 2
+
+
+COMMANDS = {"judge": cmd_judge, "env": cmd_env, "schema": cmd_schema, "redteam": cmd_redteam}
 
 
 def main(argv: list[str] | None = None) -> int:

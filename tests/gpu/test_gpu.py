@@ -88,12 +88,15 @@ def test_side_stream_escape_is_caught_and_a_synchronised_side_stream_is_not():
     assert synced.status == "PASS" and synced.verified, (synced.failure, [f.code for f in synced.findings])
 
 
-@pytest.mark.parametrize("fixture, code", [
-    ("cache_by_content.py", "KJ-R022"),
-    ("mutate_inputs.py", "KJ-R023"),
-    ("patch_timer.py", "KJ-R001"),
-    ("flag_flip.py", "KJ-R002"),
-])
+@pytest.mark.parametrize(
+    "fixture, code",
+    [
+        ("cache_by_content.py", "KJ-R022"),
+        ("mutate_inputs.py", "KJ-R023"),
+        ("patch_timer.py", "KJ-R001"),
+        ("flag_flip.py", "KJ-R002"),
+    ],
+)
 def test_runtime_evidence_on_cuda(fixture, code):
     record = run_judge(TASKS / "tiny_bias_relu.py", CANDIDATES / fixture, device="cuda")
     assert record.status in ("FAIL", "SUSPICIOUS") and code in {f.code for f in record.findings}, record.failure
@@ -101,7 +104,11 @@ def test_runtime_evidence_on_cuda(fixture, code):
 
 def test_honest_triton_candidates_raise_no_runtime_findings_on_cuda():
     for example in EXAMPLE_NAMES:
-        record = run_judge(EXAMPLES / example / "reference.py", EXAMPLES / example / "candidate_triton.py",
-                           device="cuda", policy="strict")
+        record = run_judge(
+            EXAMPLES / example / "reference.py",
+            EXAMPLES / example / "candidate_triton.py",
+            device="cuda",
+            policy="strict",
+        )
         assert record.status == "PASS", (example, record.failure, [f.code for f in record.findings])
         assert not [f for f in record.findings if f.severity != "info"]

@@ -1,0 +1,33 @@
+"""The red-team suite on the CPU: every hack fixture is caught with its evidence, every honest one verified."""
+
+import pytest
+
+from kerneljudge.cli import main
+from kerneljudge.redteam import FIXTURES_DIR
+from kerneljudge.redteam.suite import FIXTURES, run_suite
+
+
+def test_every_fixture_file_is_registered_and_every_entry_has_a_file():
+    assert {f.name for f in FIXTURES} == {p.stem for p in FIXTURES_DIR.glob("*.py")}
+
+
+@pytest.mark.parametrize("mode", ["audit", "enforce"])
+def test_suite_matches_every_expectation_on_cpu(mode):
+    outcomes, skipped = run_suite("cpu", mode)
+    mismatched = [o for o in outcomes if not o.matched]
+    assert not mismatched, mismatched
+    assert set(skipped) == {f.name for f in FIXTURES if f.cuda_only}
+    assert all(o.status == "PASS" for o in outcomes if o.attack == "honest")
+    assert not any(o.verified for o in outcomes if o.attack != "honest")
+
+
+def test_redteam_command_exits_0_when_all_match_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "redteam.json"
+    code = main(["redteam", "--device", "cpu", "--only", "honest_torch", "mutate_inputs", "--json", str(out)])
+    assert code == 0 and '"matched": 2' in out.read_text()
+    assert "2/2 fixtures matched" in capsys.readouterr().out
+
+
+def test_redteam_rejects_unknown_fixtures(capsys):
+    assert main(["redteam", "--only", "nope"]) == 1
+    assert "unknown fixture(s) nope" in capsys.readouterr().err
