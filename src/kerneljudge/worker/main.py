@@ -139,6 +139,8 @@ class Worker:
 
     def warm_up(self) -> None:
         """Start torch's own thread pools and the CUDA context now, so the census sees only the candidate's."""
+        if self.device.type == "cuda" and not self.torch.cuda.is_available():
+            return  # the parent reports the missing device; the hello must still go out
         x = self.torch.ones(64, 64, device=self.device)
         (x @ x).sum().item()
         self.synchronize()
@@ -339,12 +341,18 @@ class Worker:
             # Snapshot after the current stream finishes, compare after the whole device has: a
             # difference means work was still running elsewhere when the call returned.
             self.stream_synchronize()
-            items = list(out) if isinstance(out, (tuple, list)) else [out]
-            observed = watch.after(items, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0)))
         except BaseException as exc:
             self.send(describe_exception("call", exc))
             return
-        self.prev_inputs, self.prev_outputs = inputs, [x for x in items if isinstance(x, torch.Tensor)]
+        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        watched: list[Any] = []
+        try:
+            # Only outputs that really are tensors on this device can be re-read; the parent judges the rest.
+            watched = [x for x in items if type(x) is torch.Tensor and x.device.type == self.device.type]
+            observed = watch.after(watched, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0)))
+        except Exception as exc:  # evidence that cannot be gathered is reported as such, never as a verdict
+            observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
+        self.prev_inputs, self.prev_outputs = inputs, watched
         described = [
             {
                 "type": f"{type(x).__module__}.{type(x).__qualname__}",
