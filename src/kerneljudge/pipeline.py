@@ -22,6 +22,7 @@ from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import compare_native, compare_replay, compare_to_oracle, tolerance_for
 from kerneljudge.checks.outputs import check_received, check_structure, reference_signature
+from kerneljudge.checks.precision import precision_finding
 from kerneljudge.checks.runtime import call_findings, import_findings
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
@@ -296,6 +297,13 @@ class Judgment:
                     "ref_error_factor": tol.ref_error_factor,
                 }
                 cmp = compare_native(c, r, tol) if native else compare_to_oracle(c, r, o, tol)
+                forensic = (
+                    None
+                    if native
+                    else precision_finding(cmp.metrics, str(r.dtype).removeprefix("torch."), f"{kind} trial {index}")
+                )
+                if forensic is not None:
+                    self.add_findings([forensic])
                 outputs.append({"index": i, "passed": cmp.passed, "summary": cmp.summary, **cmp.metrics})
                 if not cmp.passed and failure_kind is None:
                     failure_kind, summary = cmp.failure_kind, cmp.summary

@@ -205,6 +205,14 @@ CATALOG: dict[str, Entry] = {
             "Do not tamper with the judge's worker.",
             ("H31", "H32"),
         ),
+        # ---- precision forensics
+        Entry(
+            "KJ-P001",
+            "precision",
+            "the error is consistent with reduced-precision arithmetic (bf16, fp16 or TF32) on a full-precision task",
+            "Compute and accumulate in the task's precision (fp32: tl.dot(..., input_precision='ieee'), no casts).",
+            ("H42",),
+        ),
         # ---- correctness
         Entry(
             "KJ-C001",

@@ -102,6 +102,7 @@ def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, t
         "reference_rmse": ref_rmse,
         "error_ratio": rmse / ref_rmse if ref_rmse > 0 else (1.0 if rmse == 0 else None),
         "slack": slack,
+        "oracle_rms": float(o.pow(2).mean().sqrt()) if o.numel() else 0.0,
     }
     if over.any():
         flat = int(torch.argmax((err - bound).masked_fill(~over, float("-inf"))))

@@ -56,6 +56,7 @@ FIXTURES = (
     Fixture("exit_early", "H32", "exits 0 mid-call after printing PASS", ("crash",)),
     Fixture("patch_torch", "H33", "torch functions and flags patched", ("KJ-S001", "KJ-S002", "tolerance")),
     Fixture("flag_flip", "H33", "TF32 and cuDNN benchmark switched on", ("KJ-R002", "KJ-S002")),
+    Fixture("precision_bf16", "H42", "computes in bf16 on an fp32 task", ("KJ-P001", "tolerance")),
     Fixture("torch_fallback", "H40", "no custom kernel (strict policy)", ("KJ-S070",), policy="strict"),
     Fixture("decoy_kernel", "H41", "a kernel defined, torch does the work (strict)", ("KJ-S071",), policy="strict"),
 )
