@@ -94,7 +94,7 @@ def verdict_table(record: Record) -> Table:
             "reference time",
             f"{_fmt_ms(t.reference.median_ms)} median (cv {t.reference.cv:.1%}, n={t.reference.count})",
         )
-        row("speedup", (f"{t.speedup:.3f}x" if t.speedup else "-") + f"  [{t.method}; {t.regime}]")
+        row("speedup", (f"{t.speedup:.3g}x" if t.speedup else "-") + f"  [{t.method}; {t.regime}]")
     else:
         row("timing", t.reason or "not measured")
     for reward in record.rewards:
