@@ -31,17 +31,6 @@ def pin_flags(torch: Any) -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def read_flags(torch: Any) -> dict[str, Any]:
-    return {
-        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
-        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
-    }
-
-
 def describe_exception(phase: str, exc: BaseException) -> dict[str, Any]:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return {
@@ -162,7 +151,7 @@ class Worker:
             "torch_cuda": torch.version.cuda,
             "cuda_available": torch.cuda.is_available(),
             "device": str(self.device),
-            "flags": read_flags(torch),
+            "flags": evidence.numerics_flags(),
         }
         if torch.cuda.is_available():
             index = self.device.index if self.device.type == "cuda" and self.device.index is not None else 0
