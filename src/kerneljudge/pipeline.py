@@ -24,6 +24,8 @@ from kerneljudge.checks.correctness import compare_native, compare_replay, compa
 from kerneljudge.checks.outputs import check_received, check_structure, reference_signature
 from kerneljudge.checks.precision import precision_finding
 from kerneljudge.checks.runtime import call_findings, import_findings
+from kerneljudge.checks.screening import degenerate_outputs
+from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
 from kerneljudge.preflight import preflight
@@ -80,6 +82,26 @@ def kernelbench_trial_seeds(public_seed: int, count: int) -> list[int]:
     return [int(torch.randint(0, 2**32 - 1, (1,), generator=generator).item()) for _ in range(count)]
 
 
+def hidden_distributions(count: int) -> list[dict[str, Any]]:
+    """Input distributions for the hidden trials (H11): the first as the task makes them, then one of each
+    other kind in random order, with random strengths."""
+    rng = secrets.SystemRandom()
+    kinds = ["scaled_up", "scaled_down", "shifted", "heavy_tailed"]
+    rng.shuffle(kinds)
+    plan: list[dict[str, Any]] = [{"kind": "standard"}]
+    for i in range(1, count):
+        kind = kinds[(i - 1) % len(kinds)]
+        if kind == "scaled_up":
+            plan.append({"kind": "scaled", "factor": round(2 ** rng.uniform(3, 6), 3)})
+        elif kind == "scaled_down":
+            plan.append({"kind": "scaled", "factor": round(2 ** -rng.uniform(3, 6), 5)})
+        elif kind == "shifted":
+            plan.append({"kind": "shifted", "offset": round(rng.choice((-1, 1)) * rng.uniform(2, 8), 3)})
+        else:
+            plan.append({"kind": "heavy_tailed", "sigma": round(rng.uniform(0.5, 1.0), 3)})
+    return plan[:count]
+
+
 def classify_error(response: dict[str, Any]) -> str:
     phase = response.get("phase")
     if phase == "import" or response.get("exc_type") in COMPILE_ERROR_TYPES:
@@ -132,6 +154,9 @@ class Judgment:
         self.timing_inputs: list[Any] = []
         self.declared_kernels: list[dict[str, Any]] = []
         self.reference_evidence: Any = None
+        self.traced_calls: list[CallTrace] = []
+        self.trace_problems: list[str] = []
+        self.trace_summary: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ the pipeline
 
@@ -223,7 +248,9 @@ class Judgment:
             "no operating-system confinement yet",
         )
         self.capabilities["profiler_trace"] = Capability(
-            status="unavailable", required=False, detail="no kernel trace is gathered yet"
+            status="unavailable",
+            required=False,
+            detail="kernel traces need CUDA" if self.device != "cuda" else "no call was traced",
         )
 
     def _unsupported(self) -> bool:
@@ -272,14 +299,26 @@ class Judgment:
         public = kernelbench_trial_seeds(self.config.public_seed, self.config.public_trials)
         hidden = [] if native else [secrets.randbelow(2**32 - 1) for _ in range(self.config.hidden_trials)]
         plan = [("public", s) for s in public] + [("hidden", s) for s in hidden]
+        distributions = [{"kind": "standard"}] * len(public) + hidden_distributions(len(hidden))
+        oracles: list[list[torch.Tensor]] = []
         replay_at = set() if native else {0, len(public) + secrets.randbelow(len(hidden))}
         # Canary: one later hidden trial's new values arrive in the previous call's input storage (H01).
         canary_at = len(public) + 1 + secrets.randbelow(len(hidden) - 1) if len(hidden) >= 2 else None
+        # Kernel traces of two hidden trials picked at random (CUDA only): the candidate cannot know which.
+        traced = self.device == "cuda" and not native
+        pool = range(len(public), len(plan)) if hidden else range(len(plan))
+        trace_at = set(secrets.SystemRandom().sample(pool, min(2, len(pool))))
         self.correctness_checked = True
         for index, (kind, seed) in enumerate(plan):
             self.progress(f"correctness trial {index + 1}/{len(plan)} ({kind})")
-            inputs, ref_out, oracle_out = self._reference_trial(seed, oracle=not native)
-            cand_out = self.call_candidate(inputs, ref_out, phase=f"trial {index}", reuse=index == canary_at)
+            inputs, ref_out, oracle_out, distribution = self._reference_trial(
+                seed, oracle=not native, distribution=distributions[index]
+            )
+            if oracle_out is not None:
+                oracles.append(reference_signature(oracle_out))
+            cand_out = self.call_candidate(
+                inputs, ref_out, phase=f"trial {index}", reuse=index == canary_at, trace=traced and index in trace_at
+            )
             outputs, failure_kind, summary = [], None, "passed"
             for i, (c, r, o) in enumerate(
                 zip(
@@ -316,6 +355,7 @@ class Judgment:
                     failure_kind=failure_kind,
                     summary=summary,
                     outputs=outputs,
+                    distribution=None if native else distribution,
                 )
             )  # type: ignore[arg-type]
             if failure_kind is not None:
@@ -326,14 +366,18 @@ class Judgment:
                         summary=summary,
                     )
                 )
-            if kind == plan[-1][0]:
+            if distribution.get("kind") == "standard" or "rejected" in distribution:
                 self.timing_inputs = (self.timing_inputs + [inputs])[-3:]
             if index in replay_at:
                 self._replay(index, inputs, ref_out, oracle_out, cand_out)
         self.correctness_passed = True
+        self.add_findings(degenerate_outputs(oracles))
 
-    def _reference_trial(self, seed: int, oracle: bool) -> tuple[list[Any], Any, Any]:
-        response, values = self._ask("reference", {"op": "trial", "seed": seed, "oracle": oracle})
+    def _reference_trial(
+        self, seed: int, oracle: bool, distribution: dict[str, Any]
+    ) -> tuple[list[Any], Any, Any, dict[str, Any]]:
+        header = {"op": "trial", "seed": seed, "oracle": oracle, "variant": distribution}
+        response, values = self._ask("reference", header)
         if response.get("type") != "trial":
             raise JudgeFailed(
                 f"the reference failed on seed {seed}: {response.get('exc_type')}: {response.get('message')}"
@@ -342,10 +386,12 @@ class Judgment:
         if oracle:
             self.oracle_dtype = response.get("oracle_dtype")
         self.reference_evidence = response.get("evidence")
-        return inputs, ref_out, oracle_out
+        return inputs, ref_out, oracle_out, dict(response.get("variant") or distribution)
 
-    def call_candidate(self, inputs: list[Any], ref_out: Any, phase: str, reuse: bool = False) -> list[torch.Tensor]:
-        """One candidate call on fresh copies of inputs (or, for a canary, the previous storage)."""
+    def call_candidate(
+        self, inputs: list[Any], ref_out: Any, phase: str, reuse: bool = False, trace: bool = False
+    ) -> list[torch.Tensor]:
+        """One candidate call on fresh copies of inputs (or, for a canary, the previous storage), maybe traced."""
         expected_bytes = sum(t.numel() * t.element_size() for t in reference_signature(ref_out))
         worker = self.workers["candidate"]
         header = {
@@ -353,6 +399,7 @@ class Judgment:
             "reuse_inputs": reuse,
             "poison_bytes": 2 * expected_bytes,
             "reread_s": self.config.reread_delay_s,
+            "trace": trace,
         }
         response, values = self._candidate_step(
             lambda: worker.request(header, inputs, max_blob_bytes=2 * expected_bytes + (1 << 20)), phase=phase
@@ -361,12 +408,42 @@ class Judgment:
             raise CandidateFailed(error_failure(response, phase))
         if self.config.mode != "off":
             self.add_findings(call_findings(response.get("evidence"), self.reference_evidence, phase))
+        if trace:
+            self._keep_trace(response.get("evidence"), phase)
         problem = check_structure(response, ref_out, self.device or "cpu")
         if problem is None and response.get("type") == "output":
             problem = check_received(values.get("values"), response)
         if problem is not None:
             raise CandidateFailed(Failure(kind=problem.kind, phase=phase, summary=problem.summary))  # type: ignore[arg-type]
         return values["values"]
+
+    def _keep_trace(self, evidence: Any, phase: str) -> None:
+        try:
+            self.traced_calls.append(read_call(evidence.get("trace") if isinstance(evidence, dict) else None, phase))
+        except MalformedTrace as exc:
+            self.trace_problems.append(f"{phase}: {exc}")
+
+    def _judge_traces(self) -> None:
+        """Read the traced calls; a trace that was asked for and not read makes the capability unavailable."""
+        if self.device != "cuda" or self.config.mode == "off":
+            return
+        declared = {d["name"] for d in self.declared_kernels if d.get("kind") in ("triton", "cuda")}
+        if self.traced_calls:
+            self.trace_summary, found = analyse(self.traced_calls, declared, self.config.policy)
+            self.add_findings(found)
+        if self.trace_problems:
+            problems = {"problems": self.trace_problems}
+            self.add_findings([finding("KJ-R030", "warning", f"kernel trace: {self.trace_problems[0]}", problems)])
+        asked = len(self.traced_calls) + len(self.trace_problems)
+        self.capabilities["profiler_trace"] = Capability(
+            status="available" if asked and not self.trace_problems else "unavailable",
+            required=True,
+            detail=(
+                f"{len(self.traced_calls)} call(s) traced at random hidden trials"
+                if asked and not self.trace_problems
+                else ("; ".join(self.trace_problems)[:500] if self.trace_problems else "no call was traced")
+            ),
+        )
 
     def _replay(self, index: int, inputs: list[Any], ref_out: Any, oracle_out: Any, first: list[torch.Tensor]) -> None:
         again = self.call_candidate(inputs, ref_out, phase=f"replay of trial {index}")
@@ -461,6 +538,7 @@ class Judgment:
     # ------------------------------------------------------------ the record
 
     def _record(self, duration_s: float, logs: dict[str, WorkerLog]) -> Record:
+        self._judge_traces()
         if self.oracle_dtype is not None:
             degraded = self.oracle_dtype != "float64"
             self.capabilities["float64_oracle"] = Capability(
@@ -506,6 +584,7 @@ class Judgment:
             findings=self.findings,
             capabilities=self.capabilities,
             preflight={"declared_kernels": self.declared_kernels},
+            kernel_trace=self.trace_summary,
             correctness=correctness,
             timing=self.timing,
             environment=fingerprint(self.hello),

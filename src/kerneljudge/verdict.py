@@ -75,6 +75,7 @@ class TrialRecord(Model):
     failure_kind: FailureKind | None = None
     summary: str
     outputs: list[dict[str, Any]] = Field(default_factory=list)
+    distribution: dict[str, Any] | None = None  # how the hidden trial's inputs were reshaped (H11)
 
 
 class Correctness(Model):
@@ -144,6 +145,7 @@ class Record(Model):
     findings: list[Finding] = Field(default_factory=list)
     capabilities: dict[str, Capability] = Field(default_factory=dict)
     preflight: dict[str, Any] = Field(default_factory=dict)
+    kernel_trace: dict[str, Any] | None = None
     correctness: Correctness
     timing: Timing
     rewards: list[Reward] = Field(default_factory=list)
@@ -159,13 +161,17 @@ class Record(Model):
 
 
 def decide_status(failure: Failure | None, findings: list[Finding], capabilities: dict[str, Capability]) -> Status:
-    """Status from the evidence; precedence: judge failure, missing capability, failure or error finding, warning."""
+    """Status from the evidence; precedence: judge failure, failure or error finding, missing capability, warning.
+
+    A proven failure stands even where a capability is missing: the missing
+    capability could only have found more wrong, never made the candidate right.
+    """
     if failure is not None and failure.kind == "judge_error":
         return "ERROR"
-    if any(c.required and c.status == "unavailable" for c in capabilities.values()):
-        return "UNSUPPORTED"
     if failure is not None or any(f.severity == "error" for f in findings):
         return "FAIL"
+    if any(c.required and c.status == "unavailable" for c in capabilities.values()):
+        return "UNSUPPORTED"
     if any(f.severity == "warning" for f in findings):
         return "SUSPICIOUS"
     return "PASS"

@@ -199,6 +199,34 @@ CATALOG: dict[str, Entry] = {
             ("H07",),
         ),
         Entry(
+            "KJ-R024",
+            "trace",
+            "kernels launched by the call were still running after it returned and its stream was synchronised",
+            "Make the current stream wait for every side stream (wait_stream or an event) before returning.",
+            ("H20", "H21"),
+        ),
+        Entry(
+            "KJ-R025",
+            "trace",
+            "the call replayed a CUDA graph",
+            "None needed: replays are checked with new inputs like every call.",
+            ("H23",),
+        ),
+        Entry(
+            "KJ-R040",
+            "trace",
+            "none of the declared custom kernels ran in the traced calls",
+            "Launch your kernels in forward; a kernel that is defined but never launched does no work.",
+            ("H40", "H41"),
+        ),
+        Entry(
+            "KJ-R041",
+            "trace",
+            "kernels other than the declared ones (torch, cuBLAS, cuDNN) did compute in the traced calls",
+            "Under the strict policy do the computation in your own kernels; torch may allocate and reshape.",
+            ("H40", "H41"),
+        ),
+        Entry(
             "KJ-R030",
             "runtime",
             "runtime evidence from the worker is missing or malformed",
@@ -212,6 +240,14 @@ CATALOG: dict[str, Entry] = {
             "the error is consistent with reduced-precision arithmetic (bf16, fp16 or TF32) on a full-precision task",
             "Compute and accumulate in the task's precision (fp32: tl.dot(..., input_precision='ieee'), no casts).",
             ("H42",),
+        ),
+        # ---- task screening
+        Entry(
+            "KJ-T001",
+            "task",
+            "the task's output does not depend on its inputs (constant, or identical across trials)",
+            "Fix the task: choose inputs and operations whose output varies, or a trivial kernel passes.",
+            ("H08",),
         ),
         # ---- correctness
         Entry(

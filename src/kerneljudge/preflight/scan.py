@@ -10,6 +10,7 @@ preflight/__init__.py and, above all, by runtime evidence.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 from kerneljudge.checks.catalog import CATALOG
@@ -51,6 +52,12 @@ class StaticReport:
 
 def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or (p.endswith(".") and name.startswith(p)) or name.startswith(p + ".") for p in prefixes)
+
+
+CUDA_KERNEL = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+"
+    r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\("
+)
 
 
 class Scanner(ast.NodeVisitor):
@@ -252,6 +259,13 @@ class Scanner(ast.NodeVisitor):
         ):
             self.add("KJ-S060", node, f"input_precision={node.value.value!r}")
         self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        # CUDA source handed to load_inline and friends: its __global__ functions are declared kernels
+        # that the kernel trace looks for by name.
+        if isinstance(node.value, str) and "__global__" in node.value:
+            for name in CUDA_KERNEL.findall(node.value):
+                self.report.declared_kernels.append({"name": name, "kind": "cuda", "line": node.lineno})
 
 
 def scan(source: str) -> StaticReport:

@@ -10,6 +10,7 @@ why no verdict rests on this evidence alone.
 
 from __future__ import annotations
 
+import json  # noqa: F401  (json.load reads the kernel trace: its identity is watched)
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ import time
 from typing import Any
 
 import torch
+import torch.profiler  # noqa: F401  (the profiler's identity is watched)
 
 # Dotted paths of APIs whose identity matters: timers, synchronisation, comparison, data movement.
 WATCHED_APIS = (
@@ -48,6 +50,10 @@ WATCHED_APIS = (
     "torch.cuda.current_stream",
     "torch.no_grad",
     "torch.manual_seed",
+    "torch.profiler.profile",
+    "torch.profiler.record_function",
+    "torch.profiler.profile.export_chrome_trace",
+    "json.load",
     "threading.Thread.start",
     "os._exit",
     "os.write",

@@ -12,13 +12,14 @@ replaced, which is why nothing here is trusted by the parent.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
 import traceback
 from typing import Any
 
-from kerneljudge.worker import evidence, wire
+from kerneljudge.worker import evidence, trace, wire
 
 TEXT_CAP = 4096
 TRACE_CAP = 16384
@@ -53,6 +54,34 @@ def load_module(path: str, name: str) -> Any:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def reshape_distribution(torch: Any, inputs: list[Any], variant: dict[str, Any], seed: int) -> list[Any]:
+    """The task's floating-point inputs under another distribution (H11): scaled, shifted or heavy-tailed."""
+    generator = torch.Generator().manual_seed(seed ^ 0x5EED)
+    out = []
+    for x in inputs:
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()):
+            out.append(x)
+            continue
+        wide = x.double()
+        if variant["kind"] == "scaled":
+            wide = wide * float(variant["factor"])
+        elif variant["kind"] == "shifted":
+            spread = float(wide.std()) if wide.numel() > 1 else 1.0
+            wide = wide + float(variant["offset"]) * (spread or 1.0)
+        elif variant["kind"] == "heavy_tailed":
+            tails = torch.randn(x.shape, generator=generator, dtype=torch.float64)
+            wide = wide * torch.exp(float(variant["sigma"]) * tails)
+        out.append(wide.to(x.dtype))
+    return out
+
+
+def all_finite(torch: Any, value: Any) -> bool:
+    if value is None:
+        return True
+    items = list(value) if isinstance(value, (tuple, list)) else [value]
+    return all(bool(torch.isfinite(t).all()) for t in items if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
 class Worker:
@@ -244,27 +273,51 @@ class Worker:
     def op_trial(self, header: dict[str, Any], args: Any) -> None:
         """Make inputs from a seed, run the reference natively and in float64 (the oracle)."""
         torch = self.torch
+        seed = int(header["seed"])
+        variant = header.get("variant") or {"kind": "standard"}
         try:
-            self.set_seed(int(header["seed"]))
+            self.set_seed(seed)
             inputs = list(self.module.get_inputs())
-            # Private copies: an in-place task must not change the inputs the candidate will get.
-            device_inputs = [x.to(self.device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-            watch = evidence.CallWatch(device_inputs, self.pinned_flags)
-            with torch.no_grad():
-                out = self.model(*device_inputs)
-                self.synchronize()
-                items = list(out) if isinstance(out, (tuple, list)) else [out]
-                observed = watch.after(items, [], self.synchronize, 0.0)
-                oracle_out = self.run_oracle(inputs) if header.get("oracle", True) else None
+            if variant["kind"] != "standard":
+                varied = reshape_distribution(torch, inputs, variant, seed)
+                result = self.run_reference(varied, bool(header.get("oracle", True)))
+                if all_finite(torch, result[0]) and all_finite(torch, result[2]):
+                    inputs, reference = varied, result
+                else:  # the task does not allow this distribution: its own output is not finite
+                    variant = {**variant, "rejected": "the reference's output is not finite on these inputs"}
+                    reference = self.run_reference(inputs, bool(header.get("oracle", True)))
+            else:
+                reference = self.run_reference(inputs, bool(header.get("oracle", True)))
         except BaseException as exc:
             self.send(describe_exception("reference", exc))
             return
+        out, observed, oracle_out = reference
         tree, tensors = wire.pack_values([inputs, out, oracle_out])
         reference_evidence = {k: observed[k] for k in ("inputs_mutated", "aliases_input")}
         self.send(
-            {"type": "trial", "values": tree, "oracle_dtype": self.oracle_dtype, "evidence": reference_evidence},
+            {
+                "type": "trial",
+                "values": tree,
+                "oracle_dtype": self.oracle_dtype,
+                "evidence": reference_evidence,
+                "variant": variant,
+            },
             tensors,
         )
+
+    def run_reference(self, inputs: list[Any], oracle: bool) -> tuple[Any, dict[str, Any], Any]:
+        """The reference's output on private copies of the inputs, what it did to them, and the oracle's output."""
+        torch = self.torch
+        # Private copies: an in-place task must not change the inputs the candidate will get.
+        device_inputs = [x.to(self.device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        watch = evidence.CallWatch(device_inputs, self.pinned_flags)
+        with torch.no_grad():
+            out = self.model(*device_inputs)
+            self.synchronize()
+            items = list(out) if isinstance(out, (tuple, list)) else [out]
+            observed = watch.after(items, [], self.synchronize, 0.0)
+            oracle_out = self.run_oracle(inputs) if oracle else None
+        return out, observed, oracle_out
 
     def run_oracle(self, inputs: list[Any]) -> Any:
         import copy
@@ -317,30 +370,48 @@ class Worker:
         return reused
 
     def op_call(self, header: dict[str, Any], args: Any) -> None:
-        """Run the candidate once on private device copies of the inputs and report the output."""
+        """Run the candidate once on private device copies of the inputs and report the output.
+
+        With `trace` set (on CUDA) the call, the wait for its stream and the judge's own
+        evidence work run under the profiler, each in a named range, and the kernel
+        events go back with the output.
+        """
         torch = self.torch
         inputs = self.to_device(list(args))
         if header.get("reuse_inputs"):
             inputs = self.reuse_storage(inputs)
         self.poison(int(header.get("poison_bytes", 0)))
-        try:
-            watch = evidence.CallWatch(inputs, self.pinned_flags)
-            with torch.no_grad():
-                out = self.model(*inputs)
-            # Snapshot after the current stream finishes, compare after the whole device has: a
-            # difference means work was still running elsewhere when the call returned.
-            self.stream_synchronize()
-        except BaseException as exc:
-            self.send(describe_exception("call", exc))
-            return
-        items = list(out) if isinstance(out, (tuple, list)) else [out]
-        watched: list[Any] = []
-        try:
-            # Only outputs that really are tensors on this device can be re-read; the parent judges the rest.
-            watched = [x for x in items if type(x) is torch.Tensor and x.device.type == self.device.type]
-            observed = watch.after(watched, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0)))
-        except Exception as exc:  # evidence that cannot be gathered is reported as such, never as a verdict
-            observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
+        tracer = trace.KernelTrace(torch) if header.get("trace") and self.device.type == "cuda" else None
+        with contextlib.ExitStack() as stack:
+            span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
+            try:
+                watch = evidence.CallWatch(inputs, self.pinned_flags)
+                if tracer is not None:
+                    stack.enter_context(tracer.active())
+                    with span("marker"):  # one tiny kernel that names the current stream in the trace
+                        torch.zeros(1, device=self.device)
+                with torch.no_grad(), span("call"):
+                    out = self.model(*inputs)
+                # Snapshot after the current stream finishes, compare after the whole device has: a
+                # difference means work was still running elsewhere when the call returned.
+                with span("sync"):
+                    self.stream_synchronize()
+            except BaseException as exc:
+                self.send(describe_exception("call", exc))
+                return
+            items = list(out) if isinstance(out, (tuple, list)) else [out]
+            watched: list[Any] = []
+            try:
+                # Only outputs that really are tensors on this device can be re-read; the parent judges the rest.
+                watched = [x for x in items if type(x) is torch.Tensor and x.device.type == self.device.type]
+                with span("evidence"):
+                    observed = watch.after(
+                        watched, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0))
+                    )
+            except Exception as exc:  # evidence that cannot be gathered is reported as such, never as a verdict
+                observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
+        if tracer is not None:
+            observed = {**observed, "trace": tracer.report()}
         self.prev_inputs, self.prev_outputs = inputs, watched
         described = [
             {

@@ -1,0 +1,217 @@
+"""Kernel traces of candidate calls, read in the parent. Pure: events in, a summary and findings out.
+
+A traced call arrives as the profiler events the worker kept (kerneljudge.worker.trace):
+named host ranges (`kj::marker`, `kj::call`, `kj::sync`, `kj::evidence`), the
+runtime/driver launches, and the device activities (kernels, copies, memsets),
+linked by correlation id. A device activity is the candidate's when it was
+launched between the start of the call and the end of the wait for its stream;
+the marker kernel names the stream the call ran on; the judge's own evidence
+work comes after. From that:
+
+- escape: a candidate kernel still running after the call returned and its
+  stream was synchronised (KJ-R024);
+- work attribution: device time of the declared kernels (the candidate's own
+  Triton or CUDA kernels), of data movement (fills and copies: allocation and
+  reshaping) and of every other kernel (torch and library compute). Under the
+  strict policy a declared kernel must run (KJ-R040) and other compute is a
+  violation (KJ-R041); under the practical policy both are recorded as info;
+- CUDA graph replays (KJ-R025, info: replays are checked like every call).
+
+The events come from the candidate's process. A missing or malformed trace is
+never read as clean: the caller marks the profiler_trace capability unavailable.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kerneljudge.checks.catalog import finding
+from kerneljudge.verdict import Finding
+
+# Host and device timestamps come from one profiler clock; this much misalignment is tolerated (µs).
+CLOCK_SLACK_US = 50.0
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+MOVEMENT = re.compile(r"fill|copy|memset|memcpy", re.IGNORECASE)
+TOP_KERNELS = 40
+
+
+class MalformedTrace(ValueError):
+    """The trace cannot be read: missing ranges, wrong types."""
+
+
+def kernel_base(name: str) -> str:
+    """The bare function name of a (possibly demangled C++) kernel name: `void ns::k<T>(args)` -> `k`."""
+    base = name.strip()
+    base = base.removeprefix("void ").strip()
+    base = base.split("(", 1)[0].split("<", 1)[0]
+    return base.rsplit("::", 1)[-1].strip()
+
+
+def is_declared(name: str, declared: set[str]) -> bool:
+    return kernel_base(name) in declared
+
+
+@dataclass
+class Activity:
+    category: str
+    name: str
+    start: float
+    end: float
+    stream: Any
+    correlation: Any
+
+
+@dataclass
+class CallTrace:
+    """One traced call, attributed."""
+
+    position: str
+    candidate: list[Activity] = field(default_factory=list)
+    current_stream: Any = None
+    return_us: float = 0.0
+    graph_launches: int = 0
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedTrace(f"{what} is not a number")
+    return float(value)
+
+
+def read_call(report: Any, position: str) -> CallTrace:
+    """Attribute one call's events; raises MalformedTrace when the report is missing or inconsistent."""
+    if not isinstance(report, dict):
+        raise MalformedTrace("no trace was sent")
+    if "error" in report:
+        raise MalformedTrace(str(report["error"])[:500])
+    events = report.get("events")
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise MalformedTrace("the events are not a list of objects")
+    ranges: dict[str, tuple[float, float]] = {}
+    launches: dict[Any, tuple[str, float]] = {}
+    activities: list[Activity] = []
+    for event in events:
+        category, name = event.get("cat"), str(event.get("name", ""))
+        start = _number(event.get("ts"), f"the start of {name!r}")
+        duration = _number(event.get("dur"), f"the duration of {name!r}")
+        if duration < 0:
+            raise MalformedTrace(f"{name!r} has a negative duration")
+        if category == "user_annotation":
+            ranges[name.removeprefix("kj::")] = (start, start + duration)
+        elif category in LAUNCH_CATEGORIES:
+            if event.get("correlation") is not None:
+                launches[event["correlation"]] = (name, start)
+        elif category in DEVICE_CATEGORIES:
+            activities.append(
+                Activity(category, name, start, start + duration, event.get("stream"), event.get("correlation"))
+            )
+    if "call" not in ranges or "sync" not in ranges:
+        raise MalformedTrace("the call's ranges are missing from the trace")
+    window = (ranges["call"][0], ranges["sync"][1])
+    traced = CallTrace(position=position, return_us=ranges["sync"][1])
+
+    def launched_in(span: tuple[float, float], activity: Activity) -> bool:
+        launch = launches.get(activity.correlation)
+        moment = launch[1] if launch is not None else activity.start
+        return span[0] <= moment <= span[1]
+
+    if "marker" in ranges:
+        marker = next((a for a in activities if a.category == "kernel" and launched_in(ranges["marker"], a)), None)
+        traced.current_stream = marker.stream if marker is not None else None
+    traced.candidate = [a for a in activities if launched_in(window, a)]
+    traced.graph_launches = sum(
+        1 for name, moment in launches.values() if "GraphLaunch" in name and window[0] <= moment <= window[1]
+    )
+    return traced
+
+
+def kind_of(activity: Activity, declared: set[str]) -> str:
+    if activity.category == "kernel" and is_declared(activity.name, declared):
+        return "declared"
+    if activity.category != "kernel" or MOVEMENT.search(activity.name):
+        return "movement"
+    return "other"
+
+
+def analyse(calls: list[CallTrace], declared: set[str], policy: str) -> tuple[dict[str, Any], list[Finding]]:
+    """Summarise traced calls and judge them; `declared` holds the kernel names the source defines."""
+    per_kernel: dict[tuple[str, str], dict[str, Any]] = {}
+    device_us = {"declared": 0.0, "movement": 0.0, "other": 0.0}
+    escaped: list[dict[str, Any]] = []
+    side_streams: set[str] = set()
+    for call in calls:
+        for activity in call.candidate:
+            kind = kind_of(activity, declared)
+            duration = activity.end - activity.start
+            device_us[kind] += duration
+            entry = per_kernel.setdefault(
+                (activity.name, kind), {"name": activity.name, "kind": kind, "launches": 0, "device_us": 0.0}
+            )
+            entry["launches"] += 1
+            entry["device_us"] += duration
+            if call.current_stream is not None and activity.stream != call.current_stream:
+                side_streams.add(str(activity.stream))
+            late = activity.end - call.return_us
+            if late > CLOCK_SLACK_US:
+                escaped.append({"call": call.position, "name": activity.name, "ended_after_return_us": round(late, 1)})
+    compute = device_us["declared"] + device_us["other"]
+    kernels = sorted(per_kernel.values(), key=lambda k: -k["device_us"])
+    summary: dict[str, Any] = {
+        "calls_traced": [c.position for c in calls],
+        "declared_kernels": sorted(declared),
+        "device_us": {k: round(v, 3) for k, v in device_us.items()},
+        "declared_share": round(device_us["declared"] / compute, 4) if compute > 0 else None,
+        "kernels": [{**k, "device_us": round(k["device_us"], 3)} for k in kernels[:TOP_KERNELS]],
+        "kernel_names_total": len(kernels),
+        "side_streams": sorted(side_streams),
+        "graph_launches": sum(c.graph_launches for c in calls),
+        "escaped": escaped[:50],
+    }
+    found: list[Finding] = []
+    if escaped:
+        found.append(
+            finding(
+                "KJ-R024",
+                "error",
+                f"{len(escaped)} kernel(s) were still running after the call returned and its stream was synchronised",
+                {"escaped": escaped[:20]},
+            )
+        )
+    ran = {k["name"] for k in kernels if k["kind"] == "declared"}
+    strict = policy == "strict"
+    if declared and not ran:
+        found.append(
+            finding(
+                "KJ-R040",
+                "error" if strict else "info",
+                f"none of the declared kernels ({', '.join(sorted(declared)[:8])}) ran in the traced calls",
+                {"declared": sorted(declared), "kernels_seen": [k["name"] for k in kernels[:10]]},
+            )
+        )
+    if device_us["other"] > 0:
+        bulk = device_us["other"] >= device_us["declared"]
+        found.append(
+            finding(
+                "KJ-R041",
+                ("error" if bulk else "warning") if strict else "info",
+                f"kernels other than the declared ones did {device_us['other'] / compute:.0%} of the compute time"
+                + (" (the bulk of the work)" if bulk else ""),
+                {
+                    "other_kernels": [k["name"] for k in kernels if k["kind"] == "other"][:10],
+                    "device_us": summary["device_us"],
+                },
+            )
+        )
+    if summary["graph_launches"]:
+        found.append(
+            finding(
+                "KJ-R025",
+                "info",
+                f"{summary['graph_launches']} CUDA graph launch(es) in the traced calls",
+                {"graph_launches": summary["graph_launches"]},
+            )
+        )
+    return summary, found
