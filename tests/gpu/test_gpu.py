@@ -84,8 +84,11 @@ def test_side_stream_escape_is_caught_and_a_synchronised_side_stream_is_not():
     task = TASKS / "tiny_bias_relu.py"
     escape = keep(run_judge(task, CANDIDATES / "gpu_side_stream_escape.py", device="cuda"), "side-stream-escape")
     assert escape.status == "FAIL" and "KJ-R020" in {f.code for f in escape.findings}, escape.failure
+    # The trace sees it too: the side-stream kernel ended after the call's stream was synchronised.
+    assert "KJ-R024" in {f.code for f in escape.findings}, escape.kernel_trace
     synced = keep(run_judge(task, CANDIDATES / "gpu_side_stream_synced.py", device="cuda"), "side-stream-synced")
     assert synced.status == "PASS" and synced.verified, (synced.failure, [f.code for f in synced.findings])
+    assert synced.kernel_trace["side_streams"] and not synced.kernel_trace["escaped"]
 
 
 @pytest.mark.parametrize(
@@ -112,3 +115,39 @@ def test_honest_triton_candidates_raise_no_runtime_findings_on_cuda():
         )
         assert record.status == "PASS", (example, record.failure, [f.code for f in record.findings])
         assert not [f for f in record.findings if f.severity != "info"]
+
+
+def test_kernel_trace_attributes_the_work_to_the_declared_triton_kernels():
+    record = keep(
+        run_judge(
+            EXAMPLES / "softmax" / "reference.py",
+            EXAMPLES / "softmax" / "candidate_triton.py",
+            device="cuda",
+            policy="strict",
+        ),
+        "trace-softmax-strict",
+    )
+    trace = record.kernel_trace
+    capability = record.capabilities["profiler_trace"]
+    assert capability.status == "available" and capability.required
+    assert len(trace["calls_traced"]) == 2 and trace["declared_share"] == 1.0, trace
+    assert {k["name"] for k in trace["kernels"] if k["kind"] == "declared"} <= set(trace["declared_kernels"])
+    assert record.status == "PASS" and record.verified
+
+
+@pytest.mark.parametrize(
+    "fixture, policy, code, severity, status",
+    [
+        ("decoy_kernel.py", "strict", "KJ-R040", "error", "FAIL"),
+        ("decoy_trivial_launch.py", "strict", "KJ-R041", "error", "FAIL"),
+        ("torch_fallback.py", "strict", "KJ-R041", "error", "FAIL"),
+        ("honest_torch.py", "practical", "KJ-R041", "info", "PASS"),
+    ],
+)
+def test_kernel_trace_sees_decoys_and_fallbacks(fixture, policy, code, severity, status):
+    record = keep(
+        run_judge(TASKS / "tiny_bias_relu.py", CANDIDATES / fixture, device="cuda", policy=policy),
+        f"trace-{fixture.removesuffix('.py')}-{policy}",
+    )
+    found = {f.code: f.severity for f in record.findings}
+    assert found.get(code) == severity and record.status == status, (found, record.kernel_trace)
