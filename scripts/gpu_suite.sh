@@ -4,10 +4,13 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run     (on the GPU machine, no network needed) installs those wheels
+#   scripts/gpu_suite.sh run [tests|redteam|all]
+#                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
-#                                the tests marked `gpu` plus the CLI on every example. Logs go to
-#                                $OUT (default: ./out), records to $OUT/records.tar.gz.
+#                                `tests`: the tests marked `gpu` plus the CLI on every example;
+#                                `redteam`: the red-team suite in audit and enforce mode;
+#                                `all` (the default): both. Logs go to $OUT (default: ./out),
+#                                records to $OUT/records.tar.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +30,7 @@ fetch() {
 }
 
 run() {
+  local stage="${1:-all}"
   OUT="${OUT:-$PWD/out}"
   local records="$OUT/records"
   mkdir -p "$records"
@@ -37,25 +41,31 @@ run() {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt" || true
   python3 -m kerneljudge env | tee -a "$OUT/gpu.txt"
   set +e
-  python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
-  local status=${PIPESTATUS[0]}
-  for example in examples/*/; do
-    for candidate in "$example"candidate_*.py; do
-      name="$(basename "$example")-$(basename "$candidate" .py)"
-      python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda --json "$records/cli-$name.json" \
-        > "$records/cli-$name.txt" 2>&1
-      echo "$name exit=$?" | tee -a "$OUT/gpu.txt"
+  local status=0 audit_status=0 enforce_status=0
+  if [ "$stage" = tests ] || [ "$stage" = all ]; then
+    python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
+    status=${PIPESTATUS[0]}
+    for example in examples/*/; do
+      for candidate in "$example"candidate_*.py; do
+        name="$(basename "$example")-$(basename "$candidate" .py)"
+        python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda --json "$records/cli-$name.json" \
+          > "$records/cli-$name.txt" 2>&1
+        echo "$name exit=$?" | tee -a "$OUT/gpu.txt"
+      done
     done
-  done
-  # The red-team suite in both hardened modes, side by side (no timing, so they do not disturb each other).
-  python3 -m kerneljudge redteam --device cuda --mode audit --json "$records/redteam-audit.json" \
-    > "$records/redteam-audit.txt" 2>&1 &
-  python3 -m kerneljudge redteam --device cuda --mode enforce --json "$records/redteam-enforce.json" \
-    > "$records/redteam-enforce.txt" 2>&1
-  local enforce_status=$?
-  wait $! ; local audit_status=$?
-  cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
-  echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
+  fi
+  if [ "$stage" = redteam ] || [ "$stage" = all ]; then
+    # The red-team suite in both hardened modes, side by side, several fixtures at a time (no timing,
+    # so they do not disturb each other).
+    python3 -m kerneljudge redteam --device cuda --mode audit --jobs 6 --json "$records/redteam-audit.json" \
+      > "$records/redteam-audit.txt" 2>&1 &
+    python3 -m kerneljudge redteam --device cuda --mode enforce --jobs 6 --json "$records/redteam-enforce.json" \
+      > "$records/redteam-enforce.txt" 2>&1
+    enforce_status=$?
+    wait $! ; audit_status=$?
+    cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
+    echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
+  fi
   python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
   # One archive, so that every record comes back from machines that return few files.
   tar czf "$OUT/records.tar.gz" -C "$OUT" records && rm -r "$records"
@@ -64,6 +74,6 @@ run() {
 
 case "${1:-}" in
   fetch) fetch ;;
-  run) run ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch|run" >&2; exit 1 ;;
+  run) run "${2:-all}" ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|all]" >&2; exit 1 ;;
 esac

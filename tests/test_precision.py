@@ -35,3 +35,16 @@ def test_honest_reordering_and_plain_bugs_are_not_precision_findings():
         )
         is None
     )
+
+
+def test_skipped_work_is_not_labelled_as_reduced_precision():
+    a, b, ref, oracle = matmul_case()
+    one_wrong = oracle.float().clone()
+    one_wrong.view(-1)[7] *= 1.01  # a single element off: a few wrong elements are not rounding
+    assert forensic(one_wrong, ref, oracle) is None
+    expected = oracle.float()
+    one_sided = expected - 2e-3 * expected.abs().mean()  # every element short by the same amount
+    metrics = compare_to_oracle(one_sided, ref, oracle, tolerance_for(torch.float32)).metrics
+    assert metrics["error_spread"] == 1.0 and metrics["signed_mean_error"] < 0
+    assert precision_finding(metrics, "float32", "trial 0") is None
+    assert precision_finding({**metrics, "signed_mean_error": 0.0}, "float32", "trial 0") is not None

@@ -4,7 +4,10 @@ import pytest
 
 from kerneljudge.cli import main
 from kerneljudge.redteam import FIXTURES_DIR
-from kerneljudge.redteam.suite import FIXTURES, run_suite
+from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, run_suite
+
+# Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
+CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R040", "KJ-R041"}
 
 
 def test_every_fixture_file_is_registered_and_every_entry_has_a_file():
@@ -13,12 +16,20 @@ def test_every_fixture_file_is_registered_and_every_entry_has_a_file():
 
 @pytest.mark.parametrize("mode", ["audit", "enforce"])
 def test_suite_matches_every_expectation_on_cpu(mode):
-    outcomes, skipped = run_suite("cpu", mode)
+    outcomes, skipped = run_suite("cpu", mode, jobs=2)
     mismatched = [o for o in outcomes if not o.matched]
     assert not mismatched, mismatched
     assert set(skipped) == {f.name for f in FIXTURES if f.cuda_only}
     assert all(o.status == "PASS" for o in outcomes if o.attack == "honest")
     assert not any(o.verified for o in outcomes if o.attack != "honest")
+    if mode == "audit":  # every catalog code is raised by some fixture (enforce rejects many before they run)
+        assert set(codes_not_raised(outcomes)) <= CUDA_ONLY_CODES, codes_not_raised(outcomes)
+
+
+def test_every_attack_class_has_a_fixture():
+    attacks = {f.attack for f in FIXTURES}
+    expected = {f"H{n:02d}" for n in [*range(1, 12), *range(20, 27), *range(30, 35), *range(40, 44)]}
+    assert expected - {"H25"} <= attacks, sorted(expected - attacks)
 
 
 def test_redteam_command_exits_0_when_all_match_and_writes_json(tmp_path, capsys):
@@ -31,3 +42,12 @@ def test_redteam_command_exits_0_when_all_match_and_writes_json(tmp_path, capsys
 def test_redteam_rejects_unknown_fixtures(capsys):
     assert main(["redteam", "--only", "nope"]) == 1
     assert "unknown fixture(s) nope" in capsys.readouterr().err
+
+
+def test_the_documented_fixture_table_is_the_suite():
+    from pathlib import Path
+
+    from kerneljudge.redteam.suite import fixtures_markdown
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "redteam.md").read_text()
+    assert fixtures_markdown() in docs

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", type=Path, metavar="PATH", help="write the outcomes here")
     r.add_argument("--only", nargs="+", metavar="FIXTURE", help="run only these fixtures")
     r.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
+    r.add_argument("--jobs", type=int, default=1, metavar="N", help="fixtures judged side by side (default 1)")
     return parser
 
 
@@ -113,10 +114,12 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from kerneljudge.redteam.suite import FIXTURES, run_suite, to_json
+    from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, run_suite, to_json
 
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"cannot write the outcomes: directory {args.json.parent} does not exist")
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     unknown = sorted(set(args.only or []) - {f.name for f in FIXTURES})
     if unknown:
         raise UsageError(f"unknown fixture(s) {', '.join(unknown)}; `kerneljudge redteam` lists them all")
@@ -126,7 +129,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     with Console(stderr=True).status(f"red team on {device}, mode {args.mode}"):
-        outcomes, skipped = run_suite(device, args.mode, args.only, args.timeout)
+        outcomes, skipped = run_suite(device, args.mode, args.only, args.timeout, args.jobs)
     table = Table(title=f"kerneljudge red team: device {device}, mode {args.mode}")
     for column in ("fixture", "attack", "expected", "actual", "evidence", "match"):
         table.add_column(column, overflow="fold")
@@ -147,6 +150,12 @@ def cmd_redteam(args: argparse.Namespace) -> int:
         args.json.write_text(json.dumps(to_json(outcomes, skipped, device, args.mode), indent=2))
     matched = sum(o.matched for o in outcomes)
     print(f"{matched}/{len(outcomes)} fixtures matched their expectation, {len(skipped)} skipped")
+    missing = codes_not_raised(outcomes)
+    print(
+        "catalog codes raised by no fixture in this run: " + ", ".join(missing)
+        if missing
+        else "every catalog code was raised by at least one fixture"
+    )
     return 0 if matched == len(outcomes) else 2
 
 

@@ -114,7 +114,7 @@ CATALOG: dict[str, Entry] = {
         Entry(
             "KJ-S053",
             "preflight",
-            "reaches a protected module's attribute through a computed name",
+            "reaches a protected module's attribute through a computed name, or reads sys.modules",
             "Use plain attribute access.",
             ("H30", "H31"),
             True,

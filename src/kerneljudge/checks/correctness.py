@@ -110,6 +110,10 @@ def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, t
         "error_ratio": rmse / ref_rmse if ref_rmse > 0 else (1.0 if rmse == 0 else None),
         "slack": slack,
         "atol": atol,
+        "signed_mean_error": float((c - o).mean()) if err.numel() else 0.0,
+        # Fraction of elements measurably worse than the reference's typical error: rounding in a lower
+        # precision touches most elements, skipped work only some.
+        "error_spread": float((err > 4.0 * ref_rmse).double().mean()) if err.numel() else 0.0,
         "oracle_rms": oracle_rms,
     }
     if over.any():

@@ -239,6 +239,8 @@ class Scanner(ast.NodeVisitor):
             if node.attr in attributes:
                 self.add(code, node, f"reads .{node.attr}")
         name = self.resolve(node)
+        if name == "sys.modules":  # any module, the judge's included, by a name computed at run time
+            self.add("KJ-S053", node, "reads sys.modules")
         if name and isinstance(node.ctx, ast.Load):
             if name in ("torch.float16", "torch.half", "torch.bfloat16"):
                 self.add("KJ-S060", node, f"uses {name}")

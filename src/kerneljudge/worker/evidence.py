@@ -69,6 +69,12 @@ def _lookup(path: str) -> Any:
     return obj
 
 
+if torch.cuda.is_available():
+    # The kernel trace uses torch.profiler, whose first use imports torch._dynamo, which wraps some torch
+    # functions (torch.manual_seed) as it loads. Load it before the originals are captured, so that
+    # torch's own wrapping is not mistaken for the candidate's (traces are taken on CUDA only).
+    import torch._dynamo  # noqa: F401
+
 ORIGINALS = {path: _lookup(path) for path in WATCHED_APIS}
 ORIGINAL_SIGNALS = {name: signal.getsignal(getattr(signal, name)) for name in WATCHED_SIGNALS if hasattr(signal, name)}
 

@@ -380,7 +380,6 @@ class Worker:
         inputs = self.to_device(list(args))
         if header.get("reuse_inputs"):
             inputs = self.reuse_storage(inputs)
-        self.poison(int(header.get("poison_bytes", 0)))
         tracer = trace.KernelTrace(torch) if header.get("trace") and self.device.type == "cuda" else None
         with contextlib.ExitStack() as stack:
             span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
@@ -390,6 +389,8 @@ class Worker:
                     stack.enter_context(tracer.active())
                     with span("marker"):  # one tiny kernel that names the current stream in the trace
                         torch.zeros(1, device=self.device)
+                # Poison last, after the judge's own allocations, so the next allocation is the candidate's.
+                self.poison(int(header.get("poison_bytes", 0)))
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
                 # Snapshot after the current stream finishes, compare after the whole device has: a
