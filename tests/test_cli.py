@@ -42,6 +42,8 @@ def test_missing_gpu_exits_3(capsys):
             str(CANDIDATES / "honest_torch.py"),
             "--device",
             "cuda",
+            "--policy",
+            "practical",  # under strict a candidate without a kernel already FAILs: a proven failure comes first
             "--no-timing",
             "--quiet",
         ]

@@ -114,3 +114,13 @@ def test_timing_is_recorded_with_its_regime(tiny_task):
     assert t.candidate.count == 6 and t.reference.count == 6 and len(t.block_ratios) == 2
     assert t.speedup > 0 and t.parent_observed_ms["candidate"] > 0
     assert record.reward("kerneljudge.reward.v1").value is not None
+
+
+def test_a_proven_failure_outranks_a_missing_capability():
+    from kerneljudge.verdict import Capability, Failure, decide_status
+
+    missing = {"profiler_trace": Capability(status="unavailable", required=True, detail="no trace")}
+    failure = Failure(kind="tolerance", phase="correctness (hidden trial 6)", summary="wrong")
+    assert decide_status(failure, [], missing) == "FAIL"
+    assert decide_status(None, [], missing) == "UNSUPPORTED"
+    assert decide_status(Failure(kind="judge_error", phase="judge", summary="bug"), [], missing) == "ERROR"
