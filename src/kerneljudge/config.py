@@ -30,6 +30,9 @@ class JudgeConfig:
     timing_blocks: int = 5
     timing_samples: int = 10
     timing_target_ms: float = 1.0
+    timing_max_blocks: int = 40  # on CUDA the stopping rule may add blocks up to this many
+    timing_target_rse: float = 0.005  # stop once the speedup's relative standard error is this small
+    timing_budget_s: float = 60.0  # ... or once timing has taken this long (after timing_blocks)
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 2 * 1024**3
@@ -43,12 +46,14 @@ class JudgeConfig:
             raise ConfigError("hardened modes need at least 5 public and 5 hidden trials")
         if self.public_trials < 1:
             raise ConfigError("public_trials must be at least 1")
-        for name in ("timeout_s", "timing_target_ms"):
+        for name in ("timeout_s", "timing_target_ms", "timing_target_rse", "timing_budget_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive")
         for name in ("timing_blocks", "timing_samples", "log_cap_bytes", "max_message_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1")
+        if self.timing_max_blocks < self.timing_blocks:
+            raise ConfigError("timing_max_blocks must be at least timing_blocks")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any], **overrides: Any) -> JudgeConfig:

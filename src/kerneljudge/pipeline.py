@@ -501,6 +501,9 @@ class Judgment:
             samples=self.config.timing_samples,
             target_sample_ms=self.config.timing_target_ms,
             native=self.config.mode == "off",
+            max_blocks=self.config.timing_max_blocks,
+            target_rse=self.config.timing_target_rse,
+            budget_s=self.config.timing_budget_s,
         )
         self.timing = run_interleaved(
             {"candidate": side("candidate"), "reference": side("reference")},
@@ -508,6 +511,19 @@ class Judgment:
             plan,
             self.device or "cpu",
         )
+        check = self.timing.clock_check or {}
+        if check.get("suspicious") and self.config.mode != "off":
+            self.add_findings(
+                [
+                    finding(
+                        "KJ-R050",
+                        "error",
+                        f"the candidate worker claimed {check['candidate_claimed_ms']:.3g} ms of timed calls where "
+                        f"the parent's clock implies about {check['candidate_implied_ms']:.3g} ms",
+                        check,
+                    )
+                ]
+            )
 
     # ------------------------------------------------------------ workers
 

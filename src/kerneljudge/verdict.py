@@ -111,6 +111,11 @@ class Timing(Model):
     reference: TimingStats | None = None
     block_ratios: list[float] = Field(default_factory=list)
     speedup: float | None = None
+    speedup_interval: list[float] | None = None  # [low, high] percentile bootstrap of the median log ratio
+    interval_level: float | None = None
+    speedup_rse: float | None = None  # relative standard error of the speedup
+    stop_reason: str | None = None  # precision_reached, max_blocks, time_budget, native_trials
+    clock_check: dict[str, Any] | None = None  # the candidate's claimed time against the parent's clock
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
 
 

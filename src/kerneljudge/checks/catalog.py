@@ -233,6 +233,13 @@ CATALOG: dict[str, Entry] = {
             "Do not tamper with the judge's worker.",
             ("H31", "H32"),
         ),
+        Entry(
+            "KJ-R050",
+            "timing",
+            "the candidate worker's timings claim far less time than the parent's clock saw",
+            "Do not touch timers or events; the parent times every request with its own clock.",
+            ("H20", "H30"),
+        ),
         # ---- precision forensics
         Entry(
             "KJ-P001",

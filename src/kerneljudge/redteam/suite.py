@@ -29,6 +29,7 @@ class Fixture:
     cuda_only: bool = False
     task: str = "bias_relu"  # a file in kerneljudge/redteam/tasks
     cuda_evidence: tuple[str, ...] = ()  # on CUDA, each of these must appear too (unless rejected at preflight)
+    timing: bool = False  # judged with timing (the timing cross-check's fixtures)
 
     @property
     def honest(self) -> bool:
@@ -113,7 +114,14 @@ FIXTURES = (
     ),
     Fixture("l2_persist", "H24", "a persisting-L2 limit set through ctypes", ("KJ-S030",)),
     Fixture("disk_cache", "H26", "outputs memoised on disk, keyed by an input hash", ("KJ-S040",)),
-    Fixture("patch_timer", "H30", "clocks patched to report no time", ("KJ-R001", "KJ-S001")),
+    Fixture(
+        "patch_timer",
+        "H30",
+        "clocks and CUDA events patched to report no time (timed)",
+        ("KJ-R001", "KJ-S001", "KJ-R050"),
+        timing=True,
+        cuda_evidence=("KJ-R050",),
+    ),
     Fixture("patch_allclose", "H31", "comparisons patched, wrong answer", ("KJ-S001", "tolerance")),
     Fixture("computed_getattr", "H31", "a protected attribute reached by a computed name", ("KJ-S053",)),
     Fixture("patch_judge", "H31", "the judge's modules patched", ("KJ-S003", "tolerance")),
@@ -178,7 +186,7 @@ def evidence_of(record: Record) -> list[str]:
 
 
 def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) -> Outcome:
-    config = JudgeConfig(device=device, mode=mode, policy=fixture.policy, timing=False, timeout_s=timeout_s)
+    config = JudgeConfig(device=device, mode=mode, policy=fixture.policy, timing=fixture.timing, timeout_s=timeout_s)
     record = judge(TASKS_DIR / f"{fixture.task}.py", FIXTURES_DIR / f"{fixture.name}.py", config)
     evidence = evidence_of(record)
     if fixture.honest:
