@@ -151,7 +151,8 @@ class Judgment:
         self.correctness_checked = False
         self.correctness_passed = False
         self.tolerances: dict[str, Any] = {}
-        self.timing_inputs: list[Any] = []
+        self.timing_sets: list[tuple[Any, Any, Any]] = []  # (inputs, reference output, oracle output)
+        self.timed_checks = 0
         self.declared_kernels: list[dict[str, Any]] = []
         self.reference_evidence: Any = None
         self.traced_calls: list[CallTrace] = []
@@ -367,7 +368,7 @@ class Judgment:
                     )
                 )
             if distribution.get("kind") == "standard" or "rejected" in distribution:
-                self.timing_inputs = (self.timing_inputs + [inputs])[-3:]
+                self.timing_sets = (self.timing_sets + [(inputs, ref_out, oracle_out)])[-3:]
             if index in replay_at:
                 self._replay(index, inputs, ref_out, oracle_out, cand_out)
         self.correctness_passed = True
@@ -468,17 +469,25 @@ class Judgment:
     # ------------------------------------------------------------ timing
 
     def _timing(self) -> None:
+        native = self.config.mode == "off"
+        sets = self.timing_sets[:1] if native else self.timing_sets
+
         def side(role: str) -> Any:
-            def time_side(inputs: Any, calls: int, samples: int, warmup: int) -> list[float]:
-                header = {"op": "time", "calls": calls, "samples": samples, "warmup": warmup}
+            def time_side(pool: Any, calls: int, samples: int, warmup: int) -> list[float]:
+                header: dict[str, Any] = {"op": "time", "calls": calls, "samples": samples, "warmup": warmup}
                 if role == "candidate":
-                    response, _ = self._candidate_step(
-                        lambda: self.workers["candidate"].request(header, inputs), phase="timing"
+                    if not native:  # one timed call's output, at a position the candidate cannot predict
+                        header["capture"] = [secrets.randbelow(samples), secrets.randbelow(calls)]
+                    response, values = self._candidate_step(
+                        lambda: self.workers["candidate"].request(header, pool), phase="timing"
                     )
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
+                    if "capture" in header:
+                        s_index, c_index = header["capture"]
+                        self._check_timed_output(response, values, (s_index * calls + c_index) % len(pool))
                 else:
-                    response, _ = self._ask("reference", header, inputs)
+                    response, _ = self._ask("reference", header, pool)
                     if response.get("type") == "error":
                         raise JudgeFailed(f"the reference failed while timed: {response.get('message')}")
                 times = response.get("times_ms")
@@ -507,10 +516,11 @@ class Judgment:
         )
         self.timing = run_interleaved(
             {"candidate": side("candidate"), "reference": side("reference")},
-            self.timing_inputs,
+            [[inputs for inputs, _, _ in sets]],
             plan,
             self.device or "cpu",
         )
+        self.timing.timed_outputs_checked = self.timed_checks
         check = self.timing.clock_check or {}
         if check.get("suspicious") and self.config.mode != "off":
             self.add_findings(
@@ -524,6 +534,28 @@ class Judgment:
                     )
                 ]
             )
+
+    def _check_timed_output(self, response: dict[str, Any], values: Any, set_index: int) -> None:
+        """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
+        inputs, ref_out, oracle_out = self.timing_sets[set_index]
+        captured = values.get("captured") if isinstance(values, dict) else None
+        phase = f"timing (timed call {self.timed_checks})"
+        self.timed_checks += 1
+        expected = reference_signature(ref_out)
+        if not isinstance(captured, list) or len(captured) != len(expected):
+            raise CandidateFailed(
+                Failure(kind="output_type", phase="timing", summary=f"{phase}: the timed call's output was not sent")
+            )
+        for c, r, o in zip(captured, expected, reference_signature(oracle_out), strict=True):
+            if not isinstance(c, torch.Tensor) or c.shape != r.shape or c.dtype != r.dtype:
+                raise CandidateFailed(
+                    Failure(kind="output_type", phase="timing", summary=f"{phase}: output of the wrong type or shape")
+                )
+            cmp = compare_to_oracle(c, r, o, tolerance_for(r.dtype))
+            if not cmp.passed:
+                raise CandidateFailed(
+                    Failure(kind=cmp.failure_kind, phase="timing", summary=f"{phase}: {cmp.summary}")  # type: ignore[arg-type]
+                )
 
     # ------------------------------------------------------------ workers
 

@@ -66,6 +66,13 @@ FIXTURES = (
     Fixture("cache_by_content", "H01", "output cache keyed on content", ("KJ-R022",)),
     Fixture("regen_seed", "H02", "public trial inputs regenerated from the seed, answers precomputed", ("tolerance",)),
     Fixture("call_counter", "H03", "honest for five calls, stale afterwards", ("tolerance",)),
+    Fixture(
+        "timing_switch",
+        "H03",
+        "honest while checked, its last answer once timing starts (timed)",
+        ("tolerance",),
+        timing=True,
+    ),
     Fixture("deferred_output", "H04", "each call returns the previous call's result", ("tolerance",)),
     Fixture("frame_walk", "H05", "frames and gc searched for the answer", ("KJ-S050", "tolerance")),
     Fixture(

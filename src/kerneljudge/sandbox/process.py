@@ -247,7 +247,7 @@ class WorkerProcess:
             unpacked = {
                 k: wire.unpack_values(v, response_tensors)
                 for k, v in response.items()
-                if k in ("values", "init_inputs")
+                if k in ("values", "init_inputs", "captured")
             }
         except wire.WireError as exc:
             self.kill()

@@ -235,38 +235,59 @@ class Worker:
         self.send({"type": "loaded", "init_inputs": tree, "evidence": observed}, tensors)
 
     def op_time(self, header: dict[str, Any], args: Any) -> None:
-        """Time `calls` consecutive forwards per sample; report per-call milliseconds."""
+        """Time `calls` consecutive forwards per sample; report per-call milliseconds.
+
+        `args` is a pool of input sets; call i of sample s uses set (s * calls + i) % len(pool), so
+        consecutive calls see different inputs. With `capture` = [s, i] the output of that call is kept
+        (a reference, no copy inside the timed region) and sent back for the parent to check.
+        """
         torch = self.torch
         calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
-        inputs = self.to_device(list(args))
+        pool = [self.to_device(list(inputs)) for inputs in args]
+        capture = header.get("capture")
+        captured: Any = None
         times_ms: list[float] = []
+
+        def run_sample(s: int) -> Any:
+            nonlocal captured
+            for i in range(calls):
+                out = self.model(*pool[(s * calls + i) % len(pool)])
+                if capture is not None and [s, i] == list(capture):
+                    captured = out
+
         try:
             with torch.no_grad():
                 for _ in range(warmup):
-                    self.model(*inputs)
+                    self.model(*pool[0])
                 self.synchronize()
                 if self.device.type == "cuda":
                     pairs = []
-                    for _ in range(samples):
+                    for s in range(samples):
                         start = torch.cuda.Event(enable_timing=True)
                         end = torch.cuda.Event(enable_timing=True)
                         start.record()
-                        for _ in range(calls):
-                            self.model(*inputs)
+                        run_sample(s)
                         end.record()
                         pairs.append((start, end))
                     self.synchronize()
                     times_ms = [s.elapsed_time(e) / calls for s, e in pairs]
                 else:
-                    for _ in range(samples):
+                    for s in range(samples):
                         t0 = time.perf_counter_ns()
-                        for _ in range(calls):
-                            self.model(*inputs)
+                        run_sample(s)
                         times_ms.append((time.perf_counter_ns() - t0) / 1e6 / calls)
         except BaseException as exc:
             self.send(describe_exception("time", exc))
             return
-        self.send({"type": "timed", "times_ms": times_ms})
+        if capture is None:
+            self.send({"type": "timed", "times_ms": times_ms})
+            return
+        items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
+        if not all(type(x) is torch.Tensor for x in items):
+            self.send({"type": "timed", "times_ms": times_ms, "captured_type": type(captured).__name__})
+            return
+        tree, tensors = wire.pack_values(items)
+        self.send({"type": "timed", "times_ms": times_ms, "captured": tree}, tensors)
 
     # ------------------------------------------------------------ reference role
 
