@@ -93,6 +93,15 @@ def test_an_honest_worker_passes_the_clock_check_and_a_lying_one_does_not():
     assert 0.9 < honest.clock_check["claimed_fraction"] < 1.1
     liar = timing_of(0.5, 1.0, noise=0.01, claims=0.01)  # its timer reports a hundredth of the truth
     assert liar.clock_check["suspicious"] is True and liar.clock_check["claimed_fraction"] < 0.05
+    # Overhead only the candidate pays (as when only its output was sent back, measured at 0.134 on an
+    # H200) is not mistaken for an under-reported time.
+    clock = FakeClock()
+    sides = {
+        "candidate": NoisySide(clock, 0.5, 0.01, seed=1, overhead_ms=40.0),
+        "reference": NoisySide(clock, 1.0, 0.01, seed=2),
+    }
+    burdened = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    assert burdened.clock_check["claimed_fraction"] < 0.5 and burdened.clock_check["suspicious"] is False
     zero = timing_of(0.5, 1.0, claims=0.0)  # claims no time at all: no ratio, yet bounded (its calls are slow)
     assert zero.speedup is None and zero.stop_reason == TIME_BUDGET and zero.clock_check["suspicious"] is True
 

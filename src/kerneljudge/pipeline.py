@@ -475,9 +475,13 @@ class Judgment:
         def side(role: str) -> Any:
             def time_side(pool: Any, calls: int, samples: int, warmup: int) -> list[float]:
                 header: dict[str, Any] = {"op": "time", "calls": calls, "samples": samples, "warmup": warmup}
+                if not native:
+                    # One timed call's output, at a position the candidate cannot predict. The reference sends
+                    # one too, unchecked, so both sides' requests carry the same transfer: the parent-clock
+                    # cross-check compares their overheads (on an H200 a one-sided capture of a large output
+                    # made an honest candidate look like it under-reported its time).
+                    header["capture"] = [secrets.randbelow(samples), secrets.randbelow(calls)]
                 if role == "candidate":
-                    if not native:  # one timed call's output, at a position the candidate cannot predict
-                        header["capture"] = [secrets.randbelow(samples), secrets.randbelow(calls)]
                     response, values = self._candidate_step(
                         lambda: self.workers["candidate"].request(header, pool), phase="timing"
                     )

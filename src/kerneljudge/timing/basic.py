@@ -148,8 +148,10 @@ def run_interleaved(
     )
 
 
-# A candidate claiming less than this fraction of the time the parent's clock implies is flagged.
-CLAIM_FLOOR = 0.5
+# A candidate claiming less than this fraction of the time the parent's clock implies is flagged. Set low:
+# on an H200 an honest Triton softmax claimed 0.134 of it while only the candidate sent a timed output
+# back (since fixed: both sides do); a patched timer claims 0.
+CLAIM_FLOOR = 0.1
 NOISE_MS = 5.0
 
 
