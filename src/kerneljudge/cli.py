@@ -56,7 +56,57 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", nargs="+", metavar="FIXTURE", help="run only these fixtures")
     r.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS")
     r.add_argument("--jobs", type=int, default=1, metavar="N", help="fixtures judged side by side (default 1)")
+    c = sub.add_parser("confirm", help="re-measure a candidate in fresh process pairs and label its speedup claim")
+    c.add_argument("reference", help="task file: Model, get_inputs(), get_init_inputs()")
+    c.add_argument("candidate", help="candidate file defining ModelNew, or a model's response with a code block")
+    c.add_argument("--runs", type=int, default=5, metavar="K", help="fresh process pairs (default 5)")
+    c.add_argument("--margin", type=float, default=0.02, help="what each interval's lower bound must clear (0.02)")
+    c.add_argument("--device", choices=DEVICES, default="auto")
+    c.add_argument("--policy", choices=POLICIES, default="strict")
+    c.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
+    c.add_argument("--json", type=Path, metavar="PATH", help="write the confirmation here")
     return parser
+
+
+def cmd_confirm(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from kerneljudge.candidate import load_candidate
+    from kerneljudge.confirm import confirm
+    from kerneljudge.task import load_task
+
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if not 0 <= args.margin < 1:
+        raise UsageError("--margin must be in [0, 1)")
+    if args.json is not None and not args.json.parent.exists():
+        raise UsageError(f"cannot write the confirmation: directory {args.json.parent} does not exist")
+    config = JudgeConfig(device=args.device, mode="audit", policy=args.policy, timeout_s=args.timeout)
+    task, candidate = load_task(args.reference), load_candidate(args.candidate)
+    with Console(stderr=True).status("confirming") as status:
+        result = confirm(task, candidate, config, args.runs, args.margin, progress=lambda s: status.update(s))
+    table = Table(title=f"kerneljudge confirm: margin {args.margin:.0%}")
+    for column in ("run", "status", "speedup", "interval", "stopped by"):
+        table.add_column(column)
+    for run in result.runs:
+        table.add_row(
+            str(run.index),
+            run.status + (" (verified)" if run.verified else ""),
+            f"{run.speedup:.4g}x" if run.speedup is not None else "-",
+            f"[{run.interval[0]:.4g}, {run.interval[1]:.4g}]" if run.interval else "-",
+            run.stop_reason or "-",
+        )
+    Console().print(table)
+    for rung in result.rungs:
+        mark = {True: "yes", False: "no", None: "not measured"}[rung.holds]
+        print(f"  {rung.name:<28} {mark:<13} {rung.detail}")
+    if result.spread is not None:
+        print(f"spread of the speedups across runs: {result.spread:.2%}")
+    print(f"claim: {result.claim or 'none (not verified)'}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(result.to_dict(), indent=2))
+    return 0 if result.claim == "confirmed_fresh_processes" else 2
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -159,7 +209,13 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     return 0 if matched == len(outcomes) else 2
 
 
-COMMANDS = {"judge": cmd_judge, "env": cmd_env, "schema": cmd_schema, "redteam": cmd_redteam}
+COMMANDS = {
+    "judge": cmd_judge,
+    "env": cmd_env,
+    "schema": cmd_schema,
+    "redteam": cmd_redteam,
+    "confirm": cmd_confirm,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
