@@ -33,6 +33,7 @@ class JudgeConfig:
     timing_max_blocks: int = 40  # on CUDA the stopping rule may add blocks up to this many
     timing_target_rse: float = 0.005  # stop once the speedup's relative standard error is this small
     timing_budget_s: float = 60.0  # ... or once timing has taken this long (after timing_blocks)
+    timing_l2_flush: bool = True  # overwrite a buffer of twice the L2 before every sample; False: warm cache
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 2 * 1024**3

@@ -102,6 +102,19 @@ def hidden_distributions(count: int) -> list[dict[str, Any]]:
     return plan[:count]
 
 
+# KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an
+# H200's 60 MiB L2, 64 MiB and more did: GPU_NOTES.md), never under 64 MiB.
+KERNELBENCH_FLUSH_BYTES = 256 * 2**20
+MIN_FLUSH_BYTES = 64 * 2**20
+
+
+def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
+    if native:
+        return KERNELBENCH_FLUSH_BYTES
+    l2 = int((hello or {}).get("l2_cache_bytes") or 0)
+    return max(MIN_FLUSH_BYTES, 2 * l2)
+
+
 def classify_error(response: dict[str, Any]) -> str:
     phase = response.get("phase")
     if phase == "import" or response.get("exc_type") in COMPILE_ERROR_TYPES:
@@ -471,10 +484,18 @@ class Judgment:
     def _timing(self) -> None:
         native = self.config.mode == "off"
         sets = self.timing_sets[:1] if native else self.timing_sets
+        flush_bytes = l2_flush_bytes(self.hello, native) if self.config.timing_l2_flush else 0
 
         def side(role: str) -> Any:
             def time_side(pool: Any, calls: int, samples: int, warmup: int) -> list[float]:
-                header: dict[str, Any] = {"op": "time", "calls": calls, "samples": samples, "warmup": warmup}
+                header: dict[str, Any] = {
+                    "op": "time",
+                    "calls": calls,
+                    "samples": samples,
+                    "warmup": warmup,
+                    "flush_bytes": flush_bytes,
+                    "profile_range": role == "candidate",
+                }
                 if not native:
                     # One timed call's output, at a position the candidate cannot predict. The reference sends
                     # one too, unchecked, so both sides' requests carry the same transfer: the parent-clock
@@ -525,6 +546,10 @@ class Judgment:
             self.device or "cpu",
         )
         self.timing.timed_outputs_checked = self.timed_checks
+        if self.device == "cuda":
+            self.timing.regime = (self.timing.regime or "") + (
+                f"; {flush_bytes / 2**20:.0f} MiB L2 flush before every sample" if flush_bytes else "; warm L2"
+            )
         check = self.timing.clock_check or {}
         if check.get("suspicious") and self.config.mode != "off":
             self.add_findings(
