@@ -151,3 +151,17 @@ def test_kernel_trace_sees_decoys_and_fallbacks(fixture, policy, code, severity,
     )
     found = {f.code: f.severity for f in record.findings}
     assert found.get(code) == severity and record.status == status, (found, record.kernel_trace)
+
+
+def test_calibration_controls_aa_never_wins_and_double_work_measures_half():
+    reference = EXAMPLES / "softmax" / "reference.py"
+    aa = keep(
+        run_judge(reference, CANDIDATES / "aa_softmax.py", device="cuda", timing=True, policy="practical"), "control-aa"
+    )
+    low, high = aa.timing.speedup_interval
+    assert aa.verified and low <= 1.0 <= high and low <= 1.02, aa.timing
+    twice = keep(
+        run_judge(reference, CANDIDATES / "softmax_twice.py", device="cuda", timing=True, policy="practical"),
+        "control-twice",
+    )
+    assert twice.verified and abs(twice.timing.speedup - 0.5) <= 0.025, twice.timing

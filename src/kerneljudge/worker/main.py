@@ -107,6 +107,10 @@ class Worker:
             if device == "cpu":
                 os.environ["TRITON_INTERPRET"] = "1"  # read by triton.jit when the candidate is imported
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            # One intra-op thread: the two workers alternate, and idle OpenMP threads of one spinning while
+            # the other is timed made CPU timings swing by whole scheduler slices (4 ms on this machine).
+            torch.set_num_threads(1)
         self.source = source
         self.req_fd = req_fd
         self.resp_fd = resp_fd
