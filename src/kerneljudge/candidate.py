@@ -5,11 +5,11 @@ The parent reads the candidate as text only; it never imports or executes it.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kerneljudge import pyast
 from kerneljudge.errors import UsageError
 from kerneljudge.task import read_source, sha256_text
 
@@ -33,7 +33,7 @@ class Candidate:
 
 def _parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        pyast.parse(text)
     except SyntaxError:
         return False
     return True

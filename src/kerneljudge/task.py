@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from kerneljudge import pyast
 from kerneljudge.errors import TaskError
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -44,7 +45,7 @@ def defined_names(tree: ast.Module) -> set[str]:
 
 def parse_task(text: str, name: str, path: str | None = None) -> Task:
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except SyntaxError as exc:
         raise TaskError(f"task {name}: not valid Python (line {exc.lineno}: {exc.msg})") from None
     missing = [n for n in REQUIRED_NAMES if n not in defined_names(tree)]

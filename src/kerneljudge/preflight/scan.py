@@ -13,6 +13,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from kerneljudge import pyast
 from kerneljudge.checks.catalog import CATALOG
 from kerneljudge.preflight.rules import (
     ATTRIBUTE_RULES,
@@ -273,5 +274,5 @@ class Scanner(ast.NodeVisitor):
 def scan(source: str) -> StaticReport:
     """Scan candidate source; raises SyntaxError if it does not parse."""
     scanner = Scanner()
-    scanner.visit(ast.parse(source))
+    scanner.visit(pyast.parse(source))
     return scanner.report
