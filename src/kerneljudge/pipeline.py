@@ -566,20 +566,17 @@ class Judgment:
 
     def _check_timed_output(self, response: dict[str, Any], values: Any, set_index: int) -> None:
         """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
-        inputs, ref_out, oracle_out = self.timing_sets[set_index]
-        captured = values.get("captured") if isinstance(values, dict) else None
+        _, ref_out, oracle_out = self.timing_sets[set_index]
         phase = f"timing (timed call {self.timed_checks})"
         self.timed_checks += 1
-        expected = reference_signature(ref_out)
-        if not isinstance(captured, list) or len(captured) != len(expected):
-            raise CandidateFailed(
-                Failure(kind="output_type", phase="timing", summary=f"{phase}: the timed call's output was not sent")
-            )
-        for c, r, o in zip(captured, expected, reference_signature(oracle_out), strict=True):
-            if not isinstance(c, torch.Tensor) or c.shape != r.shape or c.dtype != r.dtype:
-                raise CandidateFailed(
-                    Failure(kind="output_type", phase="timing", summary=f"{phase}: output of the wrong type or shape")
-                )
+        problem = check_structure(response, ref_out, self.device or "cpu")
+        if problem is None:
+            problem = check_received(values.get("captured"), {**response, "unreadable": "not sent"})
+        if problem is not None:
+            raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
+        for c, r, o in zip(
+            values["captured"], reference_signature(ref_out), reference_signature(oracle_out), strict=True
+        ):
             cmp = compare_to_oracle(c, r, o, tolerance_for(r.dtype))
             if not cmp.passed:
                 raise CandidateFailed(

@@ -89,6 +89,24 @@ def profiler_range(torch: Any, start: bool) -> None:
         pass
 
 
+def describe_output(torch: Any, out: Any) -> dict[str, Any]:
+    """What a call returned, item by item, for the parent's structural checks (checks/outputs.py)."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    return {
+        "container": type(out).__name__,
+        "items": [
+            {
+                "type": f"{type(x).__module__}.{type(x).__qualname__}",
+                "plain_tensor": type(x) is torch.Tensor,
+                "dtype": str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor) else None,
+                "shape": list(x.shape) if isinstance(x, torch.Tensor) else None,
+                "device": str(x.device) if isinstance(x, torch.Tensor) else None,
+            }
+            for x in items
+        ],
+    }
+
+
 def all_finite(torch: Any, value: Any) -> bool:
     if value is None:
         return True
@@ -120,6 +138,7 @@ class Worker:
         self.oracle_dtype: str | None = None
         pin_flags(torch)
         self.pinned_flags = evidence.numerics_flags()
+        self.flush: Any = None  # the L2-flush buffer, kept between timing requests
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
         self.warm_up()
@@ -261,7 +280,7 @@ class Worker:
         calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
         pool = [self.to_device(list(inputs)) for inputs in args]
         capture = header.get("capture")
-        flush = self.flush_buffer(int(header.get("flush_bytes", 0)))
+        flush = self.flush_buffer(int(header.get("flush_bytes", 0)))  # before the samples, not in them
         # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
         bracket = bool(header.get("profile_range")) and self.device.type == "cuda"
         captured: Any = None
@@ -269,9 +288,10 @@ class Worker:
 
         def run_sample(s: int) -> Any:
             nonlocal captured
+            keep = int(capture[1]) if capture is not None and s == int(capture[0]) else -1
             for i in range(calls):
                 out = self.model(*pool[(s * calls + i) % len(pool)])
-                if capture is not None and [s, i] == list(capture):
+                if i == keep:
                     captured = out
 
         try:
@@ -307,20 +327,22 @@ class Worker:
         if capture is None:
             self.send({"type": "timed", "times_ms": times_ms})
             return
-        items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
-        if not all(type(x) is torch.Tensor for x in items):
-            self.send({"type": "timed", "times_ms": times_ms, "captured_type": type(captured).__name__})
+        described = describe_output(torch, captured)
+        header_out = {"type": "timed", "times_ms": times_ms, **described}
+        if not all(d["plain_tensor"] for d in described["items"]):
+            self.send(header_out)
             return
+        items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
         tree, tensors = wire.pack_values(items)
-        self.send({"type": "timed", "times_ms": times_ms, "captured": tree}, tensors)
+        self.send({**header_out, "captured": tree}, tensors)
 
     def flush_buffer(self, nbytes: int) -> Any:
         """A device buffer of `nbytes` to overwrite before each sample (L2 flush); kept between requests."""
         if nbytes <= 0 or self.device.type != "cuda":
             return None
-        if getattr(self, "_flush", None) is None or self._flush.numel() != nbytes:
-            self._flush = self.torch.empty(nbytes, dtype=self.torch.int8, device=self.device)
-        return self._flush
+        if self.flush is None or self.flush.numel() != nbytes:
+            self.flush = self.torch.empty(nbytes, dtype=self.torch.int8, device=self.device)
+        return self.flush
 
     # ------------------------------------------------------------ reference role
 
@@ -332,16 +354,17 @@ class Worker:
         try:
             self.set_seed(seed)
             inputs = list(self.module.get_inputs())
+            oracle = bool(header.get("oracle", True))
+            reference = None
             if variant["kind"] != "standard":
                 varied = reshape_distribution(torch, inputs, variant, seed)
-                result = self.run_reference(varied, bool(header.get("oracle", True)))
+                result = self.run_reference(varied, oracle)
                 if all_finite(torch, result[0]) and all_finite(torch, result[2]):
                     inputs, reference = varied, result
                 else:  # the task does not allow this distribution: its own output is not finite
                     variant = {**variant, "rejected": "the reference's output is not finite on these inputs"}
-                    reference = self.run_reference(inputs, bool(header.get("oracle", True)))
-            else:
-                reference = self.run_reference(inputs, bool(header.get("oracle", True)))
+            if reference is None:
+                reference = self.run_reference(inputs, oracle)
         except BaseException as exc:
             self.send(describe_exception("reference", exc))
             return
@@ -468,23 +491,9 @@ class Worker:
         if tracer is not None:
             observed = {**observed, "trace": tracer.report()}
         self.prev_inputs, self.prev_outputs = inputs, watched
-        described = [
-            {
-                "type": f"{type(x).__module__}.{type(x).__qualname__}",
-                "plain_tensor": type(x) is torch.Tensor,
-                "dtype": str(x.dtype).removeprefix("torch.") if isinstance(x, torch.Tensor) else None,
-                "shape": list(x.shape) if isinstance(x, torch.Tensor) else None,
-                "device": str(x.device) if isinstance(x, torch.Tensor) else None,
-            }
-            for x in items
-        ]
-        header_out: dict[str, Any] = {
-            "type": "output",
-            "container": type(out).__name__,
-            "items": described,
-            "evidence": observed,
-        }
-        if not all(d["plain_tensor"] for d in described):
+        described = describe_output(torch, out)
+        header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
+        if not all(d["plain_tensor"] for d in described["items"]):
             self.send(header_out)
             return
         try:
