@@ -10,7 +10,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
 from kerneljudge.pipeline import kernelbench_trial_seeds
 from kerneljudge.reward import reward_binary, reward_v1
-from kerneljudge.timing.basic import TimingPlan, calls_for, run_interleaved
+from kerneljudge.timing.basic import KERNELBENCH, SampleTimes, TimingPlan, calls_for, run_interleaved
 from kerneljudge.timing.stats import summarize
 
 
@@ -54,9 +54,9 @@ class FakeSide:
     def __init__(self, clock, per_call_ms):
         self.clock, self.per_call_ms = clock, per_call_ms
 
-    def __call__(self, inputs, calls, samples, warmup):
-        self.clock.now += (calls * samples + warmup) * self.per_call_ms / 1e3
-        return [self.per_call_ms] * samples
+    def __call__(self, request):
+        self.clock.now += (request.calls * request.samples + request.warmup) * self.per_call_ms / 1e3
+        return SampleTimes([self.per_call_ms] * request.samples, [self.per_call_ms * request.calls] * request.samples)
 
 
 class FakeClock:
@@ -78,8 +78,8 @@ def test_interleaved_speedup_is_the_median_of_block_ratios():
 def test_native_timing_is_kernelbenchs_mean_of_single_calls():
     clock = FakeClock()
     sides = {"candidate": FakeSide(clock, 0.25), "reference": FakeSide(clock, 1.0)}
-    timing = run_interleaved(sides, [None], TimingPlan(native=True), "cuda", random.Random(0), clock)
-    assert timing.method == "kernelbench_native" and timing.candidate.count == 100 and timing.speedup == 4.0
+    timing = run_interleaved(sides, [None], TimingPlan(method=KERNELBENCH), "cuda", random.Random(0), clock)
+    assert timing.method == "kernelbench" and timing.candidate.count == 100 and timing.speedup == 4.0
 
 
 def test_reward_v1_formula():

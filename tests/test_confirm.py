@@ -9,8 +9,10 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.confirm import confirm
 
 
-def fake_record(verified, speedup=None, low=None, high=None):
+def fake_record(verified, speedup=None, low=None, high=None, vs_compile=None):
     timing = SimpleNamespace(
+        speedup_vs_compile=vs_compile[0] if vs_compile else None,
+        speedup_vs_compile_interval=list(vs_compile[1:]) if vs_compile else None,
         measured=speedup is not None,
         speedup=speedup,
         speedup_interval=[low, high] if speedup is not None else None,
@@ -53,6 +55,23 @@ def test_a_run_that_is_not_verified_ends_the_claim_early():
     judge_once, calls = judged(fake_record(True, 1.5, 1.45, 1.55), fake_record(False), fake_record(True, 2, 1.9, 2.1))
     result = confirm(None, None, JudgeConfig(), runs=3, judge_once=judge_once)
     assert result.claim is None and len(calls) == 2 and result.runs[1].failure.startswith("3 of 528")
+
+
+def test_the_compile_rung_is_measured_in_the_first_run_on_cuda_and_can_stop_the_claim():
+    slower_than_compile = (0.9, 0.88, 0.92)
+    judge_once, calls = judged(*[fake_record(True, 1.5, 1.45, 1.55, slower_than_compile) for _ in range(2)])
+    result = confirm(None, None, JudgeConfig(device="cuda"), runs=2, judge_once=judge_once)
+    assert [c.timing_compile for c in calls] == [True, False]
+    rungs = {r.name: r for r in result.rungs}
+    assert rungs["faster_than_compile"].holds is False and "0.9x" in rungs["faster_than_compile"].detail
+    assert result.claim == "correct"  # faster than eager, but the ladder stops below torch.compile
+    judge_once, calls = judged(*[fake_record(True, 1.5, 1.45, 1.55, (1.3, 1.25, 1.35)) for _ in range(2)])
+    assert confirm(None, None, JudgeConfig(device="cuda"), runs=2, judge_once=judge_once).claim == (
+        "confirmed_fresh_processes"
+    )
+    judge_once, calls = judged(fake_record(True, 1.5, 1.45, 1.55))
+    confirm(None, None, JudgeConfig(device="cpu"), runs=1, judge_once=judge_once)
+    assert calls[0].timing_compile is False  # not on the CPU
 
 
 def test_confirm_command_on_the_cpu(tmp_path, capsys):

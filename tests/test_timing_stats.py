@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from kerneljudge.timing.basic import TimingPlan, run_interleaved
+from kerneljudge.timing.basic import CALIBRATION_PRECURSOR_MS, SampleTimes, TimingPlan, run_interleaved
+from kerneljudge.timing.clocks import throttle_reasons
 from kerneljudge.timing.ladder import climb
 from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios
 from kerneljudge.timing.stopping import MAX_BLOCKS, PRECISION, TIME_BUDGET, StoppingRule
@@ -27,10 +28,12 @@ class NoisySide:
         self.overhead_ms = overhead_ms
         self.rng = random.Random(seed)
 
-    def __call__(self, inputs, calls, samples, warmup):
-        times = [self.per_call_ms * math.exp(self.rng.gauss(0.0, self.noise)) for _ in range(samples)]
-        self.clock.now += (sum(times) * calls + warmup * self.per_call_ms + self.overhead_ms) / 1e3
-        return [t * self.claims for t in times]
+    def __call__(self, request):
+        times = [self.per_call_ms * math.exp(self.rng.gauss(0.0, self.noise)) for _ in range(request.samples)]
+        busy = request.precursor_ms * request.samples + self.overhead_ms
+        self.clock.now += (sum(times) * request.calls + request.warmup * self.per_call_ms + busy) / 1e3
+        host = [0.002 * request.calls] * request.samples  # the host issues a call in 2 us
+        return SampleTimes([t * self.claims for t in times], host)
 
 
 def timing_of(candidate_ms, reference_ms, noise=0.0, claims=1.0, device="cuda", **plan):
@@ -135,3 +138,122 @@ def test_flush_size_is_twice_the_l2_at_least_64_mib_and_kernelbenchs_256_mb_nati
     assert l2_flush_bytes({"l2_cache_bytes": 4 * 2**20}, native=False) == 64 * 2**20
     assert l2_flush_bytes(None, native=False) == 64 * 2**20
     assert l2_flush_bytes({"l2_cache_bytes": 62914560}, native=True) == 256 * 2**20
+
+
+class HostHeavySide(NoisySide):
+    """Issuing one call takes the host `host_ms_per_call`, and more after the first blocks."""
+
+    def __init__(self, clock, per_call_ms, host_ms_per_call, slower_after=None):
+        super().__init__(clock, per_call_ms, seed=3)
+        self.host, self.slower_after, self.requests = host_ms_per_call, slower_after, []
+
+    def __call__(self, request):
+        self.requests.append(request)
+        result = super().__call__(request)
+        host = self.host * (3 if self.slower_after and len(self.requests) > self.slower_after else 1)
+        return SampleTimes(result.times_ms, [host * request.calls] * request.samples)
+
+
+def test_the_busy_precursor_covers_the_hosts_issue_time_and_grows_when_it_does_not():
+    clock = FakeClock()
+    candidate = HostHeavySide(clock, 0.01, 0.004, slower_after=4)  # 100 calls: 0.4 ms to issue, then 1.2 ms
+    sides = {"candidate": candidate, "reference": NoisySide(clock, 0.02, seed=2)}
+    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    assert timing.launch_regime == "busy_precursor"
+    calibration = [r for r in candidate.requests if not r.measured]
+    assert calibration[0].precursor_ms == CALIBRATION_PRECURSOR_MS and calibration[1].precursor_ms == 0.0
+    measured = [r for r in candidate.requests if r.measured]
+    assert measured[0].precursor_ms == pytest.approx(1.5 * 0.4 + 0.05)
+    # The host slowed down: those samples were host-bound, and later blocks got a longer precursor.
+    assert timing.host_bound_samples["candidate"] > 0 and timing.host_bound_samples["reference"] == 0
+    assert measured[-1].precursor_ms == pytest.approx(1.5 * 1.2 + 0.05)
+    assert timing.precursor_ms["candidate"] == pytest.approx(1.85)
+    assert timing.host_ms_per_call["candidate"] > timing.host_ms_per_call["reference"]
+    assert timing.speedup == pytest.approx(2.0)
+    back_to_back = run_interleaved(sides, [None], TimingPlan(regime="back_to_back"), "cuda", random.Random(0), clock)
+    assert back_to_back.launch_regime == "back_to_back" and back_to_back.precursor_ms == {}
+
+
+class FakeMonitor:
+    """Reports the clocks held down (a power cap) during the given blocks."""
+
+    name = "fake"
+
+    def __init__(self, throttled_blocks):
+        self.throttled_blocks, self.reads = set(throttled_blocks), 0
+
+    def snapshot(self):
+        self.reads += 1
+        block = (self.reads - 1) // 2
+        return {"block": block, "sm_mhz": 1400 if block in self.throttled_blocks else 1980}
+
+    def throttled(self, before, after):
+        return ["sw_power_cap"] if before["block"] in self.throttled_blocks else []
+
+
+class SlowDuringBlocks(NoisySide):
+    def __init__(self, clock, per_call_ms, slow_requests, seed):
+        super().__init__(clock, per_call_ms, seed=seed)
+        self.slow_requests, self.count = slow_requests, 0
+
+    def __call__(self, request):
+        result = super().__call__(request)
+        self.count += request.measured
+        factor = 3.0 if request.measured and self.count in self.slow_requests else 1.0
+        return SampleTimes([t * factor for t in result.times_ms], result.host_ms)
+
+
+def test_blocks_timed_while_throttled_are_flagged_and_left_out():
+    clock = FakeClock()
+    # The candidate's 2nd and 3rd measured requests (blocks 1 and 2) ran on held-down clocks.
+    sides = {
+        "candidate": SlowDuringBlocks(clock, 0.5, {2, 3}, seed=1),
+        "reference": NoisySide(clock, 1.0, seed=2),
+    }
+    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock, FakeMonitor({1, 2}))
+    assert timing.clocks["throttled_blocks"] == [1, 2] and timing.clocks["reasons"] == ["sw_power_cap"]
+    assert timing.clocks["throttled_dropped"] is True and timing.clocks["sm_mhz_min"] == 1400
+    assert timing.block_ratios[1] == pytest.approx(2.0 / 3.0) and timing.speedup == pytest.approx(2.0)
+    assert len(timing.block_ratios) == 7  # two more blocks replace the ones left out
+    unmonitored = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    assert unmonitored.clocks == {"monitor": None}
+
+
+def test_throttle_reasons_read_reason_bits_and_violation_counters():
+    assert throttle_reasons({"reasons": 0x1}, {"reasons": 0x2}) == []  # idle, application clocks: not throttling
+    assert throttle_reasons({"reasons": 0x4}, {"reasons": 0x0}) == ["sw_power_cap"]
+    grew = throttle_reasons({"thermal_violation_ns": 5}, {"thermal_violation_ns": 9, "reasons": 0x40})
+    assert grew == ["hw_thermal_slowdown", "thermal_violation"]
+
+
+def test_a_compiled_reference_is_a_third_side_of_every_block():
+    clock = FakeClock()
+    sides = {
+        "candidate": NoisySide(clock, 0.5, 0.01, seed=1),
+        "reference": NoisySide(clock, 1.0, 0.01, seed=2),
+        "compiled": NoisySide(clock, 0.6, 0.01, seed=4),
+    }
+    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    assert timing.speedup == pytest.approx(2.0, rel=0.02)
+    assert timing.speedup_vs_compile == pytest.approx(1.2, rel=0.02)
+    low, high = timing.speedup_vs_compile_interval
+    assert low <= timing.speedup_vs_compile <= high and timing.compiled.count == timing.candidate.count
+    assert set(timing.calls_per_sample) == {"candidate", "reference"}
+
+
+def test_do_bench_compatibility_is_one_figure_per_side():
+    clock = FakeClock()
+    seen = []
+
+    def side(ms):
+        def time_side(request):
+            seen.append(request.method)
+            return SampleTimes([ms])
+
+        return time_side
+
+    timing = run_interleaved(
+        {"candidate": side(0.2), "reference": side(0.5)}, [None], TimingPlan(method="do_bench"), "cuda", None, clock
+    )
+    assert seen == ["do_bench", "do_bench"] and timing.speedup == pytest.approx(2.5)
+    assert timing.method == "do_bench" and timing.launch_regime == "do_bench" and timing.speedup_interval is None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from kerneljudge import __version__
-from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.config import DEVICES, MODES, POLICIES, TIMING_METHODS, TIMING_REGIMES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 
 EXIT_CODES = {"PASS": 0, "FAIL": 2, "SUSPICIOUS": 2, "UNSUPPORTED": 3, "ERROR": 1}
@@ -45,6 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     j.add_argument("--json", type=Path, metavar="PATH", help="write the verdict record here")
     j.add_argument("--no-timing", action="store_true", help="check correctness only")
+    j.add_argument(
+        "--timing-method",
+        choices=TIMING_METHODS,
+        default="auto",
+        help="interleaved paired blocks (hardened default), kernelbench (--mode off's), or Triton's do_bench",
+    )
+    j.add_argument(
+        "--regime",
+        choices=TIMING_REGIMES,
+        default="busy_precursor",
+        help="CUDA launch-latency regime: a GPU-busy precursor hides host latency (default), or back-to-back calls",
+    )
+    j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
+    j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
     j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
     e = sub.add_parser("env", help="report what this machine offers (CUDA, Triton, interpreter, namespaces)")
     e.add_argument("--json", action="store_true", help="print JSON")
@@ -116,7 +130,15 @@ def cmd_judge(args: argparse.Namespace) -> int:
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"cannot write the record: directory {args.json.parent} does not exist")
     config = JudgeConfig(
-        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
+        device=args.device,
+        mode=args.mode,
+        policy=args.policy,
+        timeout_s=args.timeout,
+        timing=not args.no_timing,
+        timing_method=args.timing_method,
+        timing_regime=args.regime,
+        timing_l2_flush=not args.warm_cache,
+        timing_compile=args.compile_baseline,
     )
     if args.quiet:
         record = judge(args.reference, args.candidate, config)

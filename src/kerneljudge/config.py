@@ -15,6 +15,9 @@ from kerneljudge.errors import ConfigError
 MODES = ("off", "audit", "enforce")
 POLICIES = ("strict", "practical")
 DEVICES = ("auto", "cuda", "cpu")
+# "auto": the interleaved paired timer in hardened modes, KernelBench's in `off` (kerneljudge.timing.basic)
+TIMING_METHODS = ("auto", "interleaved", "kernelbench", "do_bench")
+TIMING_REGIMES = ("busy_precursor", "back_to_back")
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,21 @@ class JudgeConfig:
     timing_target_rse: float = 0.005  # stop once the speedup's relative standard error is this small
     timing_budget_s: float = 60.0  # ... or once timing has taken this long (after timing_blocks)
     timing_l2_flush: bool = True  # overwrite a buffer of twice the L2 before every sample; False: warm cache
+    timing_method: str = "auto"
+    timing_regime: str = "busy_precursor"  # on CUDA: how launch latency is kept out (or not) of the samples
+    timing_compile: bool = False  # also time the reference under torch.compile (a third side of every block)
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 2 * 1024**3
 
     def __post_init__(self) -> None:
-        for name, allowed in (("device", DEVICES), ("mode", MODES), ("policy", POLICIES)):
+        for name, allowed in (
+            ("device", DEVICES),
+            ("mode", MODES),
+            ("policy", POLICIES),
+            ("timing_method", TIMING_METHODS),
+            ("timing_regime", TIMING_REGIMES),
+        ):
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
@@ -64,6 +76,11 @@ class JudgeConfig:
                 hint = difflib.get_close_matches(key, known, n=1)
                 raise ConfigError(f"unknown setting {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
         return cls(**{**values, **{k: v for k, v in overrides.items() if v is not None}})
+
+    def resolved_timing_method(self) -> str:
+        if self.timing_method != "auto":
+            return self.timing_method
+        return "kernelbench" if self.mode == "off" else "interleaved"
 
     def with_(self, **changes: Any) -> JudgeConfig:
         return replace(self, **changes)

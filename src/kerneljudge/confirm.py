@@ -3,8 +3,9 @@
 Each run is a whole judgment: two fresh workers, new hidden seeds (so new hidden inputs), correctness
 checked again, then timing. A claim climbs the ladder (kerneljudge.timing.ladder) only as far as every
 run supports it: correct in every run; faster than eager by the margin in the first run's interval;
-confirmed when every run's interval clears the margin. The torch.compile baseline is not measured yet,
-so that rung is recorded as not measured.
+confirmed when every run's interval clears the margin. On CUDA the reference is also timed under
+torch.compile (a third side of every block) in the first run, for the compile rung; where it cannot be
+compiled, or on the CPU, that rung is recorded as not measured.
 """
 
 from __future__ import annotations
@@ -54,6 +55,21 @@ def estimate_of(record: Record) -> RatioEstimate | None:
     return RatioEstimate(t.speedup, low, high, t.interval_level or 0.95, t.speedup_rse or 0.0, len(t.block_ratios))
 
 
+def compile_estimate_of(record: Record) -> RatioEstimate | None:
+    t = record.timing
+    if not t.measured or t.speedup_vs_compile is None or not t.speedup_vs_compile_interval:
+        return None
+    low, high = t.speedup_vs_compile_interval
+    return RatioEstimate(t.speedup_vs_compile, low, high, t.interval_level or 0.95, 0.0, len(t.block_ratios))
+
+
+def compile_on(config: JudgeConfig) -> bool:
+    """The torch.compile baseline is measured on CUDA only (on the CPU Inductor builds C++ for minutes)."""
+    import torch
+
+    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+
+
 def confirm(
     task: Task,
     candidate: Candidate,
@@ -71,7 +87,7 @@ def confirm(
     for index in range(runs):
         if progress:
             progress(f"fresh process pair {index + 1}/{runs}")
-        record = judge_once(task, candidate, config)
+        record = judge_once(task, candidate, config.with_(timing_compile=index == 0 and compile_on(config)))
         records.append(record)
         if not record.verified:
             break  # a run that is not verified ends the claim; no point timing more
@@ -80,7 +96,8 @@ def confirm(
     confirmations = [e for e in estimates if e is not None] if correct else None
     if confirmations is not None and len(confirmations) < runs:
         confirmations = None
-    claim, rungs = climb(correct, None, estimates[0] if correct else None, confirmations, margin)
+    vs_compile = compile_estimate_of(records[0]) if correct else None
+    claim, rungs = climb(correct, vs_compile, estimates[0] if correct else None, confirmations, margin)
     speedups = [e.speedup for e in estimates if e is not None]
     spread = (max(speedups) - min(speedups)) / statistics.median(speedups) if len(speedups) > 1 else None
     return Confirmation(

@@ -32,7 +32,16 @@ from kerneljudge.preflight import preflight
 from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.task import Task, load_task
-from kerneljudge.timing.basic import TimingPlan, run_interleaved
+from kerneljudge.timing.basic import (
+    INTERLEAVED,
+    KERNELBENCH,
+    SampleTimes,
+    TimeRequest,
+    TimeSide,
+    TimingPlan,
+    run_interleaved,
+)
+from kerneljudge.timing.clocks import NvmlClockMonitor
 from kerneljudge.verdict import (
     Capability,
     Correctness,
@@ -113,6 +122,19 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
         return KERNELBENCH_FLUSH_BYTES
     l2 = int((hello or {}).get("l2_cache_bytes") or 0)
     return max(MIN_FLUSH_BYTES, 2 * l2)
+
+
+# torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
+COMPILE_TIMEOUT_FACTOR = 5
+
+
+def sample_list(values: Any, count: int) -> bool:
+    """A worker's list of `count` non-negative times."""
+    return (
+        isinstance(values, list)
+        and len(values) == count
+        and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in values)
+    )
 
 
 def classify_error(response: dict[str, Any]) -> str:
@@ -482,71 +504,88 @@ class Judgment:
     # ------------------------------------------------------------ timing
 
     def _timing(self) -> None:
-        native = self.config.mode == "off"
-        sets = self.timing_sets[:1] if native else self.timing_sets
+        method = self.config.resolved_timing_method()
+        native = method == KERNELBENCH
+        sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets
         flush_bytes = l2_flush_bytes(self.hello, native) if self.config.timing_l2_flush else 0
+        l2_reset: dict[str, bool | None] = {}
 
-        def side(role: str) -> Any:
-            def time_side(pool: Any, calls: int, samples: int, warmup: int) -> list[float]:
+        def side(role: str, compiled: bool = False) -> TimeSide:
+            def time_side(request: TimeRequest) -> SampleTimes:
                 header: dict[str, Any] = {
                     "op": "time",
-                    "calls": calls,
-                    "samples": samples,
-                    "warmup": warmup,
+                    "calls": request.calls,
+                    "samples": request.samples,
+                    "warmup": request.warmup,
                     "flush_bytes": flush_bytes,
+                    "precursor_ms": request.precursor_ms,
+                    "method": request.method,
+                    "compiled": compiled,
                     "profile_range": role == "candidate",
                 }
-                if not native:
+                if request.measured and method == INTERLEAVED and self.config.mode != "off":
                     # One timed call's output, at a position the candidate cannot predict. The reference sends
                     # one too, unchecked, so both sides' requests carry the same transfer: the parent-clock
                     # cross-check compares their overheads (on an H200 a one-sided capture of a large output
                     # made an honest candidate look like it under-reported its time).
-                    header["capture"] = [secrets.randbelow(samples), secrets.randbelow(calls)]
+                    header["capture"] = [secrets.randbelow(request.samples), secrets.randbelow(request.calls)]
                 if role == "candidate":
                     response, values = self._candidate_step(
-                        lambda: self.workers["candidate"].request(header, pool), phase="timing"
+                        lambda: self.workers["candidate"].request(header, request.inputs), phase="timing"
                     )
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:
                         s_index, c_index = header["capture"]
-                        self._check_timed_output(response, values, (s_index * calls + c_index) % len(pool))
+                        self._check_timed_output(
+                            response, values, (s_index * request.calls + c_index) % len(request.inputs)
+                        )
                 else:
-                    response, _ = self._ask("reference", header, pool)
+                    response, _ = self._ask("reference", header, request.inputs)
                     if response.get("type") == "error":
-                        raise JudgeFailed(f"the reference failed while timed: {response.get('message')}")
-                times = response.get("times_ms")
-                if not (
-                    isinstance(times, list)
-                    and len(times) == samples
-                    and all(isinstance(t, (int, float)) and t >= 0 for t in times)
-                ):
+                        raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
+                expected = 1 if request.method == "do_bench" else request.samples
+                times, host = response.get("times_ms"), response.get("host_ms", [])
+                if not (sample_list(times, expected) and (request.method == "do_bench" or sample_list(host, expected))):
                     if role == "candidate":
                         raise CandidateFailed(
                             Failure(kind="crash", phase="timing", summary="the candidate worker sent malformed timings")
                         )
-                    raise JudgeFailed("the reference worker sent malformed timings")
-                return [float(t) for t in times]
+                    raise JudgeFailed(f"the {role} worker sent malformed timings")
+                if request.measured:
+                    l2_reset[role] = response.get("l2_reset") if isinstance(response.get("l2_reset"), bool) else None
+                return SampleTimes([float(t) for t in times], [float(h) for h in host])
 
             return time_side
 
+        sides = {"candidate": side("candidate"), "reference": side("reference")}
+        compile_error = None
+        if self.config.timing_compile and method == INTERLEAVED:
+            compile_error = self._compile_reference(sets[0][0])
+            if compile_error is None:
+                sides["compiled"] = side("compiled", compiled=True)
+        monitor, monitor_error = (None, None)
+        if self.device == "cuda" and method == INTERLEAVED:
+            monitor, monitor_error = NvmlClockMonitor.open((self.hello or {}).get("gpu_uuid"))
         plan = TimingPlan(
             blocks=self.config.timing_blocks,
             samples=self.config.timing_samples,
             target_sample_ms=self.config.timing_target_ms,
-            native=self.config.mode == "off",
+            method=method,
+            regime=self.config.timing_regime,
             max_blocks=self.config.timing_max_blocks,
             target_rse=self.config.timing_target_rse,
             budget_s=self.config.timing_budget_s,
         )
-        self.timing = run_interleaved(
-            {"candidate": side("candidate"), "reference": side("reference")},
-            [[inputs for inputs, _, _ in sets]],
-            plan,
-            self.device or "cpu",
-        )
+        pool = [[inputs for inputs, _, _ in sets]]
+        self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor)
         self.timing.timed_outputs_checked = self.timed_checks
+        self.timing.compile_error = compile_error
+        if monitor_error and self.timing.clocks is not None:
+            self.timing.clocks["error"] = monitor_error
         if self.device == "cuda":
+            self.timing.l2_flush_bytes = flush_bytes
+            self.timing.persisting_l2_reset = l2_reset
             self.timing.regime = (self.timing.regime or "") + (
                 f"; {flush_bytes / 2**20:.0f} MiB L2 flush before every sample" if flush_bytes else "; warm L2"
             )
@@ -563,6 +602,18 @@ class Judgment:
                     )
                 ]
             )
+
+    def _compile_reference(self, inputs: Any) -> str | None:
+        """Compile the reference under torch.compile in its worker (never timed); why not, when it fails."""
+        try:
+            response, _ = self.workers["reference"].request(
+                {"op": "compile"}, inputs, timeout_s=COMPILE_TIMEOUT_FACTOR * self.config.timeout_s
+            )
+        except WorkerFailure as exc:
+            raise JudgeFailed(f"the reference worker failed while compiling: {exc}") from None
+        if response.get("type") == "error":
+            return f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}"
+        return None
 
     def _check_timed_output(self, response: dict[str, Any], values: Any, set_index: int) -> None:
         """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""

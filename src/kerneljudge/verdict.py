@@ -105,8 +105,12 @@ class Timing(Model):
     reason: str | None = None
     device: str | None = None
     method: str | None = None
-    regime: str | None = None
+    launch_regime: str | None = None  # busy_precursor, back_to_back, host_clock, single_call, do_bench
+    regime: str | None = None  # the regime in words, with the cache state
     calls_per_sample: dict[str, int] = Field(default_factory=dict)
+    precursor_ms: dict[str, float] = Field(default_factory=dict)  # GPU-busy precursor per side (busy_precursor)
+    host_bound_samples: dict[str, int] = Field(default_factory=dict)  # samples whose issue outlasted the precursor
+    host_ms_per_call: dict[str, float] = Field(default_factory=dict)  # median host time to issue one call
     candidate: TimingStats | None = None
     reference: TimingStats | None = None
     block_ratios: list[float] = Field(default_factory=list)
@@ -118,6 +122,13 @@ class Timing(Model):
     clock_check: dict[str, Any] | None = None  # the candidate's claimed time against the parent's clock
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
+    l2_flush_bytes: int | None = None  # bytes overwritten before every sample (0: warm cache)
+    persisting_l2_reset: dict[str, bool | None] = Field(default_factory=dict)  # per side, before its samples
+    clocks: dict[str, Any] | None = None  # the device's clocks around the blocks; throttled blocks left out
+    compiled: TimingStats | None = None  # the reference under torch.compile, when measured
+    speedup_vs_compile: float | None = None
+    speedup_vs_compile_interval: list[float] | None = None
+    compile_error: str | None = None  # why the torch.compile baseline is missing, when it was asked for
 
 
 class Reward(Model):

@@ -64,7 +64,7 @@ def test_off_mode_on_cuda():
         ),
         "softmax-off",
     )
-    assert record.status == "PASS" and record.timing.method == "kernelbench_native"
+    assert record.status == "PASS" and record.timing.method == "kernelbench"
     assert record.timing.candidate.count == 100
 
 

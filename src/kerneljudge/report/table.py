@@ -94,7 +94,15 @@ def verdict_table(record: Record) -> Table:
             "reference time",
             f"{_fmt_ms(t.reference.median_ms)} median (cv {t.reference.cv:.1%}, n={t.reference.count})",
         )
-        row("speedup", (f"{t.speedup:.3g}x" if t.speedup else "-") + f"  [{t.method}; {t.regime}]")
+        interval = f" [{t.speedup_interval[0]:.3g}, {t.speedup_interval[1]:.3g}]" if t.speedup_interval else ""
+        row("speedup", (f"{t.speedup:.3g}x{interval}" if t.speedup else "-") + f"  ({t.method}; {t.stop_reason})")
+        if t.compiled is not None and t.speedup_vs_compile:
+            row("vs torch.compile", f"{t.speedup_vs_compile:.3g}x (compiled reference {_fmt_ms(t.compiled.median_ms)})")
+        elif t.compile_error:
+            row("vs torch.compile", f"not measured: {t.compile_error}")
+        row("regime", t.regime or "-")
+        if t.clocks and t.clocks.get("throttled_blocks"):
+            row("clocks", f"throttled in blocks {t.clocks['throttled_blocks']} ({', '.join(t.clocks['reasons'])})")
     else:
         row("timing", t.reason or "not measured")
     for reward in record.rewards:

@@ -1,13 +1,16 @@
 """Interleaved block timing of candidate and reference, each in its own worker.
 
 Each side is first calibrated (how many calls fill one sample of the target
-length), then blocks alternate candidate and reference in a random order until
-the stopping rule is satisfied; the speedup is exp(median of the paired per-block
-log ratios of medians) with a bootstrap interval, never a ratio of two unrelated
-means. The parent times every request with its own clock, so a
-worker's reported figures can be set against what the parent saw. The native
-variant reproduces KernelBench's timing (one call per event pair, 100 trials,
-mean) for `--mode off`.
+length; on CUDA, how long the host takes to issue them), then blocks alternate
+the sides in a random order until the stopping rule is satisfied; the speedup is
+exp(median of the paired per-block log ratios of medians) with a bootstrap
+interval, never a ratio of two unrelated means. A torch.compile'd reference, when
+asked for, is a third side of every block. The parent times every request with
+its own clock, so a worker's reported figures can be set against what the parent
+saw, and reads the device's clocks around every block, so blocks timed while the
+GPU was throttled are left out of the estimate. Two compatibility methods
+reproduce published timers: KernelBench's (one call per event pair, 100 trials,
+mean; `--mode off`) and Triton's `do_bench`.
 """
 
 from __future__ import annotations
@@ -17,17 +20,65 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from kerneljudge.timing.stats import estimate_speedup, log_ratios, summarize
+from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios, summarize
 from kerneljudge.timing.stopping import StoppingRule
 from kerneljudge.verdict import Timing
 
-# time_side(inputs, calls, samples, warmup) -> per-call milliseconds of each sample
-TimeSide = Callable[[Any, int, int, int], list[float]]
-
 MAX_CALLS_PER_SAMPLE = 10_000
+
+# Launch-latency regimes (CUDA). On an idle H200 one event pair around one tiny softmax read 15 us, and
+# back-to-back calls 7-11 us each depending on the process (the host issuing calls is the bottleneck);
+# behind a GPU-busy precursor the same call read 5.9-6.2 us in every process (docs/timing.md).
+BUSY_PRECURSOR = "busy_precursor"  # a GPU sleep before the start event covers the host's issue of the calls
+BACK_TO_BACK = "back_to_back"  # calls issued back to back between one event pair; host latency may show
+HOST_CLOCK = "host_clock"  # the CPU: the host clock around the calls
+SINGLE_CALL = "single_call"  # KernelBench: one event pair per call on an idle GPU
+DO_BENCH = "do_bench"  # Triton's triton.testing.do_bench in the worker
+
+INTERLEAVED, KERNELBENCH = "interleaved", "kernelbench"
+METHODS = (INTERLEAVED, KERNELBENCH, DO_BENCH)
+REGIMES = (BUSY_PRECURSOR, BACK_TO_BACK)
+
+# The precursor is 1.5 times the longest issue time seen plus 50 us, at most 20 ms (a candidate whose
+# host work needs more is host-bound: its samples say so).
+PRECURSOR_FACTOR, PRECURSOR_PAD_MS, MAX_PRECURSOR_MS = 1.5, 0.05, 20.0
+CALIBRATION_PRECURSOR_MS = 0.2
+
+
+@dataclass(frozen=True)
+class TimeRequest:
+    """One timing request to a worker: `samples` samples of `calls` calls each, after `warmup` calls."""
+
+    inputs: Any
+    calls: int
+    samples: int
+    warmup: int
+    precursor_ms: float = 0.0  # GPU-busy precursor before each sample's start event (0: none)
+    method: str = "events"  # "events", or "do_bench" (one figure: Triton's median of its own repetitions)
+    measured: bool = True  # False for calibration: no output capture, not in the cross-check
+
+
+@dataclass(frozen=True)
+class SampleTimes:
+    times_ms: list[float]  # per-call time of each sample (device time on CUDA, host time on the CPU)
+    host_ms: list[float] = field(default_factory=list)  # host time to issue each sample's calls
+
+
+# time_side(request) -> the request's samples
+TimeSide = Callable[[TimeRequest], SampleTimes]
+
+
+class ClockMonitor(Protocol):
+    """Reads the device's clock state; `throttled` names what slowed the clocks between two readings."""
+
+    name: str
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def throttled(self, before: dict[str, Any], after: dict[str, Any]) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -36,7 +87,8 @@ class TimingPlan:
     samples: int = 10
     warmup: int = 2
     target_sample_ms: float = 1.0
-    native: bool = False
+    method: str = INTERLEAVED
+    regime: str = BUSY_PRECURSOR  # on CUDA; the CPU always uses the host clock
     native_trials: int = 100
     max_blocks: int = 40
     target_rse: float = 0.005
@@ -54,6 +106,37 @@ def calls_for(estimate_ms: float, target_ms: float) -> int:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target_ms / estimate_ms)))
 
 
+def precursor_for(host_ms: Sequence[float]) -> float:
+    return min(MAX_PRECURSOR_MS, PRECURSOR_FACTOR * max(host_ms, default=0.0) + PRECURSOR_PAD_MS)
+
+
+class _Session:
+    """The bookkeeping of one timing run: samples per side, the parent's clock, the cross-check sums."""
+
+    def __init__(self, sides: dict[str, TimeSide], clock: Callable[[], float]) -> None:
+        self.sides = sides
+        self.clock = clock
+        self.samples: dict[str, list[float]] = {name: [] for name in sides}
+        self.host_ms: dict[str, list[float]] = {name: [] for name in sides}
+        self.observed_ms = {name: 0.0 for name in sides}
+        # Measured requests only (not calibration): what the worker claims its timed calls took in all, and
+        # what the parent's clock saw for the whole request less the precursors it asked for.
+        self.claimed_ms = {name: 0.0 for name in sides}
+        self.seen_ms = {name: 0.0 for name in sides}
+
+    def time(self, name: str, request: TimeRequest) -> SampleTimes:
+        start = self.clock()
+        result = self.sides[name](request)
+        elapsed = (self.clock() - start) * 1e3
+        self.observed_ms[name] += elapsed
+        if request.measured:
+            self.claimed_ms[name] += sum(result.times_ms) * request.calls
+            self.seen_ms[name] += max(0.0, elapsed - request.precursor_ms * request.samples)
+            self.samples[name].extend(result.times_ms)
+            self.host_ms[name].extend(h / request.calls for h in result.host_ms)
+        return result
+
+
 def run_interleaved(
     sides: dict[str, TimeSide],
     inputs: Sequence[Any],
@@ -61,91 +144,166 @@ def run_interleaved(
     device: str,
     rng: random.Random | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    monitor: ClockMonitor | None = None,
 ) -> Timing:
-    """Time `candidate` and `reference` (keys of sides) and return the timing section of a record."""
+    """Time `candidate` and `reference` (and `compiled`, when present: the reference under torch.compile)
+    and return the timing section of a record."""
     rng = rng or random.Random()
-    samples: dict[str, list[float]] = {name: [] for name in sides}
-    observed_ms: dict[str, float] = {name: 0.0 for name in sides}
-    # For the cross-check, measured requests only (not the calibration): what the worker claims its timed
-    # calls took in all, and what the parent's clock saw for the whole request.
-    claimed_ms: dict[str, float] = {name: 0.0 for name in sides}
-    seen_ms: dict[str, float] = {name: 0.0 for name in sides}
-    ratios: list[float] = []
-
-    def timed(name: str, block_inputs: Any, calls: int, count: int, warmup: int, measured: bool = True) -> list[float]:
-        start = clock()
-        values = sides[name](block_inputs, calls, count, warmup)
-        elapsed = (clock() - start) * 1e3
-        observed_ms[name] += elapsed
-        if measured:
-            claimed_ms[name] += sum(values) * calls
-            seen_ms[name] += elapsed
-        return values
-
-    if plan.native:
-        calls = {name: 1 for name in sides}
-        for name in sides:
-            samples[name] = timed(name, inputs[0], 1, plan.native_trials, 3)
-        means = {name: statistics.fmean(v) for name, v in samples.items()}
-        speedup = means["reference"] / means["candidate"] if means["candidate"] > 0 else None
-        method, regime = "kernelbench_native", "one call per sample, mean of samples"
-        estimate, stop_reason = None, "native_trials"
-    else:
-        calls = {
-            name: calls_for(
-                statistics.median(timed(name, inputs[0], 1, 3, plan.warmup, measured=False)), plan.target_sample_ms
-            )
-            for name in sides
-        }
-        rule = plan.rule(device)
-        began = clock()
-        reference_medians: list[float] = []
-        candidate_medians: list[float] = []
-        block = 0
-        while True:
-            block_inputs = inputs[block % len(inputs)]
-            order = list(sides)
-            rng.shuffle(order)
-            medians = {}
-            for name in order:
-                values = timed(name, block_inputs, calls[name], plan.samples, 1)
-                samples[name].extend(values)
-                medians[name] = statistics.median(values)
-            reference_medians.append(medians["reference"])
-            candidate_medians.append(medians["candidate"])
-            if medians["candidate"] > 0:
-                ratios.append(medians["reference"] / medians["candidate"])
-            block += 1
-            stop_reason = rule.decide(
-                log_ratios(reference_medians, candidate_medians), clock() - began, rng, blocks=block
-            )
-            if stop_reason is not None:
-                break
-        estimate = estimate_speedup(log_ratios(reference_medians, candidate_medians), rng)
-        speedup = estimate.speedup if estimate is not None else None
-        method = "interleaved_blocks"
-        regime = (
-            "CUDA events around each sample's calls"
-            if device == "cuda"
-            else "host clock around each sample's calls (CPU: not a GPU speedup)"
+    session = _Session(sides, clock)
+    if plan.method == KERNELBENCH:
+        return _single_figure(session, inputs, plan, device, TimeRequest(inputs[0], 1, plan.native_trials, 3))
+    if plan.method == DO_BENCH:
+        return _single_figure(session, inputs, plan, device, TimeRequest(inputs[0], 1, 1, 0, method="do_bench"))
+    regime = plan.regime if device == "cuda" else HOST_CLOCK
+    if regime not in (*REGIMES, HOST_CLOCK):
+        raise ValueError(f"unknown timing regime {regime!r}")
+    busy = regime == BUSY_PRECURSOR
+    calls: dict[str, int] = {}
+    precursor = {name: 0.0 for name in sides}
+    for name in sides:
+        first = session.time(
+            name,
+            TimeRequest(inputs[0], 1, 3, plan.warmup, CALIBRATION_PRECURSOR_MS if busy else 0.0, measured=False),
         )
+        calls[name] = calls_for(statistics.median(first.times_ms), plan.target_sample_ms)
+        if busy:  # how long the host takes to issue one sample's calls
+            probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False))
+            precursor[name] = precursor_for(probe.host_ms)
+    rule = plan.rule(device)
+    began = clock()
+    medians: dict[str, list[float]] = {name: [] for name in sides}
+    host_bound = {name: 0 for name in sides}
+    throttled: list[int] = []
+    reasons: set[str] = set()
+    snapshots: list[dict[str, Any]] = []
+    block = 0
+    while True:
+        block_inputs = inputs[block % len(inputs)]
+        order = list(sides)
+        rng.shuffle(order)
+        before = monitor.snapshot() if monitor else {}
+        for name in order:
+            result = session.time(name, TimeRequest(block_inputs, calls[name], plan.samples, 1, precursor[name]))
+            medians[name].append(statistics.median(result.times_ms))
+            if busy:
+                late = [h for h in result.host_ms if h > precursor[name]]
+                if late:  # the GPU may have waited for the host: lengthen the precursor for the next blocks
+                    host_bound[name] += len(late)
+                    precursor[name] = max(precursor[name], precursor_for(late))
+        if monitor:
+            after = monitor.snapshot()
+            snapshots.append(after)
+            found = monitor.throttled(before, after)
+            if found:
+                throttled.append(block)
+                reasons.update(found)
+        block += 1
+        kept = [b for b in range(block) if b not in throttled] or list(range(block))
+        ratios_log = log_ratios([medians["reference"][b] for b in kept], [medians["candidate"][b] for b in kept])
+        stop_reason = rule.decide(ratios_log, clock() - began, rng, blocks=block)
+        if stop_reason is not None:
+            break
+    kept = [b for b in range(block) if b not in throttled] or list(range(block))
+
+    def versus(baseline: str) -> RatioEstimate | None:
+        return estimate_speedup(
+            log_ratios([medians[baseline][b] for b in kept], [medians["candidate"][b] for b in kept]), rng
+        )
+
+    estimate = versus("reference")
+    timing = _timing(session, plan, device, INTERLEAVED, regime, calls, estimate, stop_reason)
+    pairs = zip(medians["reference"], medians["candidate"], strict=True)
+    timing.block_ratios = [r / c if c > 0 else 0.0 for r, c in pairs]
+    if busy:
+        timing.precursor_ms = {name: round(v, 4) for name, v in precursor.items()}
+        timing.host_bound_samples = host_bound
+    timing.host_ms_per_call = {
+        name: statistics.median(v) for name, v in session.host_ms.items() if v and name in ("candidate", "reference")
+    }
+    timing.clocks = clock_summary(monitor, snapshots, throttled, reasons, len(kept) < block or not throttled)
+    if "compiled" in sides:
+        timing.compiled = summarize(session.samples["compiled"])
+        vs_compile = versus("compiled")
+        if vs_compile is not None:
+            timing.speedup_vs_compile = vs_compile.speedup
+            timing.speedup_vs_compile_interval = [vs_compile.low, vs_compile.high]
+    return timing
+
+
+def _single_figure(
+    session: _Session, inputs: Sequence[Any], plan: TimingPlan, device: str, request: TimeRequest
+) -> Timing:
+    """A compatibility method: one request per side, speedup = ratio of the sides' means."""
+    for name in ("candidate", "reference"):
+        session.time(name, request)
+    means = {name: statistics.fmean(session.samples[name]) for name in ("candidate", "reference")}
+    speedup = means["reference"] / means["candidate"] if means["candidate"] > 0 else None
+    regime = DO_BENCH if request.method == "do_bench" else SINGLE_CALL if device == "cuda" else HOST_CLOCK
+    method = plan.method
+    timing = _timing(session, plan, device, method, regime, {"candidate": 1, "reference": 1}, None, "native_trials")
+    timing.speedup = speedup
+    return timing
+
+
+def _timing(
+    session: _Session,
+    plan: TimingPlan,
+    device: str,
+    method: str,
+    regime: str,
+    calls: dict[str, int],
+    estimate: RatioEstimate | None,
+    stop_reason: str,
+) -> Timing:
     return Timing(
         measured=True,
         device=device,
         method=method,
-        regime=regime,
-        calls_per_sample=calls,
-        candidate=summarize(samples["candidate"]),
-        reference=summarize(samples["reference"]),
-        block_ratios=ratios,
-        speedup=speedup,
+        launch_regime=regime,
+        regime=REGIME_TEXT[regime],
+        calls_per_sample={k: v for k, v in calls.items() if k in ("candidate", "reference")},
+        candidate=summarize(session.samples["candidate"]),
+        reference=summarize(session.samples["reference"]),
+        speedup=estimate.speedup if estimate is not None else None,
         speedup_interval=[estimate.low, estimate.high] if estimate is not None else None,
         interval_level=estimate.level if estimate is not None else None,
         speedup_rse=estimate.rse if estimate is not None and math.isfinite(estimate.rse) else None,
         stop_reason=stop_reason,
-        parent_observed_ms={k: round(v, 3) for k, v in observed_ms.items()},
-        clock_check=clock_check(claimed_ms, seen_ms),
+        parent_observed_ms={k: round(v, 3) for k, v in session.observed_ms.items()},
+        clock_check=clock_check(session.claimed_ms, session.seen_ms) if method == INTERLEAVED else None,
     )
+
+
+REGIME_TEXT = {
+    BUSY_PRECURSOR: "CUDA events around each sample's calls, behind a GPU-busy precursor that covers the host's "
+    "issue of the calls (device time; launch latency hidden)",
+    BACK_TO_BACK: "CUDA events around each sample's calls issued back to back (host launch cost shows where "
+    "the host is slower than the GPU)",
+    HOST_CLOCK: "host clock around each sample's calls (CPU: not a GPU speedup)",
+    SINGLE_CALL: "one CUDA event pair per call on an idle GPU (KernelBench's: includes launch latency)",
+    DO_BENCH: "Triton's do_bench in each worker (its own repetitions and cache clearing)",
+}
+
+
+def clock_summary(
+    monitor: ClockMonitor | None,
+    snapshots: list[dict[str, Any]],
+    throttled: list[int],
+    reasons: set[str],
+    dropped: bool,
+) -> dict[str, Any]:
+    if monitor is None:
+        return {"monitor": None}
+    sm = [s["sm_mhz"] for s in snapshots if isinstance(s.get("sm_mhz"), (int, float))]
+    return {
+        "monitor": monitor.name,
+        "sm_mhz_min": min(sm, default=None),
+        "sm_mhz_max": max(sm, default=None),
+        "throttled_blocks": throttled,
+        "reasons": sorted(reasons),
+        # Throttled blocks are left out of the estimate, unless every block was throttled.
+        "throttled_dropped": bool(throttled) and dropped,
+    }
 
 
 # A candidate claiming less than this fraction of the time the parent's clock implies is flagged. Set low:
@@ -159,9 +317,10 @@ def clock_check(claimed_ms: dict[str, float], seen_ms: dict[str, float]) -> dict
     """Set the candidate worker's claimed time against the parent's clock (H30: a worker that cannot be trusted).
 
     The parent's wall time of a request is the timed calls plus overhead (the request's transfer, warm-up
-    calls, synchronisation). The reference worker is trusted: its overhead (seen minus claimed) estimates
-    the candidate's, which gets the same inputs through the same path. What is left of the candidate's
-    wall time after that overhead is what its timed calls must at least roughly have taken.
+    calls, synchronisation); the precursors the parent asked for are taken out first. The reference worker
+    is trusted: its overhead (seen minus claimed) estimates the candidate's, which gets the same inputs
+    through the same path. What is left of the candidate's wall time after that overhead is what its timed
+    calls must at least roughly have taken.
     """
     overhead = max(0.0, seen_ms["reference"] - claimed_ms["reference"])
     implied = seen_ms["candidate"] - overhead

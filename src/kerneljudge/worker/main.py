@@ -139,6 +139,8 @@ class Worker:
         pin_flags(torch)
         self.pinned_flags = evidence.numerics_flags()
         self.flush: Any = None  # the L2-flush buffer, kept between timing requests
+        self.compiled: Any = None  # the model under torch.compile, once `compile` has run
+        self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
         self.warm_up()
@@ -225,6 +227,7 @@ class Worker:
             info["gpu_memory_bytes"] = int(props.total_memory)
             info["gpu_count"] = torch.cuda.device_count()
             info["l2_cache_bytes"] = int(getattr(props, "L2_cache_size", 0))
+            info["gpu_uuid"] = str(getattr(props, "uuid", "")) or None  # the parent finds the GPU in NVML by it
         try:  # the version without importing triton, which costs seconds
             from importlib.metadata import version
 
@@ -274,43 +277,63 @@ class Worker:
 
         `args` is a pool of input sets; call i of sample s uses set (s * calls + i) % len(pool), so
         consecutive calls see different inputs. With `capture` = [s, i] the output of that call is kept
-        (a reference, no copy inside the timed region) and sent back for the parent to check.
+        (a reference, no copy inside the timed region) and sent back for the parent to check. On CUDA,
+        `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
+        is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
+        `compiled` times the torch.compile'd model (reference role); `method` "do_bench" asks Triton.
         """
         torch = self.torch
         calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
         pool = [self.to_device(list(inputs)) for inputs in args]
+        model = self.compiled if header.get("compiled") else self.model
+        if model is None:
+            self.send(describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
+            return
         capture = header.get("capture")
+        cuda = self.device.type == "cuda"
         flush = self.flush_buffer(int(header.get("flush_bytes", 0)))  # before the samples, not in them
+        l2_reset = self.reset_persisting_l2() if cuda else None
         # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
-        bracket = bool(header.get("profile_range")) and self.device.type == "cuda"
+        bracket = bool(header.get("profile_range")) and cuda
         captured: Any = None
         times_ms: list[float] = []
+        host_ms: list[float] = []
 
         def run_sample(s: int) -> Any:
             nonlocal captured
             keep = int(capture[1]) if capture is not None and s == int(capture[0]) else -1
             for i in range(calls):
-                out = self.model(*pool[(s * calls + i) % len(pool)])
+                out = model(*pool[(s * calls + i) % len(pool)])
                 if i == keep:
                     captured = out
 
         try:
             with torch.no_grad():
+                if header.get("method") == "do_bench":
+                    from triton.testing import do_bench  # Triton's defaults, as published figures use them
+
+                    self.send({"type": "timed", "times_ms": [float(do_bench(lambda: model(*pool[0])))]})
+                    return
                 for _ in range(warmup):
-                    self.model(*pool[0])
+                    model(*pool[0])
                 self.synchronize()
-                if self.device.type == "cuda":
+                if cuda:
+                    cycles = self.sleep_cycles(float(header.get("precursor_ms", 0.0)))
                     pairs = []
                     for s in range(samples):
                         start = torch.cuda.Event(enable_timing=True)
                         end = torch.cuda.Event(enable_timing=True)
                         if flush is not None:
                             flush.zero_()  # evict L2 before the sample, outside the event pair
+                        if cycles:
+                            torch.cuda._sleep(cycles)
                         if bracket:
                             profiler_range(torch, True)
+                        t0 = time.perf_counter_ns()
                         start.record()
                         run_sample(s)
                         end.record()
+                        host_ms.append((time.perf_counter_ns() - t0) / 1e6)
                         if bracket:
                             profiler_range(torch, False)
                         pairs.append((start, end))
@@ -320,21 +343,66 @@ class Worker:
                     for s in range(samples):
                         t0 = time.perf_counter_ns()
                         run_sample(s)
-                        times_ms.append((time.perf_counter_ns() - t0) / 1e6 / calls)
+                        host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                        times_ms.append(host_ms[-1] / calls)
         except BaseException as exc:
             self.send(describe_exception("time", exc))
             return
+        header_out: dict[str, Any] = {"type": "timed", "times_ms": times_ms, "host_ms": host_ms, "l2_reset": l2_reset}
         if capture is None:
-            self.send({"type": "timed", "times_ms": times_ms})
+            self.send(header_out)
             return
         described = describe_output(torch, captured)
-        header_out = {"type": "timed", "times_ms": times_ms, **described}
+        header_out.update(described)
         if not all(d["plain_tensor"] for d in described["items"]):
             self.send(header_out)
             return
         items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
         tree, tensors = wire.pack_values(items)
         self.send({**header_out, "captured": tree}, tensors)
+
+    def op_compile(self, header: dict[str, Any], args: Any) -> None:
+        """Build the torch.compile'd model and run it once on the inputs, so compilation is never timed."""
+        torch = self.torch
+        try:
+            inputs = self.to_device(list(args))
+            with torch.no_grad():
+                self.compiled = torch.compile(self.model)
+                self.compiled(*inputs)
+            self.synchronize()
+        except BaseException as exc:
+            self.compiled = None
+            self.send(describe_exception("compile", exc))
+            return
+        self.send({"type": "compiled"})
+
+    def sleep_cycles(self, precursor_ms: float) -> int:
+        """GPU clock cycles of `torch.cuda._sleep` that last about `precursor_ms`, from one measurement."""
+        if precursor_ms <= 0:
+            return 0
+        if self.cycles_per_ms is None:
+            torch = self.torch
+            probe = 2_000_000
+            for _ in range(2):  # the first also loads the kernel
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                torch.cuda._sleep(probe)
+                end.record()
+                end.synchronize()
+            self.cycles_per_ms = probe / max(start.elapsed_time(end), 1e-3)
+        return int(precursor_ms * self.cycles_per_ms)
+
+    def reset_persisting_l2(self) -> bool:
+        """Return every persisting L2 line to normal (cudaCtxResetPersistingL2Cache); False if unavailable."""
+        import ctypes
+
+        try:
+            major = str(self.torch.version.cuda).split(".")[0]
+            runtime = ctypes.CDLL(f"libcudart.so.{major}")  # torch has loaded it: dlopen returns that copy
+            self.synchronize()
+            return runtime.cudaCtxResetPersistingL2Cache() == 0
+        except Exception:
+            return False
 
     def flush_buffer(self, nbytes: int) -> Any:
         """A device buffer of `nbytes` to overwrite before each sample (L2 flush); kept between requests."""
