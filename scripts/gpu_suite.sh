@@ -4,12 +4,14 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [tests|redteam|all]
+#   scripts/gpu_suite.sh run [tests|redteam|bench|all]
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
 #                                `tests`: the tests marked `gpu` plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode;
-#                                `all` (the default): both. Logs go to $OUT (default: ./out),
+#                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md);
+#                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
+#                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records to $OUT/records.tar.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +45,8 @@ run() {
   set +e
   local status=0 audit_status=0 enforce_status=0
   if [ "$stage" = tests ] || [ "$stage" = all ]; then
-    python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
+    python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
+      | tee "$OUT/gpu_tests.log"
     status=${PIPESTATUS[0]}
     for example in examples/*/; do
       for candidate in "$example"candidate_*.py; do
@@ -66,6 +69,11 @@ run() {
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
+  if [ "$stage" = bench ]; then
+    python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" 2>&1 \
+      | tee "$OUT/timer_fidelity.md"
+    status=${PIPESTATUS[0]}
+  fi
   python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
   # One archive, so that every record comes back from machines that return few files.
   tar czf "$OUT/records.tar.gz" -C "$OUT" records && rm -r "$records"
@@ -75,5 +83,5 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|all]" >&2; exit 1 ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|all]" >&2; exit 1 ;;
 esac

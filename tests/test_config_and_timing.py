@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from helpers import CANDIDATES, run_judge
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
 from kerneljudge.pipeline import kernelbench_trial_seeds
@@ -92,3 +93,14 @@ def test_reward_v1_formula():
     assert reward_v1("UNSUPPORTED", False, None, None).value is None
     assert reward_binary("PASS", True).value == 1.0 and reward_binary("SUSPICIOUS", False).value == 0.0
     assert math.isclose(reward_v1("PASS", True, 1.5, 0.05).components["speed"], math.log2(1.5))
+
+
+def test_timing_settings_are_validated_and_do_bench_needs_cuda(tiny_task):
+    with pytest.raises(ConfigError, match="timing_method"):
+        JudgeConfig(timing_method="fastest")
+    with pytest.raises(ConfigError, match="timing_regime"):
+        JudgeConfig(timing_regime="idle")
+    assert JudgeConfig(mode="off").resolved_timing_method() == "kernelbench"
+    assert JudgeConfig().resolved_timing_method() == "interleaved"
+    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", timing=True, timing_method="do_bench")
+    assert record.verified and not record.timing.measured and "CUDA" in record.timing.reason

@@ -33,6 +33,7 @@ from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
+    DO_BENCH,
     INTERLEAVED,
     KERNELBENCH,
     SampleTimes,
@@ -505,6 +506,9 @@ class Judgment:
 
     def _timing(self) -> None:
         method = self.config.resolved_timing_method()
+        if method == DO_BENCH and self.device != "cuda":
+            self.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
+            return
         native = method == KERNELBENCH
         sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets
         flush_bytes = l2_flush_bytes(self.hello, native) if self.config.timing_l2_flush else 0

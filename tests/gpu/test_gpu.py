@@ -165,3 +165,19 @@ def test_calibration_controls_aa_never_wins_and_double_work_measures_half():
         "control-twice",
     )
     assert twice.verified and abs(twice.timing.speedup - 0.5) <= 0.025, twice.timing
+
+
+def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
+    reference = EXAMPLES / "softmax" / "reference.py"
+    candidate = EXAMPLES / "softmax" / "candidate_triton.py"
+    record = keep(run_judge(reference, candidate, device="cuda", timing=True, timing_compile=True), "timing-compile")
+    t = record.timing
+    assert record.verified and t.launch_regime == "busy_precursor", t
+    assert t.precursor_ms["candidate"] > 0 and t.precursor_ms["reference"] > 0
+    assert t.persisting_l2_reset == {"candidate": True, "reference": True}
+    assert t.clocks["monitor"] == "nvml" and t.clocks["sm_mhz_max"] > 0, t.clocks
+    assert t.compile_error is None and t.compiled.count == t.reference.count and t.speedup_vs_compile > 0, t
+    low, high = t.speedup_vs_compile_interval
+    assert low <= t.speedup_vs_compile <= high
+    do_bench = keep(run_judge(reference, candidate, device="cuda", timing=True, timing_method="do_bench"), "do-bench")
+    assert do_bench.timing.method == "do_bench" and do_bench.timing.speedup > 0, do_bench.timing
