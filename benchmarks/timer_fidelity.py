@@ -46,13 +46,13 @@ KERNELS: dict[str, tuple[str, str]] = {
         "x = torch.softmax(x, dim=-1)",
         "torch.randn(2048, 4096)",
     ),
-    "softmax_8192x8192": (
-        "x = torch.softmax(x, dim=-1)",
-        "torch.randn(8192, 8192)",
-    ),
     "matmul_4096_fp32": (
         "x = x @ x",
         "torch.randn(4096, 4096)",
+    ),
+    "softmax_8192x8192": (
+        "x = torch.softmax(x, dim=-1)",
+        "torch.randn(8192, 8192)",
     ),
 }
 

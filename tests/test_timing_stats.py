@@ -28,12 +28,17 @@ class NoisySide:
         self.overhead_ms = overhead_ms
         self.rng = random.Random(seed)
 
+    host_ms_per_call = 0.002  # the host issues a call in 2 us
+
     def __call__(self, request):
         times = [self.per_call_ms * math.exp(self.rng.gauss(0.0, self.noise)) for _ in range(request.samples)]
-        busy = request.precursor_ms * request.samples + self.overhead_ms
-        self.clock.now += (sum(times) * request.calls + request.warmup * self.per_call_ms + busy) / 1e3
-        host = [0.002 * request.calls] * request.samples  # the host issues a call in 2 us
-        return SampleTimes([t * self.claims for t in times], host)
+        host = [self.host_ms_per_call * request.calls] * request.samples
+        busy = [request.precursor_ms] * request.samples
+        # Each sample takes the longer of its precursor and the host's issue, then the calls' device time.
+        paced = sum(max(b, h) for b, h in zip(busy, host, strict=True))
+        wall = sum(times) * request.calls + request.warmup * self.per_call_ms + paced + self.overhead_ms
+        self.clock.now += wall / 1e3
+        return SampleTimes([t * self.claims for t in times], host, busy)
 
 
 def timing_of(candidate_ms, reference_ms, noise=0.0, claims=1.0, device="cuda", **plan):
@@ -105,6 +110,14 @@ def test_an_honest_worker_passes_the_clock_check_and_a_lying_one_does_not():
     }
     burdened = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
     assert burdened.clock_check["claimed_fraction"] < 0.5 and burdened.clock_check["suspicious"] is False
+    # A launch-bound candidate: the host needs 20x its device time to issue each call. Its request's wall
+    # time is mostly the issue, which the cross-check accounts for.
+    clock = FakeClock()
+    launch_bound = NoisySide(clock, 0.005, 0.01, seed=1)
+    launch_bound.host_ms_per_call = 0.1
+    sides = {"candidate": launch_bound, "reference": NoisySide(clock, 0.01, 0.01, seed=2)}
+    honest_host_bound = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    assert honest_host_bound.clock_check["suspicious"] is False, honest_host_bound.clock_check
     zero = timing_of(0.5, 1.0, claims=0.0)  # claims no time at all: no ratio, yet bounded (its calls are slow)
     assert zero.speedup is None and zero.stop_reason == TIME_BUDGET and zero.clock_check["suspicious"] is True
 

@@ -533,10 +533,12 @@ class Judgment:
                     # cross-check compares their overheads (on an H200 a one-sided capture of a large output
                     # made an honest candidate look like it under-reported its time).
                     header["capture"] = [secrets.randbelow(request.samples), secrets.randbelow(request.calls)]
+                began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
                 if role == "candidate":
                     response, values = self._candidate_step(
                         lambda: self.workers["candidate"].request(header, request.inputs), phase="timing"
                     )
+                    request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:
@@ -546,11 +548,16 @@ class Judgment:
                         )
                 else:
                     response, _ = self._ask("reference", header, request.inputs)
+                    request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "error":
                         raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
                 expected = 1 if request.method == "do_bench" else request.samples
-                times, host = response.get("times_ms"), response.get("host_ms", [])
-                if not (sample_list(times, expected) and (request.method == "do_bench" or sample_list(host, expected))):
+                times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
+                if not (
+                    sample_list(times, expected)
+                    and (request.method == "do_bench" or sample_list(host, expected))
+                    and (busy == [] or sample_list(busy, expected))
+                ):
                     if role == "candidate":
                         raise CandidateFailed(
                             Failure(kind="crash", phase="timing", summary="the candidate worker sent malformed timings")
@@ -558,7 +565,9 @@ class Judgment:
                     raise JudgeFailed(f"the {role} worker sent malformed timings")
                 if request.measured:
                     l2_reset[role] = response.get("l2_reset") if isinstance(response.get("l2_reset"), bool) else None
-                return SampleTimes([float(t) for t in times], [float(h) for h in host])
+                return SampleTimes(
+                    [float(t) for t in times], [float(h) for h in host], [float(b) for b in busy], request_ms
+                )
 
             return time_side
 

@@ -65,6 +65,14 @@ class TimeRequest:
 class SampleTimes:
     times_ms: list[float]  # per-call time of each sample (device time on CUDA, host time on the CPU)
     host_ms: list[float] = field(default_factory=list)  # host time to issue each sample's calls
+    busy_ms: list[float] = field(default_factory=list)  # how long each sample's precursor lasted on the GPU
+    request_ms: float | None = None  # the parent's clock around the worker's round trip, when it took it
+
+    def paced_ms(self) -> float:
+        """Time of the request spent on things other than the timed calls' device time: each sample's
+        precursor, or the host's issue of its calls where that took longer (the GPU waited for it). A
+        host-clock (CPU) worker times the issue itself: nothing of its request paces it."""
+        return sum(max(b, h) for b, h in zip(self.busy_ms, self.host_ms, strict=False))
 
 
 # time_side(request) -> the request's samples
@@ -127,11 +135,11 @@ class _Session:
     def time(self, name: str, request: TimeRequest) -> SampleTimes:
         start = self.clock()
         result = self.sides[name](request)
-        elapsed = (self.clock() - start) * 1e3
+        elapsed = (self.clock() - start) * 1e3 if result.request_ms is None else result.request_ms
         self.observed_ms[name] += elapsed
         if request.measured:
             self.claimed_ms[name] += sum(result.times_ms) * request.calls
-            self.seen_ms[name] += max(0.0, elapsed - request.precursor_ms * request.samples)
+            self.seen_ms[name] += max(0.0, elapsed - result.paced_ms())
             self.samples[name].extend(result.times_ms)
             self.host_ms[name].extend(h / request.calls for h in result.host_ms)
         return result

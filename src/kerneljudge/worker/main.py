@@ -298,6 +298,7 @@ class Worker:
         captured: Any = None
         times_ms: list[float] = []
         host_ms: list[float] = []
+        busy_ms: list[float] = []
 
         def run_sample(s: int) -> Any:
             nonlocal captured
@@ -319,12 +320,14 @@ class Worker:
                 self.synchronize()
                 if cuda:
                     cycles = self.sleep_cycles(float(header.get("precursor_ms", 0.0)))
-                    pairs = []
+                    events = []
                     for s in range(samples):
+                        busy = torch.cuda.Event(enable_timing=True)
                         start = torch.cuda.Event(enable_timing=True)
                         end = torch.cuda.Event(enable_timing=True)
                         if flush is not None:
                             flush.zero_()  # evict L2 before the sample, outside the event pair
+                        busy.record()
                         if cycles:
                             torch.cuda._sleep(cycles)
                         if bracket:
@@ -336,9 +339,12 @@ class Worker:
                         host_ms.append((time.perf_counter_ns() - t0) / 1e6)
                         if bracket:
                             profiler_range(torch, False)
-                        pairs.append((start, end))
+                        events.append((busy, start, end))
                     self.synchronize()
-                    times_ms = [s.elapsed_time(e) / calls for s, e in pairs]
+                    times_ms = [s.elapsed_time(e) / calls for _, s, e in events]
+                    busy_ms = [b.elapsed_time(s) for b, s, _ in events]
+                    if cycles:  # keep the sleep's length true to the request (clocks differ from the probe's)
+                        self.cycles_per_ms = cycles / max(sorted(busy_ms)[len(busy_ms) // 2], 1e-3)
                 else:
                     for s in range(samples):
                         t0 = time.perf_counter_ns()
@@ -348,7 +354,13 @@ class Worker:
         except BaseException as exc:
             self.send(describe_exception("time", exc))
             return
-        header_out: dict[str, Any] = {"type": "timed", "times_ms": times_ms, "host_ms": host_ms, "l2_reset": l2_reset}
+        header_out: dict[str, Any] = {
+            "type": "timed",
+            "times_ms": times_ms,
+            "host_ms": host_ms,
+            "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
+            "l2_reset": l2_reset,
+        }
         if capture is None:
             self.send(header_out)
             return
