@@ -174,7 +174,7 @@ def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
     t = record.timing
     assert record.verified and t.launch_regime == "busy_precursor", t
     assert t.precursor_ms["candidate"] > 0 and t.precursor_ms["reference"] > 0
-    assert t.persisting_l2_reset == {"candidate": True, "reference": True}
+    assert t.persisting_l2_reset == {"candidate": True, "reference": True, "compiled": True}
     assert t.clocks["monitor"] == "nvml" and t.clocks["sm_mhz_max"] > 0, t.clocks
     assert t.compile_error is None and t.compiled.count == t.reference.count and t.speedup_vs_compile > 0, t
     low, high = t.speedup_vs_compile_interval
