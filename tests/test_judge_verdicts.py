@@ -114,6 +114,9 @@ def test_timing_is_recorded_with_its_regime(tiny_task):
     assert t.candidate.count == 6 and t.reference.count == 6 and len(t.block_ratios) == 2
     assert t.speedup > 0 and t.parent_observed_ms["candidate"] > 0
     assert record.reward("kerneljudge.reward.v1").value is not None
+    # Timing ran in a fresh worker pair, after the checked one had closed: both pairs' logs are kept.
+    assert set(record.logs) == {"reference", "candidate", "reference_timing", "candidate_timing"}
+    assert t.launch_regime == "host_clock" and t.clocks == {"monitor": None}
 
 
 def test_a_proven_failure_outranks_a_missing_capability():

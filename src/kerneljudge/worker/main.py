@@ -287,9 +287,7 @@ class Worker:
         # Spacers of sizes the parent drew at random, allocated first and held to the end of the request,
         # shift where this request's inputs and outputs land in memory: a placement that happens to be fast
         # or slow in one process varies from block to block instead of biasing every block the same way.
-        spacers = [
-            torch.empty(int(n), dtype=torch.uint8, device=self.device) for n in header.get("spacer_bytes", [])
-        ]
+        spacers = [torch.empty(int(n), dtype=torch.uint8, device=self.device) for n in header.get("spacer_bytes", [])]
         pool = [self.to_device(list(inputs)) for inputs in args]
         model = self.compiled if header.get("compiled") else self.model
         if model is None:
