@@ -129,17 +129,6 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
 COMPILE_TIMEOUT_FACTOR = 5
 
 
-# Memory-placement spacers per timing request: one in the caching allocator's small pool (under 1 MiB), one
-# in its large pool (1 to 5 MiB), each a random multiple of 512 bytes (its rounding).
-SPACER_STEP = 512
-
-
-def spacer_sizes() -> list[int]:
-    small = secrets.randbelow(2**20 // SPACER_STEP) * SPACER_STEP
-    large = 2**20 + secrets.randbelow(4 * 2**20 // SPACER_STEP) * SPACER_STEP
-    return [small, large]
-
-
 def sample_list(values: Any, count: int) -> bool:
     """A worker's list of `count` non-negative times."""
     return (
@@ -537,7 +526,6 @@ class Judgment:
                     "samples": request.samples,
                     "warmup": request.warmup,
                     "flush_bytes": flush_bytes,
-                    "spacer_bytes": spacer_sizes(),
                     "precursor_ms": request.precursor_ms,
                     "method": request.method,
                     "compiled": compiled,

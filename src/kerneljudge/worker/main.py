@@ -284,10 +284,6 @@ class Worker:
         """
         torch = self.torch
         calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
-        # Spacers of sizes the parent drew at random, allocated first and held to the end of the request,
-        # shift where this request's inputs and outputs land in memory: a placement that happens to be fast
-        # or slow in one process varies from block to block instead of biasing every block the same way.
-        spacers = [torch.empty(int(n), dtype=torch.uint8, device=self.device) for n in header.get("spacer_bytes", [])]
         pool = [self.to_device(list(inputs)) for inputs in args]
         model = self.compiled if header.get("compiled") else self.model
         if model is None:
@@ -358,7 +354,6 @@ class Worker:
         except BaseException as exc:
             self.send(describe_exception("time", exc))
             return
-        del spacers
         header_out: dict[str, Any] = {
             "type": "timed",
             "times_ms": times_ms,
