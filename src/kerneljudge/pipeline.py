@@ -530,6 +530,7 @@ class Judgment:
                     "method": request.method,
                     "compiled": compiled,
                     "profile_range": role == "candidate",
+                    "staged": True,  # the pool was sent once, before the first request
                 }
                 if request.measured and method == INTERLEAVED and self.config.mode != "off":
                     # One timed call's output, at a position the candidate cannot predict. The reference sends
@@ -540,7 +541,7 @@ class Judgment:
                 began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
                 if role == "candidate":
                     response, values = self._candidate_step(
-                        lambda: self.workers["candidate"].request(header, request.inputs), phase="timing"
+                        lambda: self.workers["candidate"].request(header), phase="timing"
                     )
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "error":
@@ -551,7 +552,7 @@ class Judgment:
                             response, values, (s_index * request.calls + c_index) % len(request.inputs)
                         )
                 else:
-                    response, _ = self._ask("reference", header, request.inputs)
+                    response, _ = self._ask("reference", header)
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "error":
                         raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
@@ -575,6 +576,8 @@ class Judgment:
 
             return time_side
 
+        pool = [[inputs for inputs, _, _ in sets]]
+        self._stage(pool[0])
         sides = {"candidate": side("candidate"), "reference": side("reference")}
         compile_error = None
         if self.config.timing_compile and method == INTERLEAVED:
@@ -594,7 +597,6 @@ class Judgment:
             target_rse=self.config.timing_target_rse,
             budget_s=self.config.timing_budget_s,
         )
-        pool = [[inputs for inputs, _, _ in sets]]
         self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor)
         self.timing.timed_outputs_checked = self.timed_checks
         self.timing.compile_error = compile_error
@@ -619,6 +621,17 @@ class Judgment:
                     )
                 ]
             )
+
+    def _stage(self, pool: list[Any]) -> None:
+        """Send the timing pool to both workers once; every timing request then names it."""
+        response, _ = self._ask("reference", {"op": "stage"}, pool)
+        if response.get("type") != "staged":
+            raise JudgeFailed(f"the reference worker could not stage the timing inputs: {response.get('message')}")
+        response, _ = self._candidate_step(lambda: self.workers["candidate"].request({"op": "stage"}, pool), "timing")
+        if response.get("type") == "error":
+            raise CandidateFailed(error_failure(response, "timing"))
+        if response.get("type") != "staged":
+            raise CandidateFailed(Failure(kind="crash", phase="timing", summary="the candidate worker broke protocol"))
 
     def _compile_reference(self, inputs: Any) -> str | None:
         """Compile the reference under torch.compile in its worker (never timed); why not, when it fails."""

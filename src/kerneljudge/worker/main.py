@@ -140,6 +140,7 @@ class Worker:
         self.pinned_flags = evidence.numerics_flags()
         self.flush: Any = None  # the L2-flush buffer, kept between timing requests
         self.compiled: Any = None  # the model under torch.compile, once `compile` has run
+        self.staged: list[Any] = []  # the timing pool, sent once (`stage`) and named by `time` requests
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
@@ -284,7 +285,7 @@ class Worker:
         """
         torch = self.torch
         calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
-        pool = [self.to_device(list(inputs)) for inputs in args]
+        pool = self.staged if header.get("staged") else [self.to_device(list(inputs)) for inputs in args]
         model = self.compiled if header.get("compiled") else self.model
         if model is None:
             self.send(describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
@@ -372,6 +373,16 @@ class Worker:
         items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
         tree, tensors = wire.pack_values(items)
         self.send({**header_out, "captured": tree}, tensors)
+
+    def op_stage(self, header: dict[str, Any], args: Any) -> None:
+        """Keep a pool of input sets on the device for the `time` requests that name it (`staged`)."""
+        try:
+            self.staged = [self.to_device(list(inputs)) for inputs in args]
+            self.synchronize()
+        except BaseException as exc:
+            self.send(describe_exception("time", exc))
+            return
+        self.send({"type": "staged", "sets": len(self.staged)})
 
     def op_compile(self, header: dict[str, Any], args: Any) -> None:
         """Build the torch.compile'd model and run it once on the inputs, so compilation is never timed."""
