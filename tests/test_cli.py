@@ -96,3 +96,50 @@ def test_env_reports_the_machine(capsys):
     assert main(["env", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert {"torch", "triton", "cuda_available", "namespaces", "triton_interpreter"} <= set(info)
+    if not info["cuda_available"]:
+        assert info["clock_monitor"] == "not needed: no CUDA device"
+
+
+def test_the_clock_monitor_finds_the_gpu_by_uuid_and_says_why_it_cannot(monkeypatch):
+    import sys
+
+    from kerneljudge.timing.clocks import NvmlClockMonitor
+
+    monitor, error = NvmlClockMonitor.open("GPU-aaaa")  # the real pynvml
+    if monitor is None:  # a machine without a GPU driver: said, not raised
+        assert error.startswith("NVML unavailable") or error.startswith("no NVML device")
+
+    class FakeNvml:
+        NVML_CLOCK_SM, NVML_PERF_POLICY_POWER, NVML_PERF_POLICY_THERMAL = 1, 0, 1
+
+        def __init__(self, uuids):
+            self.uuids = uuids
+
+        def nvmlInit(self):
+            pass
+
+        def nvmlDeviceGetCount(self):
+            return len(self.uuids)
+
+        def nvmlDeviceGetHandleByIndex(self, i):
+            return i
+
+        def nvmlDeviceGetUUID(self, handle):
+            return self.uuids[handle]
+
+        def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+            return 0x4
+
+        def nvmlDeviceGetClockInfo(self, handle, kind):
+            return 1980
+
+        def nvmlDeviceGetViolationStatus(self, handle, policy):
+            raise RuntimeError("not supported")
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(["GPU-aaaa", "GPU-bbbb"]))
+    monitor, error = NvmlClockMonitor.open("bbbb")  # torch's UUID has no "GPU-" prefix
+    assert error is None and monitor.handle == 1
+    assert monitor.snapshot() == {"reasons": 0x4, "sm_mhz": 1980}  # unsupported queries stay absent
+    assert monitor.throttled(monitor.snapshot(), {}) == ["sw_power_cap"]
+    monitor, error = NvmlClockMonitor.open(None)
+    assert monitor is None and error == "no NVML device matches the worker's GPU (UUID unknown, 2 devices)"

@@ -144,3 +144,17 @@ def test_the_worker_profiler_records_the_named_ranges_on_the_cpu():
     assert [e["name"] for e in report["events"]] == ["kj::call", "kj::sync"]
     call = read_call(report, "trial 5")
     assert call.candidate == [] and call.return_us > 0
+
+
+def test_timed_calls_far_below_the_traced_device_time_are_flagged():
+    from kerneljudge.checks.trace import timed_versus_traced
+
+    summary = {"calls_traced": ["hidden 2", "hidden 4"], "device_us": {"declared": 180.0, "movement": 20.0, "other": 0}}
+    evidence, found = timed_versus_traced(summary, 0.08)  # 80 us timed against 100 us traced per call: a warm L2
+    assert evidence == {"traced_device_us_per_call": 100.0, "timed_us_per_call": 80.0, "timed_fraction": 0.8}
+    assert found == []
+    evidence, found = timed_versus_traced(summary, 0.002)  # 2 us: a cached answer launches nothing
+    assert [(f.code, f.severity) for f in found] == [("KJ-R051", "warning")] and evidence["timed_fraction"] == 0.02
+    tiny = {"calls_traced": ["hidden 2"], "device_us": {"declared": 2.5, "movement": 0.0, "other": 0.0}}
+    assert timed_versus_traced(tiny, 0.0005)[1] == []  # under the 2 us floor: event noise, not evidence
+    assert timed_versus_traced(None, 0.002) == (None, []) and timed_versus_traced(summary, None) == (None, [])

@@ -82,6 +82,16 @@ def probe(timeout_s: float = 120.0) -> dict[str, Any]:
         worker.close()
 
 
+def clock_monitor(hello: dict[str, Any]) -> str:
+    """Whether timing can watch this GPU's clocks through NVML, or why not."""
+    if not hello.get("cuda_available"):
+        return "not needed: no CUDA device"
+    from kerneljudge.timing.clocks import NvmlClockMonitor
+
+    monitor, error = NvmlClockMonitor.open(hello.get("gpu_uuid"))
+    return f"nvml ({monitor.snapshot().get('sm_mhz')} MHz now)" if monitor is not None else str(error)
+
+
 def report() -> dict[str, Any]:
     hello = probe()
     return {
@@ -89,4 +99,5 @@ def report() -> dict[str, Any]:
         "python_executable": sys.executable,
         "triton_interpreter": hello.get("triton") is not None,
         "namespaces": namespace_support(),
+        "clock_monitor": clock_monitor(hello),
     }

@@ -25,7 +25,7 @@ from kerneljudge.checks.outputs import check_received, check_structure, referenc
 from kerneljudge.checks.precision import precision_finding
 from kerneljudge.checks.runtime import call_findings, import_findings
 from kerneljudge.checks.screening import degenerate_outputs
-from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call
+from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call, timed_versus_traced
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
 from kerneljudge.preflight import preflight
@@ -608,6 +608,9 @@ class Judgment:
             self.timing.regime = (self.timing.regime or "") + (
                 f"; {flush_bytes / 2**20:.0f} MiB L2 flush before every sample" if flush_bytes else "; warm L2"
             )
+        if method == INTERLEAVED and self.timing.candidate is not None:
+            self.timing.trace_check, found = timed_versus_traced(self.trace_summary, self.timing.candidate.median_ms)
+            self.add_findings(found)
         check = self.timing.clock_check or {}
         if check.get("suspicious") and self.config.mode != "off":
             self.add_findings(

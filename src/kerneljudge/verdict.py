@@ -120,6 +120,7 @@ class Timing(Model):
     speedup_rse: float | None = None  # relative standard error of the speedup
     stop_reason: str | None = None  # precision_reached, max_blocks, time_budget, native_trials
     clock_check: dict[str, Any] | None = None  # the candidate's claimed time against the parent's clock
+    trace_check: dict[str, Any] | None = None  # the timed calls' device time against the traced calls' kernels
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
     l2_flush_bytes: int | None = None  # bytes overwritten before every sample (0: warm cache)

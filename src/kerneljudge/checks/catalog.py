@@ -240,6 +240,13 @@ CATALOG: dict[str, Entry] = {
             "Do not touch timers or events; the parent times every request with its own clock.",
             ("H20", "H30"),
         ),
+        Entry(
+            "KJ-R051",
+            "timing",
+            "the timed calls took far less device time than the kernels of the traced calls did",
+            "Do the same work in every call; outputs cached or skipped while timed are measured, not hidden.",
+            ("H01", "H03", "H23"),
+        ),
         # ---- precision forensics
         Entry(
             "KJ-P001",

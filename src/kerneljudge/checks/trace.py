@@ -15,7 +15,10 @@ work comes after. From that:
   reshaping) and of every other kernel (torch and library compute). Under the
   strict policy a declared kernel must run (KJ-R040) and other compute is a
   violation (KJ-R041); under the practical policy both are recorded as info;
-- CUDA graph replays (KJ-R025, info: replays are checked like every call).
+- CUDA graph replays (KJ-R025, info: replays are checked like every call);
+- after timing, the timed calls against the traced ones: a timed call that took a small fraction
+  of the device time the traced calls' kernels took did not do that work while timed (an output
+  cache, a skip once timing starts: KJ-R051).
 
 The events come from the candidate's process. A missing or malformed trace is
 never read as clean: the caller marks the profiler_trace capability unavailable.
@@ -36,6 +39,11 @@ DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 MOVEMENT = re.compile(r"fill|copy|memset|memcpy", re.IGNORECASE)
 TOP_KERNELS = 40
+# A timed call under a quarter of the traced calls' device time, by more than 2 us, is flagged. An honest
+# call may be faster when timed (a warm L2 within a sample: 8.5 against 11.95 us for a 16 MiB op on an
+# H200, GPU_NOTES.md), not four times faster.
+TIMED_FRACTION_FLOOR = 0.25
+TIMED_GAP_FLOOR_US = 2.0
 
 
 class MalformedTrace(ValueError):
@@ -215,3 +223,26 @@ def analyse(calls: list[CallTrace], declared: set[str], policy: str) -> tuple[di
             )
         )
     return summary, found
+
+
+def timed_versus_traced(
+    summary: dict[str, Any] | None, timed_ms_per_call: float | None
+) -> tuple[dict[str, Any] | None, list[Finding]]:
+    """Set the timed calls' device time per call against the traced calls' kernels (same shapes, same device)."""
+    calls = len((summary or {}).get("calls_traced") or [])
+    if summary is None or not calls or timed_ms_per_call is None:
+        return None, []
+    traced_us = sum(summary.get("device_us", {}).values()) / calls
+    timed_us = timed_ms_per_call * 1e3
+    evidence = {
+        "traced_device_us_per_call": round(traced_us, 3),
+        "timed_us_per_call": round(timed_us, 3),
+        "timed_fraction": round(timed_us / traced_us, 4) if traced_us > 0 else None,
+    }
+    if timed_us < TIMED_FRACTION_FLOOR * traced_us and traced_us - timed_us > TIMED_GAP_FLOOR_US:
+        summary_text = (
+            f"a timed call took {timed_us:.3g} us of device time where the traced calls' kernels took "
+            f"{traced_us:.3g} us: the timed calls did not do the traced work"
+        )
+        return evidence, [finding("KJ-R051", "warning", summary_text, evidence)]
+    return evidence, []

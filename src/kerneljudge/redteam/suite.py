@@ -73,6 +73,15 @@ FIXTURES = (
         ("tolerance",),
         timing=True,
     ),
+    Fixture(
+        "timing_cache",
+        "H01",
+        "honest while checked, then answers from a cache keyed on the input's storage (timed; the trace shows it)",
+        ("KJ-R051",),
+        cuda_only=True,
+        task="row_sum",
+        timing=True,
+    ),
     Fixture("deferred_output", "H04", "each call returns the previous call's result", ("tolerance",)),
     Fixture("frame_walk", "H05", "frames and gc searched for the answer", ("KJ-S050", "tolerance")),
     Fixture(

@@ -38,8 +38,7 @@ HOST_CLOCK = "host_clock"  # the CPU: the host clock around the calls
 SINGLE_CALL = "single_call"  # KernelBench: one event pair per call on an idle GPU
 DO_BENCH = "do_bench"  # Triton's triton.testing.do_bench in the worker
 
-INTERLEAVED, KERNELBENCH = "interleaved", "kernelbench"
-METHODS = (INTERLEAVED, KERNELBENCH, DO_BENCH)
+INTERLEAVED, KERNELBENCH = "interleaved", "kernelbench"  # the methods; the third is DO_BENCH
 REGIMES = (BUSY_PRECURSOR, BACK_TO_BACK)
 
 # The precursor is 1.5 times the longest issue time seen plus 50 us, at most 20 ms (a candidate whose
@@ -57,7 +56,7 @@ class TimeRequest:
     samples: int
     warmup: int
     precursor_ms: float = 0.0  # GPU-busy precursor before each sample's start event (0: none)
-    method: str = "events"  # "events", or "do_bench" (one figure: Triton's median of its own repetitions)
+    method: str = "events"  # "events", or "do_bench" (one figure: Triton's do_bench with its defaults)
     measured: bool = True  # False for calibration: no output capture, not in the cross-check
 
 
@@ -128,7 +127,7 @@ class _Session:
         self.host_ms: dict[str, list[float]] = {name: [] for name in sides}
         self.observed_ms = {name: 0.0 for name in sides}
         # Measured requests only (not calibration): what the worker claims its timed calls took in all, and
-        # what the parent's clock saw for the whole request less the precursors it asked for.
+        # what the parent's clock saw for the whole round trip less what paced it (SampleTimes.paced_ms).
         self.claimed_ms = {name: 0.0 for name in sides}
         self.seen_ms = {name: 0.0 for name in sides}
 
