@@ -9,7 +9,8 @@
 #                                into a private directory, puts the project on PYTHONPATH and runs
 #                                `tests`: the tests marked `gpu` plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode;
-#                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md);
+#                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md;
+#                                KJ_BENCH_ARGS adds arguments, e.g. "--kernels softmax_2048x4096 --pairs 3");
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records to $OUT/records.tar.gz.
@@ -70,7 +71,8 @@ run() {
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
   if [ "$stage" = bench ]; then
-    python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" 2>&1 \
+    # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_4096_fp32 --pairs 3"
+    python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} 2>&1 \
       | tee "$OUT/timer_fidelity.md"
     status=${PIPESTATUS[0]}
   fi
