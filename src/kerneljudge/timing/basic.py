@@ -158,9 +158,9 @@ def run_interleaved(
     rng = rng or random.Random()
     session = _Session(sides, clock)
     if plan.method == KERNELBENCH:
-        return _single_figure(session, inputs, plan, device, TimeRequest(inputs[0], 1, plan.native_trials, 3))
+        return _single_figure(session, plan, device, TimeRequest(inputs[0], 1, plan.native_trials, 3))
     if plan.method == DO_BENCH:
-        return _single_figure(session, inputs, plan, device, TimeRequest(inputs[0], 1, 1, 0, method="do_bench"))
+        return _single_figure(session, plan, device, TimeRequest(inputs[0], 1, 1, 0, method="do_bench"))
     regime = plan.regime if device == "cuda" else HOST_CLOCK
     if regime not in (*REGIMES, HOST_CLOCK):
         raise ValueError(f"unknown timing regime {regime!r}")
@@ -237,9 +237,7 @@ def run_interleaved(
     return timing
 
 
-def _single_figure(
-    session: _Session, inputs: Sequence[Any], plan: TimingPlan, device: str, request: TimeRequest
-) -> Timing:
+def _single_figure(session: _Session, plan: TimingPlan, device: str, request: TimeRequest) -> Timing:
     """A compatibility method: one request per side, speedup = ratio of the sides' means."""
     for name in ("candidate", "reference"):
         session.time(name, request)
