@@ -254,13 +254,7 @@ class Judgment:
 
     def _start_reference(self) -> None:
         requested = self.config.device
-        worker = self.workers["reference"]
-        try:
-            self.hello, _ = worker.receive(timeout_s=self.limits.start_timeout_s)
-        except WorkerFailure as exc:
-            raise JudgeFailed(f"the reference worker did not start: {exc}") from None
-        if self.hello.get("type") != "hello":
-            raise JudgeFailed("the reference worker did not say hello")
+        self.hello = self._reference_hello()
         cuda = bool(self.hello.get("cuda_available"))
         self.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
         self.capabilities["cuda_runtime"] = Capability(
@@ -293,6 +287,15 @@ class Judgment:
             required=False,
             detail="kernel traces need CUDA" if self.device != "cuda" else "no call was traced",
         )
+
+    def _reference_hello(self) -> dict[str, Any]:
+        try:
+            hello, _ = self.workers["reference"].receive(timeout_s=self.limits.start_timeout_s)
+        except WorkerFailure as exc:
+            raise JudgeFailed(f"the reference worker did not start: {exc}") from None
+        if hello.get("type") != "hello":
+            raise JudgeFailed("the reference worker did not say hello")
+        return hello
 
     def _unsupported(self) -> bool:
         return any(c.required and c.status == "unavailable" for c in self.capabilities.values())
@@ -698,12 +701,7 @@ class Judgment:
         device = self.device or "cpu"
         self._spawn("reference", device, self.task.text)
         self._spawn("candidate", device, self.candidate.text)
-        try:
-            hello, _ = self.workers["reference"].receive(timeout_s=self.limits.start_timeout_s)
-        except WorkerFailure as exc:
-            raise JudgeFailed(f"the timing reference worker did not start: {exc}") from None
-        if hello.get("type") != "hello":
-            raise JudgeFailed("the timing reference worker did not say hello")
+        self._reference_hello()
         self.timing_pair = True
         self._start_candidate(self._load_reference())
 

@@ -184,6 +184,15 @@ def run_interleaved(
     reasons: set[str] = set()
     snapshots: list[dict[str, Any]] = []
     block = 0
+
+    def kept() -> list[int]:
+        """The blocks the estimate uses: every one timed on unthrottled clocks (all of them, if none was)."""
+        return [b for b in range(block) if b not in throttled] or list(range(block))
+
+    def ratios_against(baseline: str) -> list[float]:
+        used = kept()
+        return log_ratios([medians[baseline][b] for b in used], [medians["candidate"][b] for b in used])
+
     while True:
         block_inputs = inputs[block % len(inputs)]
         order = list(sides)
@@ -205,19 +214,10 @@ def run_interleaved(
                 throttled.append(block)
                 reasons.update(found)
         block += 1
-        kept = [b for b in range(block) if b not in throttled] or list(range(block))
-        ratios_log = log_ratios([medians["reference"][b] for b in kept], [medians["candidate"][b] for b in kept])
-        stop_reason = rule.decide(ratios_log, clock() - began, rng, blocks=block)
+        stop_reason = rule.decide(ratios_against("reference"), clock() - began, rng, blocks=block)
         if stop_reason is not None:
             break
-    kept = [b for b in range(block) if b not in throttled] or list(range(block))
-
-    def versus(baseline: str) -> RatioEstimate | None:
-        return estimate_speedup(
-            log_ratios([medians[baseline][b] for b in kept], [medians["candidate"][b] for b in kept]), rng
-        )
-
-    estimate = versus("reference")
+    estimate = estimate_speedup(ratios_against("reference"), rng)
     timing = _timing(session, plan, device, INTERLEAVED, regime, calls, estimate, stop_reason)
     pairs = zip(medians["reference"], medians["candidate"], strict=True)
     timing.block_ratios = [r / c if c > 0 else 0.0 for r, c in pairs]
@@ -227,10 +227,10 @@ def run_interleaved(
     timing.host_ms_per_call = {
         name: statistics.median(v) for name, v in session.host_ms.items() if v and name in ("candidate", "reference")
     }
-    timing.clocks = clock_summary(monitor, snapshots, throttled, reasons, len(kept) < block or not throttled)
+    timing.clocks = clock_summary(monitor, snapshots, throttled, reasons, dropped=len(kept()) < block)
     if "compiled" in sides:
         timing.compiled = summarize(session.samples["compiled"])
-        vs_compile = versus("compiled")
+        vs_compile = estimate_speedup(ratios_against("compiled"), rng)
         if vs_compile is not None:
             timing.speedup_vs_compile = vs_compile.speedup
             timing.speedup_vs_compile_interval = [vs_compile.low, vs_compile.high]
@@ -307,7 +307,7 @@ def clock_summary(
         "throttled_blocks": throttled,
         "reasons": sorted(reasons),
         # Throttled blocks are left out of the estimate, unless every block was throttled.
-        "throttled_dropped": bool(throttled) and dropped,
+        "throttled_dropped": dropped,
     }
 
 

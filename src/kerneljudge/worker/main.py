@@ -142,6 +142,7 @@ class Worker:
         self.compiled: Any = None  # the model under torch.compile, once `compile` has run
         self.staged: list[Any] = []  # the timing pool, sent once (`stage`) and named by `time` requests
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
+        self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
         self.warm_up()
@@ -420,10 +421,11 @@ class Worker:
         import ctypes
 
         try:
-            major = str(self.torch.version.cuda).split(".")[0]
-            runtime = ctypes.CDLL(f"libcudart.so.{major}")  # torch has loaded it: dlopen returns that copy
+            if self.cudart is None:
+                major = str(self.torch.version.cuda).split(".")[0]
+                self.cudart = ctypes.CDLL(f"libcudart.so.{major}")  # torch has loaded it: dlopen returns that copy
             self.synchronize()
-            return runtime.cudaCtxResetPersistingL2Cache() == 0
+            return self.cudart.cudaCtxResetPersistingL2Cache() == 0
         except Exception:
             return False
 
