@@ -83,32 +83,41 @@ TWICE = (
 )
 
 
-class RepeatedTiming(Judgment):
-    """A judgment whose timing phase runs once per entry of `methods`, on the same worker pair."""
+# The timers compared: kerneljudge's interleaved timer behind a busy precursor (the default), the same
+# replaying CUDA graphs, and the KernelBench-compatible one.
+TIMERS: dict[str, dict[str, str]] = {
+    "interleaved": {"timing_method": "interleaved", "timing_regime": "busy_precursor"},
+    "interleaved_graph": {"timing_method": "interleaved", "timing_regime": "cuda_graph"},
+    "kernelbench": {"timing_method": "kernelbench"},
+}
 
-    def __init__(self, *args: Any, methods: list[str], **kwargs: Any) -> None:
+
+class RepeatedTiming(Judgment):
+    """A judgment whose timing phase runs once per entry of `timers`, on the same worker pair."""
+
+    def __init__(self, *args: Any, timers: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.methods = methods
+        self.timers = timers
         self.timings: list[tuple[str, Timing]] = []
 
     def _timing(self) -> None:
         base = self.config
         try:
-            for method in self.methods:
-                self.config = base.with_(timing_method=method)
+            for timer in self.timers:
+                self.config = base.with_(**TIMERS[timer])
                 super()._timing()
-                self.timings.append((method, self.timing))
+                self.timings.append((timer, self.timing))
         finally:
             self.config = base
 
 
-def judged_pair(workdir: Path, kernel: str, candidate: str, methods: list[str], config: JudgeConfig) -> Any:
+def judged_pair(workdir: Path, kernel: str, candidate: str, timers: list[str], config: JudgeConfig) -> Any:
     body, inputs = KERNELS[kernel]
     task_path = workdir / f"{kernel}.py"
     task_path.write_text(TASK.format(body=body, inputs=inputs))
     cand_path = workdir / f"{kernel}_{candidate}.py"
     cand_path.write_text(task_path.read_text() + (AA if candidate == "aa" else TWICE))
-    judgment = RepeatedTiming(load_task(task_path), load_candidate(cand_path), config, methods=methods)
+    judgment = RepeatedTiming(load_task(task_path), load_candidate(cand_path), config, timers=timers)
     record = judgment.run()
     if record.status != "PASS":
         raise SystemExit(f"{kernel}/{candidate}: {record.status}: {record.failure}")
@@ -128,34 +137,34 @@ def wins(timing: Timing, margin: float) -> bool:
 def measure(kernel: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     # Three trials: the interleaved timer rotates their three input sets, so consecutive calls differ.
     config = JudgeConfig(device=args.device, mode="off", public_trials=3, hidden_trials=0, timeout_s=300.0)
-    methods = ["interleaved", "kernelbench"]
-    aa: dict[str, list[Timing]] = {m: [] for m in methods}
-    aa_first: dict[str, list[Timing]] = {m: [] for m in methods}
-    twice: dict[str, list[Timing]] = {m: [] for m in methods}
+    timers = args.timers
+    aa: dict[str, list[Timing]] = {m: [] for m in timers}
+    aa_first: dict[str, list[Timing]] = {m: [] for m in timers}
+    twice: dict[str, list[Timing]] = {m: [] for m in timers}
     for _ in range(args.pairs):
-        timings = judged_pair(workdir, kernel, "aa", methods * args.repeats, config)
-        for index, (method, timing) in enumerate(timings):
-            aa[method].append(timing)
-            if index < len(methods):
-                aa_first[method].append(timing)
-        for method, timing in judged_pair(workdir, kernel, "twice", methods, config):
-            twice[method].append(timing)
+        timings = judged_pair(workdir, kernel, "aa", timers * args.repeats, config)
+        for index, (timer, timing) in enumerate(timings):
+            aa[timer].append(timing)
+            if index < len(timers):
+                aa_first[timer].append(timing)
+        for timer, timing in judged_pair(workdir, kernel, "twice", timers, config):
+            twice[timer].append(timing)
     row: dict[str, Any] = {"kernel": kernel}
-    for method in methods:
-        first = [t.speedup for t in aa_first[method] if t.speedup]
-        doubled = [t.speedup for t in twice[method] if t.speedup]
-        row[method] = {
-            "reference_median_us": statistics.median(t.reference.median_ms for t in aa[method]) * 1e3,
-            "aa_judgments": len(aa[method]),
-            "aa_false_wins": sum(wins(t, args.margin) for t in aa[method]),
-            "aa_median": statistics.median(t.speedup for t in aa[method] if t.speedup),
+    for timer in timers:
+        first = [t.speedup for t in aa_first[timer] if t.speedup]
+        doubled = [t.speedup for t in twice[timer] if t.speedup]
+        row[timer] = {
+            "reference_median_us": statistics.median(t.reference.median_ms for t in aa[timer]) * 1e3,
+            "aa_judgments": len(aa[timer]),
+            "aa_false_wins": sum(wins(t, args.margin) for t in aa[timer]),
+            "aa_median": statistics.median(t.speedup for t in aa[timer] if t.speedup),
             "aa_fresh_spread": spread(first),
             "twice_median": statistics.median(doubled) if doubled else None,
             "twice_fresh_spread": spread(doubled),
             "twice_speedups": doubled,
-            "regimes": sorted({t.launch_regime or "" for t in aa[method]}),
-            "stop_reasons": sorted({t.stop_reason or "" for t in aa[method]}),
-            "throttled_blocks": sum(len((t.clocks or {}).get("throttled_blocks", [])) for t in aa[method]),
+            "regimes": sorted({t.launch_regime or "" for t in aa[timer]}),
+            "stop_reasons": sorted({t.stop_reason or "" for t in aa[timer]}),
+            "throttled_blocks": sum(len((t.clocks or {}).get("throttled_blocks", [])) for t in aa[timer]),
         }
     return row
 
@@ -170,7 +179,7 @@ def markdown(rows: list[dict[str, Any]], margin: float) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        for method in ("interleaved", "kernelbench"):
+        for method in [key for key in TIMERS if key in row]:
             m = row[method]
             lines.append(
                 f"| {row['kernel']} | {method} | {m['reference_median_us']:.1f} us | "
@@ -187,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=5, help="fresh worker pairs per control (default 5)")
     parser.add_argument("--repeats", type=int, default=4, help="A/A timings per pair and timer (default 4)")
     parser.add_argument("--margin", type=float, default=0.02)
+    parser.add_argument("--timers", nargs="+", default=list(TIMERS), choices=list(TIMERS))
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args(argv)
     rows = []

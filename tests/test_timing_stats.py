@@ -5,11 +5,18 @@ import random
 
 import pytest
 
-from kerneljudge.timing.basic import CALIBRATION_PRECURSOR_MS, SampleTimes, TimingPlan, run_interleaved
+from kerneljudge.timing.basic import (
+    CALIBRATION_PRECURSOR_MS,
+    GraphUnsupported,
+    SampleTimes,
+    TimingPlan,
+    run_interleaved,
+)
 from kerneljudge.timing.clocks import throttle_reasons
 from kerneljudge.timing.ladder import climb
 from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios
 from kerneljudge.timing.stopping import MAX_BLOCKS, PRECISION, TIME_BUDGET, StoppingRule
+from kerneljudge.worker.wire import timed_set
 
 
 class FakeClock:
@@ -185,6 +192,61 @@ def test_the_busy_precursor_covers_the_hosts_issue_time_and_grows_when_it_does_n
     assert timing.speedup == pytest.approx(2.0)
     back_to_back = run_interleaved(sides, [None], TimingPlan(regime="back_to_back"), "cuda", random.Random(0), clock)
     assert back_to_back.launch_regime == "back_to_back" and back_to_back.precursor_ms == {}
+
+
+class GraphSide(HostHeavySide):
+    """A side that cannot be captured in a CUDA graph when `capturable` is False."""
+
+    def __init__(self, clock, per_call_ms, capturable=True):
+        super().__init__(clock, per_call_ms, 0.004)
+        self.capturable = capturable
+
+    def __call__(self, request):
+        if request.graph and not self.capturable:
+            raise GraphUnsupported("the candidate side: operation not permitted when stream is capturing")
+        return super().__call__(request)
+
+
+def test_the_cuda_graph_regime_replays_behind_a_precursor_and_says_when_a_side_cannot_be_captured():
+    clock = FakeClock()
+    candidate, reference = GraphSide(clock, 0.01), GraphSide(clock, 0.02)
+    timing = run_interleaved(
+        {"candidate": candidate, "reference": reference},
+        [None],
+        TimingPlan(regime="cuda_graph"),
+        "cuda",
+        random.Random(0),
+        clock,
+    )
+    assert timing.launch_regime == "cuda_graph" and "CUDA graph" in timing.regime
+    assert timing.speedup == pytest.approx(2.0) and timing.precursor_ms["candidate"] > 0
+    first, probe, *measured = candidate.requests
+    assert not first.graph and probe.graph and not probe.measured  # calls counted eagerly; the probe captures
+    assert measured and all(r.graph and r.measured and r.calls == probe.calls for r in measured)
+    # The CPU has no graphs: the host clock times it whatever the regime asked.
+    cpu = run_interleaved(
+        {"candidate": candidate, "reference": reference},
+        [None],
+        TimingPlan(regime="cuda_graph"),
+        "cpu",
+        random.Random(0),
+        clock,
+    )
+    assert cpu.launch_regime == "host_clock" and not candidate.requests[-1].graph
+    uncapturable = {"candidate": GraphSide(clock, 0.01, capturable=False), "reference": GraphSide(clock, 0.02)}
+    with pytest.raises(GraphUnsupported, match="candidate side"):
+        run_interleaved(uncapturable, [None], TimingPlan(regime="cuda_graph"), "cuda", random.Random(0), clock)
+
+
+@pytest.mark.parametrize("sets", [2, 3, 4])
+def test_timed_calls_rotate_sets_and_no_sample_sees_a_graph_buffer_as_captured(sets):
+    for sample in range(6):
+        chosen = [timed_set(sample, call, sets) for call in range(12)]
+        assert all(a != b for a, b in zip(chosen, chosen[1:], strict=False))  # consecutive calls differ
+        # Buffer m of a graph holds set m at capture; in every sample it holds another set.
+        assert all(timed_set(sample, m, sets) != m for m in range(sets))
+    assert {timed_set(sample, 0, sets) for sample in range(6)} == set(range(1, sets))
+    assert timed_set(5, 7, 1) == 0
 
 
 class FakeMonitor:

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--regime",
         choices=TIMING_REGIMES,
         default="busy_precursor",
-        help="CUDA launch-latency regime: a GPU-busy precursor hides host latency (default), or back-to-back calls",
+        help="CUDA launch-latency regime: a GPU-busy precursor hides host latency (default), back-to-back calls, "
+        "or a CUDA graph of each sample's calls replayed behind the precursor (falls back when it cannot be captured)",
     )
     j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
     j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")

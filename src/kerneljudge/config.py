@@ -17,7 +17,7 @@ POLICIES = ("strict", "practical")
 DEVICES = ("auto", "cuda", "cpu")
 # "auto": the interleaved paired timer in hardened modes, KernelBench's in `off` (kerneljudge.timing.basic)
 TIMING_METHODS = ("auto", "interleaved", "kernelbench", "do_bench")
-TIMING_REGIMES = ("busy_precursor", "back_to_back")
+TIMING_REGIMES = ("busy_precursor", "back_to_back", "cuda_graph")
 
 
 @dataclass(frozen=True)

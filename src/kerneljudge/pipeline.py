@@ -33,9 +33,11 @@ from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
+    BUSY_PRECURSOR,
     DO_BENCH,
     INTERLEAVED,
     KERNELBENCH,
+    GraphUnsupported,
     SampleTimes,
     TimeRequest,
     TimeSide,
@@ -55,6 +57,7 @@ from kerneljudge.verdict import (
     WorkerLog,
     decide_status,
 )
+from kerneljudge.worker.wire import timed_set
 
 COMPILE_ERROR_TYPES = {
     "CompilationError",
@@ -184,7 +187,7 @@ class Judgment:
         self.device: str | None = None
         self.hello: dict[str, Any] | None = None
         self.workers: dict[str, WorkerProcess] = {}
-        self.timing_pair = False  # whether the workers are the fresh pair started for timing
+        self.timing_pairs = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
         self.closed_logs: dict[str, WorkerLog] = {}  # logs of the checked pair, once replaced
         self.correctness_checked = False
         self.correctness_passed = False
@@ -512,6 +515,16 @@ class Judgment:
     # ------------------------------------------------------------ timing
 
     def _timing(self) -> None:
+        try:
+            self._measure(self.config.timing_regime)
+        except GraphUnsupported as exc:
+            # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
+            self.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
+            self._start_timing_pair()
+            self._measure(BUSY_PRECURSOR)
+            self.timing.graph_fallback = str(exc)
+
+    def _measure(self, regime: str) -> None:
         method = self.config.resolved_timing_method()
         if method == DO_BENCH and self.device != "cuda":
             self.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
@@ -520,6 +533,7 @@ class Judgment:
         sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets
         flush_bytes = l2_flush_bytes(self.hello, native) if self.config.timing_l2_flush else 0
         l2_reset: dict[str, bool | None] = {}
+        graph_keep: dict[tuple[str, int], int] = {}
 
         def side(role: str, compiled: bool = False) -> TimeSide:
             def time_side(request: TimeRequest) -> SampleTimes:
@@ -534,29 +548,34 @@ class Judgment:
                     "compiled": compiled,
                     "profile_range": role == "candidate",
                     "staged": True,  # the pool was sent once, before the first request
+                    "graph": request.graph,
                 }
                 if request.measured and method == INTERLEAVED and self.config.mode != "off":
                     # One timed call's output, at a position the candidate cannot predict. The reference sends
                     # one too, unchecked, so both sides' requests carry the same transfer: the parent-clock
                     # cross-check compares their overheads (on an H200 a one-sided capture of a large output
                     # made an honest candidate look like it under-reported its time).
-                    header["capture"] = [secrets.randbelow(request.samples), secrets.randbelow(request.calls)]
+                    position = secrets.randbelow(request.calls)
+                    if request.graph:  # a graph keeps one call's output: the position is drawn once per graph
+                        position = graph_keep.setdefault((role, request.calls), position)
+                    header["capture"] = [secrets.randbelow(request.samples), position]
                 began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
                 if role == "candidate":
                     response, values = self._candidate_step(
                         lambda: self.workers["candidate"].request(header), phase="timing"
                     )
                     request_ms = (time.perf_counter() - began) * 1e3
+                    if response.get("type") == "graph_unsupported":
+                        raise GraphUnsupported(f"the candidate side: {response.get('message')}")
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:
-                        s_index, c_index = header["capture"]
-                        self._check_timed_output(
-                            response, values, (s_index * request.calls + c_index) % len(request.inputs)
-                        )
+                        self._check_timed_output(response, values, timed_set(*header["capture"], len(request.inputs)))
                 else:
                     response, _ = self._ask("reference", header)
                     request_ms = (time.perf_counter() - began) * 1e3
+                    if response.get("type") == "graph_unsupported":
+                        raise GraphUnsupported(f"the {role} side: {response.get('message')}")
                     if response.get("type") == "error":
                         raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
                 expected = 1 if request.method == "do_bench" else request.samples
@@ -595,7 +614,7 @@ class Judgment:
             samples=self.config.timing_samples,
             target_sample_ms=self.config.timing_target_ms,
             method=method,
-            regime=self.config.timing_regime,
+            regime=regime,
             max_blocks=self.config.timing_max_blocks,
             target_rse=self.config.timing_target_rse,
             budget_s=self.config.timing_budget_s,
@@ -702,12 +721,12 @@ class Judgment:
         self._spawn("reference", device, self.task.text)
         self._spawn("candidate", device, self.candidate.text)
         self._reference_hello()
-        self.timing_pair = True
+        self.timing_pairs += 1
         self._start_candidate(self._load_reference())
 
     def _close_workers(self) -> dict[str, WorkerLog]:
         logs = {}
-        suffix = "_timing" if self.timing_pair else ""
+        suffix = "_timing" * (self.timing_pairs > 0) + str(self.timing_pairs) * (self.timing_pairs > 1)
         for role, worker in self.workers.items():
             worker.close()
             logs[role + suffix] = WorkerLog(**worker.logs())

@@ -105,7 +105,8 @@ class Timing(Model):
     reason: str | None = None
     device: str | None = None
     method: str | None = None
-    launch_regime: str | None = None  # busy_precursor, back_to_back, host_clock, single_call, do_bench
+    launch_regime: str | None = None  # busy_precursor, back_to_back, cuda_graph, host_clock, single_call, do_bench
+    graph_fallback: str | None = None  # why the cuda_graph regime fell back to busy_precursor, when it did
     regime: str | None = None  # the regime in words, with the cache state
     calls_per_sample: dict[str, int] = Field(default_factory=dict)
     precursor_ms: dict[str, float] = Field(default_factory=dict)  # GPU-busy precursor per side (busy_precursor)

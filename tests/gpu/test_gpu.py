@@ -184,3 +184,43 @@ def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
     assert low <= t.speedup_vs_compile <= high
     do_bench = keep(run_judge(reference, candidate, device="cuda", timing=True, timing_method="do_bench"), "do-bench")
     assert do_bench.timing.method == "do_bench" and do_bench.timing.speedup > 0, do_bench.timing
+
+
+def test_cuda_graph_regime_times_replays_checks_them_and_falls_back_when_capture_fails():
+    reference = EXAMPLES / "softmax" / "reference.py"
+    graph = keep(
+        run_judge(
+            reference,
+            EXAMPLES / "softmax" / "candidate_triton.py",
+            device="cuda",
+            timing=True,
+            timing_regime="cuda_graph",
+            timing_compile=True,
+        ),
+        "graph-triton",
+    )
+    t = graph.timing
+    assert graph.verified and t.launch_regime == "cuda_graph" and t.graph_fallback is None, t
+    assert t.timed_outputs_checked >= t.candidate.count // 10 and t.speedup > 1.0, t
+    assert t.compile_error is None and t.speedup_vs_compile > 0, t
+    stale = keep(
+        run_judge(
+            reference, CANDIDATES / "graph_stale_capture.py", device="cuda", timing=True, timing_regime="cuda_graph"
+        ),
+        "graph-stale",
+    )
+    assert stale.status == "FAIL" and stale.failure.phase == "timing", stale.failure
+    fallback = keep(
+        run_judge(
+            reference,
+            CANDIDATES / "graph_uncapturable.py",
+            device="cuda",
+            timing=True,
+            timing_regime="cuda_graph",
+            policy="practical",
+        ),
+        "graph-fallback",
+    )
+    t = fallback.timing
+    assert fallback.verified and t.launch_regime == "busy_precursor" and "candidate side" in t.graph_fallback, t
+    assert "candidate_timing2" in fallback.logs and 0.5 < t.speedup < 1.5, t

@@ -37,9 +37,10 @@ BACK_TO_BACK = "back_to_back"  # calls issued back to back between one event pai
 HOST_CLOCK = "host_clock"  # the CPU: the host clock around the calls
 SINGLE_CALL = "single_call"  # KernelBench: one event pair per call on an idle GPU
 DO_BENCH = "do_bench"  # Triton's triton.testing.do_bench in the worker
+CUDA_GRAPH = "cuda_graph"  # each sample's calls captured once in a CUDA graph and replayed, behind a precursor
 
 INTERLEAVED, KERNELBENCH = "interleaved", "kernelbench"  # the methods; the third is DO_BENCH
-REGIMES = (BUSY_PRECURSOR, BACK_TO_BACK)
+REGIMES = (BUSY_PRECURSOR, BACK_TO_BACK, CUDA_GRAPH)
 
 # The precursor is 1.5 times the longest issue time seen plus 50 us, at most 20 ms (a candidate whose
 # host work needs more is host-bound: its samples say so).
@@ -58,6 +59,11 @@ class TimeRequest:
     precursor_ms: float = 0.0  # GPU-busy precursor before each sample's start event (0: none)
     method: str = "events"  # "events", or "do_bench" (one figure: Triton's do_bench with its defaults)
     measured: bool = True  # False for calibration: no output capture, not in the cross-check
+    graph: bool = False  # replay a CUDA graph of the sample's calls (captured on the first such request)
+
+
+class GraphUnsupported(Exception):
+    """A side's calls could not be captured in a CUDA graph; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,8 @@ def run_interleaved(
     regime = plan.regime if device == "cuda" else HOST_CLOCK
     if regime not in (*REGIMES, HOST_CLOCK):
         raise ValueError(f"unknown timing regime {regime!r}")
-    busy = regime == BUSY_PRECURSOR
+    busy = regime in (BUSY_PRECURSOR, CUDA_GRAPH)  # a graph's launch is issued behind a precursor too
+    graph = regime == CUDA_GRAPH
     calls: dict[str, int] = {}
     precursor = {name: 0.0 for name in sides}
     for name in sides:
@@ -173,8 +180,8 @@ def run_interleaved(
             TimeRequest(inputs[0], 1, 3, plan.warmup, CALIBRATION_PRECURSOR_MS if busy else 0.0, measured=False),
         )
         calls[name] = calls_for(statistics.median(first.times_ms), plan.target_sample_ms)
-        if busy:  # how long the host takes to issue one sample's calls
-            probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False))
+        if busy:  # how long the host takes to issue one sample's calls (with a graph: capture it first)
+            probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False, graph=graph))
             precursor[name] = precursor_for(probe.host_ms)
     rule = plan.rule(device)
     began = clock()
@@ -199,7 +206,8 @@ def run_interleaved(
         rng.shuffle(order)
         before = monitor.snapshot() if monitor else {}
         for name in order:
-            result = session.time(name, TimeRequest(block_inputs, calls[name], plan.samples, 1, precursor[name]))
+            request = TimeRequest(block_inputs, calls[name], plan.samples, 1, precursor[name], graph=graph)
+            result = session.time(name, request)
             medians[name].append(statistics.median(result.times_ms))
             if busy:
                 late = [h for h in result.host_ms if h > precursor[name]]
@@ -284,6 +292,8 @@ REGIME_TEXT = {
     "issue of the calls (device time; launch latency hidden)",
     BACK_TO_BACK: "CUDA events around each sample's calls issued back to back (host launch cost shows where "
     "the host is slower than the GPU)",
+    CUDA_GRAPH: "CUDA events around one replay of a CUDA graph of each sample's calls, behind a GPU-busy precursor "
+    "(device time; launch latency hidden; every replay on other inputs than the capture's)",
     HOST_CLOCK: "host clock around each sample's calls (CPU: not a GPU speedup)",
     SINGLE_CALL: "one CUDA event pair per call on an idle GPU (KernelBench's: includes launch latency)",
     DO_BENCH: "Triton's do_bench in each worker (its own repetitions and cache clearing)",

@@ -107,6 +107,12 @@ def describe_output(torch: Any, out: Any) -> dict[str, Any]:
     }
 
 
+def clone_output(torch: Any, value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return type(value)(clone_output(torch, v) for v in value)
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
 def all_finite(torch: Any, value: Any) -> bool:
     if value is None:
         return True
@@ -143,6 +149,7 @@ class Worker:
         self.staged: list[Any] = []  # the timing pool, sent once (`stage`) and named by `time` requests
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
+        self.graphs: dict[tuple[bool, int, int], Any] = {}  # CUDA graphs of timed samples (`graph_for`)
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
         self.warm_up()
@@ -277,11 +284,12 @@ class Worker:
     def op_time(self, header: dict[str, Any], args: Any) -> None:
         """Time `calls` consecutive forwards per sample; report per-call milliseconds.
 
-        `args` is a pool of input sets; call i of sample s uses set (s * calls + i) % len(pool), so
+        `args` is a pool of input sets; call i of sample s uses set `wire.timed_set(s, i, len(pool))`, so
         consecutive calls see different inputs. With `capture` = [s, i] the output of that call is kept
         (a reference, no copy inside the timed region) and sent back for the parent to check. On CUDA,
         `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
         is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
+        `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`).
         `compiled` times the torch.compile'd model (reference role); `method` "do_bench" asks Triton.
         """
         torch = self.torch
@@ -306,7 +314,7 @@ class Worker:
             nonlocal captured
             keep = int(capture[1]) if capture is not None and s == int(capture[0]) else -1
             for i in range(calls):
-                out = model(*pool[(s * calls + i) % len(pool)])
+                out = model(*pool[wire.timed_set(s, i, len(pool))])
                 if i == keep:
                     captured = out
 
@@ -317,13 +325,24 @@ class Worker:
 
                     self.send({"type": "timed", "times_ms": [float(do_bench(lambda: model(*pool[0])))]})
                     return
-                for _ in range(warmup):
-                    model(*pool[0])
+                graph = None
+                if header.get("graph") and cuda:
+                    keep = int(capture[1]) if capture is not None else -1
+                    try:
+                        graph, static, kept = self.graph_for(model, bool(header.get("compiled")), pool, calls, keep)
+                    except BaseException as exc:
+                        self.send({**describe_exception("graph", exc), "type": "graph_unsupported"})
+                        return
+                else:
+                    for _ in range(warmup):
+                        model(*pool[0])
                 self.synchronize()
                 if cuda:
                     cycles = self.sleep_cycles(float(header.get("precursor_ms", 0.0)))
                     events = []
                     for s in range(samples):
+                        if graph is not None:  # the sample's inputs into the graph's buffers, untimed
+                            self.load_static(static, pool, s)
                         busy = torch.cuda.Event(enable_timing=True)
                         start = torch.cuda.Event(enable_timing=True)
                         end = torch.cuda.Event(enable_timing=True)
@@ -336,11 +355,16 @@ class Worker:
                             profiler_range(torch, True)
                         t0 = time.perf_counter_ns()
                         start.record()
-                        run_sample(s)
+                        if graph is not None:
+                            graph.replay()
+                        else:
+                            run_sample(s)
                         end.record()
                         host_ms.append((time.perf_counter_ns() - t0) / 1e6)
                         if bracket:
                             profiler_range(torch, False)
+                        if graph is not None and capture is not None and s == int(capture[0]):
+                            captured = clone_output(torch, kept)  # after the end event; the next replay reuses it
                         events.append((busy, start, end))
                     self.synchronize()
                     times_ms = [s.elapsed_time(e) / calls for _, s, e in events]
@@ -375,10 +399,57 @@ class Worker:
         tree, tensors = wire.pack_values(items)
         self.send({**header_out, "captured": tree}, tensors)
 
+    def graph_for(self, model: Any, compiled: bool, pool: list[Any], calls: int, keep: int) -> tuple[Any, Any, Any]:
+        """A CUDA graph of one sample's `calls` calls, captured once per (model, calls, kept call).
+
+        The graph reads copies of the pool's sets (`static`, call i the copy of set i mod len(pool)); before
+        each replay `load_static` writes that sample's sets into them. The warm-up and the capture see set 0
+        in place, every replay other contents, so a graph that replays stale work (an output computed at
+        capture time) returns wrong outputs. The output of call `keep` is kept for the parent's check.
+        """
+        key = (compiled, calls, keep)
+        if key in self.graphs:
+            return self.graphs[key]
+        torch = self.torch
+        if not self.staged:
+            raise RuntimeError("a CUDA graph needs the staged timing pool")
+        for position in range(len(pool[0])):
+            leaves = [inputs[position] for inputs in pool]
+            if not isinstance(leaves[0], torch.Tensor) and any(leaf != leaves[0] for leaf in leaves):
+                raise RuntimeError("the input sets differ in a value that is not a tensor; a graph would fix it")
+        static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs] for inputs in pool]
+        side = torch.cuda.Stream()  # warm up off the default stream, as graph capture wants
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(*static[0])
+        torch.cuda.current_stream().wait_stream(side)
+        self.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        kept: Any = None
+        with torch.cuda.graph(graph):
+            for i in range(calls):
+                out = model(*static[i % len(static)])
+                if i == keep:
+                    kept = out
+        self.synchronize()
+        self.graphs[key] = (graph, static, kept)
+        return self.graphs[key]
+
+    def load_static(self, static: list[Any], pool: list[Any], sample: int) -> None:
+        """Copy sample `sample`'s input sets into the graph's buffers: buffer m holds the set that calls
+        m, m + len(pool), ... of that sample use (`wire.timed_set`)."""
+        for m, buffers in enumerate(static):
+            source = pool[wire.timed_set(sample, m, len(pool))]
+            for buffer, value in zip(buffers, source, strict=True):
+                if isinstance(buffer, self.torch.Tensor):
+                    buffer.copy_(value)
+
     def op_stage(self, header: dict[str, Any], args: Any) -> None:
         """Keep a pool of input sets on the device for the `time` requests that name it (`staged`)."""
         try:
             self.staged = [self.to_device(list(inputs)) for inputs in args]
+            self.graphs = {}
             self.synchronize()
         except BaseException as exc:
             self.send(describe_exception("time", exc))

@@ -22,6 +22,17 @@ PREFIX = struct.Struct("<4sIQ")
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 
 
+def timed_set(sample: int, call: int, sets: int) -> int:
+    """Which input set of a timing pool of `sets` call `call` of sample `sample` uses.
+
+    Consecutive calls differ, and every sample starts one or two sets past set 0, which the warm-up
+    calls (and a CUDA graph's capture) use: a replayed graph never sees the contents it was captured on.
+    """
+    if sets <= 1:
+        return 0
+    return (call + 1 + sample % (sets - 1)) % sets
+
+
 class WireError(Exception):
     """A frame could not be read or written: malformed, oversized, or the peer is gone."""
 
