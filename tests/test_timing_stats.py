@@ -178,7 +178,7 @@ def test_the_busy_precursor_covers_the_hosts_issue_time_and_grows_when_it_does_n
     clock = FakeClock()
     candidate = HostHeavySide(clock, 0.01, 0.004, slower_after=4)  # 100 calls: 0.4 ms to issue, then 1.2 ms
     sides = {"candidate": candidate, "reference": NoisySide(clock, 0.02, seed=2)}
-    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    timing = run_interleaved(sides, [None], TimingPlan(regime="busy_precursor"), "cuda", random.Random(0), clock)
     assert timing.launch_regime == "busy_precursor"
     calibration = [r for r in candidate.requests if not r.measured]
     assert calibration[0].precursor_ms == CALIBRATION_PRECURSOR_MS and calibration[1].precursor_ms == 0.0
@@ -213,7 +213,7 @@ def test_the_cuda_graph_regime_replays_behind_a_precursor_and_says_when_a_side_c
     timing = run_interleaved(
         {"candidate": candidate, "reference": reference},
         [None],
-        TimingPlan(regime="cuda_graph"),
+        TimingPlan(),
         "cuda",
         random.Random(0),
         clock,

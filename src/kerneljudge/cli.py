@@ -54,9 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument(
         "--regime",
         choices=TIMING_REGIMES,
-        default="busy_precursor",
-        help="CUDA launch-latency regime: a GPU-busy precursor hides host latency (default), back-to-back calls, "
-        "or a CUDA graph of each sample's calls replayed behind the precursor (falls back when it cannot be captured)",
+        default="cuda_graph",
+        help="CUDA launch-latency regime: a CUDA graph of each sample's calls replayed behind a GPU-busy precursor "
+        "(default; falls back to busy_precursor when a side cannot be captured), the precursor alone, or back-to-back "
+        "calls",
     )
     j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
     j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")

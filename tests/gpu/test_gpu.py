@@ -175,7 +175,7 @@ def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
     candidate = EXAMPLES / "softmax" / "candidate_triton.py"
     record = keep(run_judge(reference, candidate, device="cuda", timing=True, timing_compile=True), "timing-compile")
     t = record.timing
-    assert record.verified and t.launch_regime == "busy_precursor", t
+    assert record.verified and t.launch_regime == "cuda_graph" and t.graph_fallback is None, t
     assert t.precursor_ms["candidate"] > 0 and t.precursor_ms["reference"] > 0
     assert t.persisting_l2_reset == {"candidate": True, "reference": True, "compiled": True}
     assert t.clocks["monitor"] == "nvml" and t.clocks["sm_mhz_max"] > 0, t.clocks
@@ -186,27 +186,11 @@ def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
     assert do_bench.timing.method == "do_bench" and do_bench.timing.speedup > 0, do_bench.timing
 
 
-def test_cuda_graph_regime_times_replays_checks_them_and_falls_back_when_capture_fails():
+def test_cuda_graph_regime_checks_replays_and_falls_back_when_capture_fails():
+    # The regime itself (the default) times the honest examples and the controls above.
     reference = EXAMPLES / "softmax" / "reference.py"
-    graph = keep(
-        run_judge(
-            reference,
-            EXAMPLES / "softmax" / "candidate_triton.py",
-            device="cuda",
-            timing=True,
-            timing_regime="cuda_graph",
-            timing_compile=True,
-        ),
-        "graph-triton",
-    )
-    t = graph.timing
-    assert graph.verified and t.launch_regime == "cuda_graph" and t.graph_fallback is None, t
-    assert t.timed_outputs_checked >= t.candidate.count // 10 and t.speedup > 1.0, t
-    assert t.compile_error is None and t.speedup_vs_compile > 0, t
     stale = keep(
-        run_judge(
-            reference, CANDIDATES / "graph_stale_capture.py", device="cuda", timing=True, timing_regime="cuda_graph"
-        ),
+        run_judge(reference, CANDIDATES / "graph_stale_capture.py", device="cuda", timing=True),
         "graph-stale",
     )
     assert stale.status == "FAIL" and stale.failure.phase == "timing", stale.failure

@@ -101,7 +101,7 @@ class TimingPlan:
     warmup: int = 2
     target_sample_ms: float = 1.0
     method: str = INTERLEAVED
-    regime: str = BUSY_PRECURSOR  # on CUDA; the CPU always uses the host clock
+    regime: str = CUDA_GRAPH  # on CUDA; the CPU always uses the host clock
     native_trials: int = 100
     max_blocks: int = 40
     target_rse: float = 0.005
