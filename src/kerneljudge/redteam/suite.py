@@ -76,8 +76,9 @@ FIXTURES = (
     Fixture(
         "timing_cache",
         "H01",
-        "honest while checked, then answers from a cache keyed on the input's storage (timed; the trace shows it)",
-        ("KJ-R051",),
+        "honest while checked, then answers from a cache keyed on the input's storage (timed; the trace shows it, or "
+        "a replayed graph's stale answer)",
+        ("KJ-R051", "tolerance"),
         cuda_only=True,
         task="row_sum",
         timing=True,
