@@ -550,14 +550,16 @@ class Judgment:
                     "staged": True,  # the pool was sent once, before the first request
                     "graph": request.graph,
                 }
+                if request.graph:  # a graph keeps one call's output, at a position drawn once per graph
+                    header["graph_keep"] = graph_keep.setdefault(
+                        (role, request.calls), secrets.randbelow(request.calls)
+                    )
                 if request.measured and method == INTERLEAVED and self.config.mode != "off":
                     # One timed call's output, at a position the candidate cannot predict. The reference sends
                     # one too, unchecked, so both sides' requests carry the same transfer: the parent-clock
                     # cross-check compares their overheads (on an H200 a one-sided capture of a large output
                     # made an honest candidate look like it under-reported its time).
-                    position = secrets.randbelow(request.calls)
-                    if request.graph:  # a graph keeps one call's output: the position is drawn once per graph
-                        position = graph_keep.setdefault((role, request.calls), position)
+                    position = header.get("graph_keep", secrets.randbelow(request.calls))
                     header["capture"] = [secrets.randbelow(request.samples), position]
                 began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
                 if role == "candidate":

@@ -289,7 +289,8 @@ class Worker:
         (a reference, no copy inside the timed region) and sent back for the parent to check. On CUDA,
         `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
         is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
-        `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`).
+        `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`); the graph
+        keeps the output of call `graph_keep`, so `capture` must name that call.
         `compiled` times the torch.compile'd model (reference role); `method` "do_bench" asks Triton.
         """
         torch = self.torch
@@ -327,7 +328,7 @@ class Worker:
                     return
                 graph = None
                 if header.get("graph") and cuda:
-                    keep = int(capture[1]) if capture is not None else -1
+                    keep = int(header.get("graph_keep", -1))  # `capture` then names a sample of that call
                     try:
                         graph, static, kept = self.graph_for(model, bool(header.get("compiled")), pool, calls, keep)
                     except BaseException as exc:
