@@ -332,3 +332,9 @@ def test_do_bench_compatibility_is_one_figure_per_side():
     )
     assert seen == ["do_bench", "do_bench"] and timing.speedup == pytest.approx(2.5)
     assert timing.method == "do_bench" and timing.launch_regime == "do_bench" and timing.speedup_interval is None
+
+
+def test_one_block_gives_a_speedup_without_an_interval_rather_than_an_unbounded_one():
+    timing = timing_of(0.5, 1.0, noise=0.02, device="cpu", blocks=1)
+    assert timing.speedup == pytest.approx(2.0, rel=0.05) and timing.speedup_interval is None
+    assert timing.speedup_rse is None

@@ -241,8 +241,15 @@ def run_interleaved(
         vs_compile = estimate_speedup(ratios_against("compiled"), rng)
         if vs_compile is not None:
             timing.speedup_vs_compile = vs_compile.speedup
-            timing.speedup_vs_compile_interval = [vs_compile.low, vs_compile.high]
+            timing.speedup_vs_compile_interval = bounded(vs_compile)
     return timing
+
+
+def bounded(estimate: RatioEstimate | None) -> list[float] | None:
+    """The interval as the record keeps it: none where one block leaves it unbounded (JSON has no infinity)."""
+    if estimate is None or not math.isfinite(estimate.high):
+        return None
+    return [estimate.low, estimate.high]
 
 
 def _single_figure(session: _Session, plan: TimingPlan, device: str, request: TimeRequest) -> Timing:
@@ -278,7 +285,7 @@ def _timing(
         candidate=summarize(session.samples["candidate"]),
         reference=summarize(session.samples["reference"]),
         speedup=estimate.speedup if estimate is not None else None,
-        speedup_interval=[estimate.low, estimate.high] if estimate is not None else None,
+        speedup_interval=bounded(estimate),
         interval_level=estimate.level if estimate is not None else None,
         speedup_rse=estimate.rse if estimate is not None and math.isfinite(estimate.rse) else None,
         stop_reason=stop_reason,
