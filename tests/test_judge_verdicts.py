@@ -92,16 +92,16 @@ def test_broken_task_is_a_judge_error_not_a_candidate_failure(tmp_path):
     assert all(r.value is None for r in record.rewards)
 
 
-def test_parent_never_imports_the_candidate(tmp_path, tiny_task):
+def test_parent_never_imports_the_candidate(tiny_task):
     import os
     import sys
 
-    marker = tmp_path / "importer_pid"
-    source = (CANDIDATES / "import_marker.py").read_text().replace("MARKER_PATH", str(marker))
-    candidate = tmp_path / "marker_candidate.py"
-    candidate.write_text(source)
-    record = run_judge(tiny_task, candidate)
-    assert int(marker.read_text()) != os.getpid()
+    record = run_judge(tiny_task, CANDIDATES / "import_marker.py")
+    log = record.logs["candidate"]
+    importer = int(log.stdout_tail.split("IMPORTED_BY ")[1].split()[0])
+    assert importer != os.getpid()
+    # The file it wrote stayed in its workspace, and the workspace's manifest shows it.
+    assert "importer_pid" in log.workspace_changes["created"]
     assert record.status == "SUSPICIOUS" and not record.verified  # it writes a file: KJ-S040, recorded in audit
     assert "KJ-S040" in {f.code for f in record.findings}
     assert not any(name.startswith("kj_") for name in sys.modules)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from kerneljudge import __version__
-from kerneljudge.config import DEVICES, MODES, POLICIES, TIMING_METHODS, TIMING_REGIMES, JudgeConfig
+from kerneljudge.config import DEVICES, MODES, POLICIES, SANDBOX_MODES, TIMING_METHODS, TIMING_REGIMES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 
 EXIT_CODES = {"PASS": 0, "FAIL": 2, "SUSPICIOUS": 2, "UNSUPPORTED": 3, "ERROR": 1}
@@ -61,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
     j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
+    j.add_argument(
+        "--sandbox",
+        choices=SANDBOX_MODES,
+        default="auto",
+        help="OS confinement of the workers: every layer the machine allows (auto), a missing layer is an error "
+        "(require), or none (off); docs/security.md",
+    )
     j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
     e = sub.add_parser("env", help="report what this machine offers (CUDA, Triton, interpreter, namespaces)")
     e.add_argument("--json", action="store_true", help="print JSON")
@@ -141,6 +148,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         timing_regime=args.regime,
         timing_l2_flush=not args.warm_cache,
         timing_compile=args.compile_baseline,
+        sandbox=args.sandbox,
     )
     if args.quiet:
         record = judge(args.reference, args.candidate, config)

@@ -18,6 +18,9 @@ DEVICES = ("auto", "cuda", "cpu")
 # "auto": the interleaved paired timer in hardened modes, KernelBench's in `off` (kerneljudge.timing.basic)
 TIMING_METHODS = ("auto", "interleaved", "kernelbench", "do_bench")
 TIMING_REGIMES = ("cuda_graph", "busy_precursor", "back_to_back")
+# The OS sandbox of every worker (docs/security.md): "auto" applies every layer the machine allows and
+# records the rest as missing, "require" makes a missing layer a judge error, "off" applies none.
+SANDBOX_MODES = ("auto", "require", "off")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class JudgeConfig:
     # that cannot be captured is timed again behind the busy precursor alone.
     timing_regime: str = "cuda_graph"
     timing_compile: bool = False  # also time the reference under torch.compile (a third side of every block)
+    sandbox: str = "auto"
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 2 * 1024**3
@@ -54,6 +58,7 @@ class JudgeConfig:
             ("policy", POLICIES),
             ("timing_method", TIMING_METHODS),
             ("timing_regime", TIMING_REGIMES),
+            ("sandbox", SANDBOX_MODES),
         ):
             value = getattr(self, name)
             if value not in allowed:

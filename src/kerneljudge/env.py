@@ -70,6 +70,17 @@ def namespace_support() -> dict[str, bool]:
     return result
 
 
+def sandbox_support() -> dict[str, str]:
+    """Each sandbox layer as this machine sets it up for a worker (tried by starting the launcher)."""
+    from kerneljudge.sandbox.confine import SandboxUnavailable, probe_layers
+
+    try:
+        layers = probe_layers()
+    except (SandboxUnavailable, OSError, subprocess.TimeoutExpired) as exc:
+        return {"launcher": f"failed: {exc}"}
+    return {name: f"{layer.status}: {layer.detail}" for name, layer in layers.items()}
+
+
 def probe(timeout_s: float = 120.0) -> dict[str, Any]:
     """Start a bare probe worker and return its hello (device, torch, triton, flags)."""
     from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
@@ -99,5 +110,6 @@ def report() -> dict[str, Any]:
         "python_executable": sys.executable,
         "triton_interpreter": hello.get("triton") is not None,
         "namespaces": namespace_support(),
+        "sandbox": sandbox_support(),
         "clock_monitor": clock_monitor(hello),
     }

@@ -12,6 +12,7 @@ import datetime as dt
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
 from kerneljudge.preflight import preflight
 from kerneljudge.reward import rewards_for
+from kerneljudge.sandbox import confine
+from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
@@ -161,6 +164,23 @@ def error_failure(response: dict[str, Any], phase: str) -> Failure:
     )
 
 
+def sandbox_capability(layers: dict[str, dict[str, str]], policy: SandboxPolicy) -> Capability:
+    """The candidate worker's OS sandbox as a capability: available when every layer the policy counts is in
+    force (seccomp and the GPU memory cap are optional); the detail names the missing ones."""
+    missing = [
+        name
+        for name in LAYERS
+        if name not in policy.optional_layers and layers.get(name, {}).get("status") == "missing"
+    ]
+    in_force = [name for name in LAYERS if layers.get(name, {}).get("status") == "in_force"]
+    if not missing:
+        detail = "in force: " + ", ".join(in_force)
+    else:
+        first = layers[missing[0]].get("detail", "")
+        detail = f"missing: {', '.join(missing)} ({first})" + (f"; in force: {', '.join(in_force)}" if in_force else "")
+    return Capability(status="unavailable" if missing else "available", required=policy.require, detail=detail)
+
+
 class Judgment:
     """One judgment; `run()` always returns a record, whatever the candidate or the judge did."""
 
@@ -176,6 +196,10 @@ class Judgment:
             lifetime_s=max(1800.0, 20 * config.timeout_s),
             log_cap_bytes=config.log_cap_bytes,
             max_message_bytes=config.max_message_bytes,
+        )
+        # The machine's default layers and limits (confine.DEFAULT_POLICY), switched as the configuration says.
+        self.sandbox = replace(
+            confine.DEFAULT_POLICY, enabled=config.sandbox != "off", require=config.sandbox == "require"
         )
         self.failure: Failure | None = None
         self.findings: list[Finding] = []
@@ -279,12 +303,7 @@ class Judgment:
             if triton
             else "Triton is not installed",
         )
-        self.capabilities["os_sandbox"] = Capability(
-            status="unavailable",
-            required=False,
-            detail="workers are separate processes with private workspaces and time, log and message limits; "
-            "no operating-system confinement yet",
-        )
+        self.capabilities["os_sandbox"] = sandbox_capability(self.workers["candidate"].sandbox_layers, self.sandbox)
         self.capabilities["profiler_trace"] = Capability(
             status="unavailable",
             required=False,
@@ -694,7 +713,10 @@ class Judgment:
     # ------------------------------------------------------------ workers
 
     def _spawn(self, role: str, device: str, source: str) -> WorkerProcess:
-        worker = WorkerProcess(role, device, source, self.limits)
+        try:
+            worker = WorkerProcess(role, device, source, self.limits, policy=self.sandbox)
+        except SandboxUnavailable as exc:
+            raise JudgeFailed(f"the {role} worker cannot be sandboxed as required: {exc}") from None
         self.workers[role] = worker
         return worker
 

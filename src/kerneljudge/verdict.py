@@ -146,6 +146,10 @@ class WorkerLog(Model):
     stderr_tail: str
     stderr_bytes: int
     truncated: bool
+    # The OS sandbox layers around this worker: name -> {"status": in_force|missing|not_applicable, "detail"}
+    sandbox_layers: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # What the worker left in its workspace: created, modified and deleted paths (relative), truncated
+    workspace_changes: dict[str, Any] | None = None
 
 
 class Record(Model):

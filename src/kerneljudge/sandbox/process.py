@@ -6,6 +6,10 @@ and process group, with its own workspace as cwd, HOME and cache directories.
 Its stdout and stderr are drained by the parent into capped buffers so a flood
 can neither block the worker nor fill the parent's memory. Requests and
 responses travel over two dedicated pipes in the wire format.
+
+The worker's argv is wrapped in the sandbox launcher (sandbox/confine.py,
+sandbox/enter.py); `sandbox_layers` says which layers were in force, and
+`workspace_changes` what the worker left in its workspace.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.sandbox.workspace import Workspace
+from kerneljudge.sandbox import confine
+from kerneljudge.sandbox.confine import SandboxPolicy
+from kerneljudge.sandbox.gpu_memory import start_watch
+from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
 from kerneljudge.worker import wire
 
 # Variables a worker inherits; everything else in the parent's environment stays behind.
@@ -140,15 +147,31 @@ def descendants(pid: int) -> list[int]:
 
 
 class WorkerProcess:
-    """One worker: spawn, request/response, capped logs, kill of its whole process group."""
+    """One worker: spawn, request/response, capped logs, kill of its whole process group.
+
+    `policy` defaults to `confine.DEFAULT_POLICY`; with `require` set, a missing layer raises
+    `SandboxUnavailable` here and no worker runs.
+    """
 
     def __init__(
-        self, role: str, device: str, source_text: str, limits: WorkerLimits, extra_env: dict[str, str] | None = None
+        self,
+        role: str,
+        device: str,
+        source_text: str,
+        limits: WorkerLimits,
+        extra_env: dict[str, str] | None = None,
+        policy: SandboxPolicy | None = None,
     ) -> None:
         self.role = role
         self.limits = limits
+        self.policy = policy or confine.DEFAULT_POLICY
+        confined = self.policy.enabled and (device == "cpu" or self.policy.confine_cuda)
+        if not confined:  # a required sandbox that will not be applied: refuse before anything starts
+            confine.check_required(confine.disabled_layers(confine.CUDA_UNCONFINED), self.policy)
         self.workspace = Workspace.create(role)
         source_path = self.workspace.write_source(f"{role}.py", source_text)
+        self._manifest_before = self.workspace.manifest()
+        self.workspace_changes: WorkspaceChanges | None = None  # known once closed
         self.started_at = time.monotonic()
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
@@ -170,21 +193,55 @@ class WorkerProcess:
             "--resp-fd",
             str(resp_w),
         ]
+        pass_fds: tuple[int, ...] = (req_r, resp_w)
+        report_r = report_w = None
+        if confined:
+            report_r, report_w = os.pipe()
+            package_root = Path(__file__).resolve().parents[2]
+            spec = confine.launcher_spec(self.workspace.root, self.policy, package_root, limits.lifetime_s)
+            argv = confine.wrap_argv(argv, spec, report_w)
+            pass_fds += (report_w,)
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(req_r, resp_w),
+            pass_fds=pass_fds,
             cwd=self.workspace.root,
             env=self._env(device, extra_env),
             start_new_session=True,
         )
-        os.close(req_r)
-        os.close(resp_w)
+        for fd in (req_r, resp_w, report_w):
+            if fd is not None:
+                os.close(fd)
         self.stdout = StreamCapture(self.proc.stdout, limits.log_cap_bytes)
         self.stderr = StreamCapture(self.proc.stderr, limits.log_cap_bytes)
         self.dead = False
+        self.gpu_watch = None
+        try:
+            layers = self._confinement(report_r)
+        except confine.SandboxUnavailable:
+            self.close()
+            raise
+        self.gpu_watch, layers["gpu_memory_cap"] = start_watch(
+            device, self.policy.gpu_memory_bytes, lambda: {self.proc.pid, *descendants(self.proc.pid)}, self.kill
+        )
+        # What confined this worker, by layer name: {"status": in_force|missing|not_applicable, "detail": ...}.
+        self.sandbox_layers: dict[str, dict[str, str]] = {name: layer.as_dict() for name, layer in layers.items()}
+
+    def _confinement(self, report_fd: int | None) -> dict[str, confine.Layer]:
+        """The launcher's report of the layers in force; raises where the policy's required ones are not."""
+        if report_fd is None:
+            reason = confine.CUDA_UNCONFINED if self.policy.enabled else "the sandbox is disabled by policy"
+            return confine.disabled_layers(reason)
+        try:
+            report = confine.read_report(report_fd, timeout_s=min(60.0, self.limits.start_timeout_s))
+        finally:
+            os.close(report_fd)
+        layers = confine.complete(report["layers"])
+        if report["error"] or confine.missing_required(layers, self.policy):
+            confine.check_required(layers, self.policy, report["error"])
+        return layers
 
     def _env(self, device: str, extra_env: dict[str, str] | None) -> dict[str, str]:
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
@@ -266,6 +323,8 @@ class WorkerProcess:
 
     def _died(self, returncode: int | None) -> str:
         """Why the worker died, with the last line it wrote to stderr (the usual cause)."""
+        if self.gpu_watch is not None and self.gpu_watch.reason():
+            return f"the {self.role} worker was killed: it {self.gpu_watch.reason()}"
         self.stderr.join(timeout=2)
         lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
         cause = f": {lines[-1][:300]}" if lines else ""
@@ -297,6 +356,8 @@ class WorkerProcess:
             except (wire.WireError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        if self.gpu_watch is not None:
+            self.gpu_watch.stop()
         self.stdout.join(timeout=5)
         self.stderr.join(timeout=5)
         for fd in (self._req_w, self._resp_r):
@@ -304,6 +365,8 @@ class WorkerProcess:
                 os.close(fd)
             except OSError:
                 pass
+        if self.workspace_changes is None:
+            self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
         self.workspace.remove()
 
     def logs(self) -> dict[str, Any]:
@@ -313,6 +376,8 @@ class WorkerProcess:
             "stderr_tail": self.stderr.text(),
             "stderr_bytes": self.stderr.total_bytes,
             "truncated": self.stdout.truncated or self.stderr.truncated,
+            "sandbox_layers": self.sandbox_layers,
+            "workspace_changes": asdict(self.workspace_changes) if self.workspace_changes is not None else None,
         }
 
     def __enter__(self) -> WorkerProcess:

@@ -1,10 +1,18 @@
-"""A worker's private, disposable workspace: its cwd, HOME, temp and compiler caches."""
+"""A worker's private, disposable workspace: its cwd, HOME, temp and compiler caches.
+
+The workspace is the one place a confined worker may write, so what it left there is evidence: a
+manifest taken before the worker starts and another when it is closed say what was created, changed
+or deleted (a disk cache, a dropped payload, a deleted source file).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Each cache a compiler or framework may write goes inside the workspace, so that
@@ -44,3 +52,71 @@ class Workspace:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def manifest(self, max_entries: int = 10_000, hash_cap_bytes: int = 16 * 1024**2) -> Manifest:
+        """Every entry under the root (relative path -> size, mtime, sha256 of regular files up to the cap).
+
+        Nothing is followed or opened but regular files, with O_NOFOLLOW and O_NONBLOCK: the candidate
+        chose these names and kinds, and a FIFO or a link to a device must not stall the judge.
+        """
+        entries: dict[str, FileEntry] = {}
+        truncated = False
+        for top, dirs, files in os.walk(self.root):
+            for name in dirs + files:
+                if len(entries) >= max_entries:
+                    truncated = True
+                    break
+                path = os.path.join(top, name)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                digest = _sha256(path, info, hash_cap_bytes)
+                kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+                rel = os.path.relpath(path, self.root)
+                entries[rel] = FileEntry(kind, info.st_size, info.st_mtime_ns, digest)
+        return Manifest(entries, truncated)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    kind: str  # "file", "dir" or "other" (a link, FIFO, socket or device node)
+    size_bytes: int
+    mtime_ns: int
+    sha256: str | None  # None for anything but a regular file within the hashing cap
+
+
+@dataclass(frozen=True)
+class Manifest:
+    entries: dict[str, FileEntry]
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class WorkspaceChanges:
+    created: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    truncated: bool = False  # a manifest stopped at its entry cap: the lists may be incomplete
+
+
+def diff(before: Manifest, after: Manifest) -> WorkspaceChanges:
+    """What changed between two manifests; a file counts as modified when its kind, size, mtime or hash did."""
+    old, new = before.entries, after.entries
+    return WorkspaceChanges(
+        created=sorted(set(new) - set(old)),
+        modified=sorted(p for p in set(old) & set(new) if old[p] != new[p] and new[p].kind != "dir"),
+        deleted=sorted(set(old) - set(new)),
+        truncated=before.truncated or after.truncated,
+    )
+
+
+def _sha256(path: str, info: os.stat_result, cap_bytes: int) -> str | None:
+    if not stat.S_ISREG(info.st_mode) or info.st_size > cap_bytes:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return hashlib.sha256(handle.read(cap_bytes + 1)).hexdigest()

@@ -1,0 +1,152 @@
+"""The sandbox's plan, policy and record, without GPUs: mount plans are pure, missing layers are recorded, and a
+missing layer is fatal only under a policy that requires the sandbox."""
+
+import os
+import time
+
+import pytest
+
+from kerneljudge.sandbox import confine
+from kerneljudge.sandbox.confine import Layer, SandboxPolicy, SandboxUnavailable
+from kerneljudge.sandbox.gpu_memory import GpuMemoryWatch, start_watch, used_bytes
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.workspace import Workspace, diff
+
+
+def plan(workspace="/tmp/kj-ws", needed=("/work/src", "/root/venv"), temporary=("/tmp",), private=("/root", "/work")):
+    return confine.plan_mounts(workspace, list(needed), list(temporary), list(private))
+
+
+def test_state_dirs_are_covered_and_needed_paths_bound_back():
+    spec = plan()
+    assert spec["hide"] == [
+        {"path": "/tmp", "writable": True},
+        {"path": "/root", "writable": False},
+        {"path": "/work", "writable": False},
+    ]
+    assert {e["path"]: e["writable"] for e in spec["expose"]} == {
+        "/tmp/kj-ws": True,
+        "/work/src": False,
+        "/root/venv": False,
+    }
+
+
+def test_a_folder_the_worker_needs_is_never_covered():
+    spec = plan(private=("/", "/work/src", "/work/src/pkg", "/root/venv/lib"))
+    assert [h["path"] for h in spec["hide"]] == ["/tmp"]
+
+
+def test_nested_state_dirs_are_covered_once_and_binds_go_outermost_first():
+    spec = plan(needed=("/root/a/b/c", "/root/a"), private=("/root/a/x", "/root"))
+    assert [h["path"] for h in spec["hide"]] == ["/tmp", "/root"]
+    assert [e["path"] for e in spec["expose"]] == ["/root/a", "/tmp/kj-ws"]
+
+
+def test_policy_is_validated():
+    with pytest.raises(ValueError):
+        SandboxPolicy(enabled=False, require=True)
+    with pytest.raises(ValueError, match="unknown sandbox layers"):
+        SandboxPolicy(optional_layers=frozenset({"seccom"}))
+    assert "seccomp" not in SandboxPolicy(require=True).required_layers()
+    assert SandboxPolicy().required_layers() == []
+
+
+def test_a_missing_layer_is_fatal_only_when_required():
+    layers = confine.complete({"network_namespace": Layer("missing", "unshare failed: Operation not permitted")})
+    assert layers["pid_namespace"].status == "missing" and list(layers) == list(confine.LAYERS)
+    confine.check_required(layers, SandboxPolicy())
+    with pytest.raises(SandboxUnavailable, match="network_namespace: unshare failed") as caught:
+        confine.check_required(layers, SandboxPolicy(require=True))
+    assert "\n" not in str(caught.value)
+    optional = {name: Layer("in_force", "") for name in confine.LAYERS} | {"seccomp": Layer("missing", "no binding")}
+    confine.check_required(optional, SandboxPolicy(require=True))
+
+
+def test_a_garbled_report_is_the_judges_error():
+    read, write = os.pipe()
+    os.write(write, b"not json")
+    os.close(write)
+    with pytest.raises(SandboxUnavailable, match="died before reporting"):
+        confine.read_report(read, timeout_s=5)
+    os.close(read)
+
+
+def test_every_layer_is_recorded_for_a_real_worker():
+    worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60))
+    try:
+        layers = worker.sandbox_layers
+    finally:
+        worker.close()
+    assert list(layers) == list(confine.LAYERS)
+    assert all(
+        layer["status"] in ("in_force", "missing", "not_applicable") and layer["detail"] for layer in layers.values()
+    )
+    assert layers["gpu_memory_cap"]["status"] == "not_applicable"
+
+
+def test_a_layer_that_cannot_be_set_up_is_recorded_or_fatal():
+    # An open-file limit above any kernel's maximum cannot be set: the resource layer goes missing.
+    broken = SandboxPolicy(max_open_files=2**40)
+    worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=broken)
+    try:
+        hello, _ = worker.receive()
+    finally:
+        worker.close()
+    assert hello["type"] == "hello" and worker.sandbox_layers["resource_limits"]["status"] == "missing"
+    before = set(os.listdir("/tmp"))
+    with pytest.raises(SandboxUnavailable, match="resource_limits"):
+        WorkerProcess("reference", "cpu", "", WorkerLimits(), policy=SandboxPolicy(max_open_files=2**40, require=True))
+    assert not {p for p in set(os.listdir("/tmp")) - before if p.startswith("kerneljudge-reference-")}
+
+
+def test_workspace_changes_are_listed_and_odd_files_never_opened():
+    workspace = Workspace.create("unit")
+    try:
+        kept, changed, removed = (workspace.write_source(n, "x") for n in ("kept.py", "changed.py", "removed.py"))
+        before = workspace.manifest()
+        changed.write_text("y")
+        removed.unlink()
+        os.mkfifo(workspace.root / "fifo")  # opening it would block the judge
+        changes = diff(before, workspace.manifest())
+    finally:
+        workspace.remove()
+    assert changes.created == ["fifo"] and changes.modified == ["changed.py"] and changes.deleted == ["removed.py"]
+    assert not workspace.root.exists() and kept.name not in changes.created
+
+
+class FakeNvml:
+    def __init__(self, readings):
+        self.readings = readings
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [type("P", (), {"pid": pid, "usedGpuMemory": used})() for pid, used in self.readings]
+
+
+def test_gpu_memory_is_summed_over_the_worker_tree():
+    nvml = FakeNvml([(10, 2**30), (11, 2**29), (99, 2**33), (12, None)])
+    assert used_bytes(nvml, ["gpu0"], {10, 11, 12}) == 2**30 + 2**29
+
+
+def test_the_gpu_memory_watch_kills_over_the_cap():
+    killed = []
+    watch = GpuMemoryWatch(FakeNvml([(10, 3 * 2**30)]), ["gpu0"], lambda: {10}, lambda: killed.append(1), 2**31, 0.01)
+    watch.start()
+    watch.join(timeout=5)
+    assert killed == [1] and "3.00 GiB of GPU memory, over its cap of 2.00 GiB" in watch.reason()
+
+
+def test_the_gpu_memory_cap_does_not_apply_on_the_cpu():
+    watch, layer = start_watch("cpu", 2**30, set, time.sleep)
+    assert watch is None and layer.status == "not_applicable"
+    assert start_watch("cuda", None, set, time.sleep)[1].status == "not_applicable"
+
+
+def test_cuda_workers_are_unconfined_unless_asked_and_say_so():
+    with pytest.raises(SandboxUnavailable, match="CUDA"):
+        WorkerProcess("reference", "cuda", "", WorkerLimits(), policy=SandboxPolicy(require=True))
+    worker = WorkerProcess("reference", "cuda", "", WorkerLimits(step_timeout_s=60))
+    try:
+        layers = worker.sandbox_layers
+    finally:
+        worker.close()
+    assert layers["network_namespace"] == {"status": "missing", "detail": confine.CUDA_UNCONFINED}
