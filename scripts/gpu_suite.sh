@@ -11,6 +11,8 @@
 #                                `redteam`: the red-team suite in audit and enforce mode;
 #                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md;
 #                                KJ_BENCH_ARGS adds arguments, e.g. "--kernels softmax_2048x4096 --pairs 3");
+#                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
+#                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records to $OUT/records.tar.gz.
@@ -70,6 +72,10 @@ run() {
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
+  if [ "$stage" = sandbox ]; then
+    python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
+    status=${PIPESTATUS[0]}
+  fi
   if [ "$stage" = bench ]; then
     # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_4096_fp32 --pairs 3"
     python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} 2>&1 \
@@ -85,5 +91,5 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|all]" >&2; exit 1 ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|sandbox|all]" >&2; exit 1 ;;
 esac

@@ -84,6 +84,30 @@ def test_every_layer_is_recorded_for_a_real_worker():
     assert layers["gpu_memory_cap"]["status"] == "not_applicable"
 
 
+@pytest.mark.parametrize("skip", [{"network_namespace", "unprivileged_user"}, {"hidden_state"}, {"private_tmp"}])
+def test_skipped_layers_are_left_out_and_recorded_the_rest_still_apply(skip):
+    full = confine.probe_layers()
+    policy = SandboxPolicy(skip_layers=frozenset(skip))
+    worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=policy)
+    try:
+        hello, _ = worker.receive()
+    finally:
+        worker.close()
+    assert hello["type"] == "hello"
+    layers = worker.sandbox_layers
+    for name in confine.LAYERS:
+        if name in skip:
+            assert layers[name] == {"status": "missing", "detail": "skipped by the policy (SandboxPolicy.skip_layers)"}
+        elif not (name == "unprivileged_user" and "hidden_state" in skip):
+            # (Without the hidden state's tmpfs over a root-only home, uid 65534 may not reach an interpreter
+            # installed there: then that layer is recorded missing too, as it should be.)
+            assert layers[name]["status"] == full[name].status, (name, layers[name])
+    with pytest.raises(SandboxUnavailable, match=sorted(skip)[0]):
+        WorkerProcess(
+            "reference", "cpu", "", WorkerLimits(), policy=SandboxPolicy(skip_layers=frozenset(skip), require=True)
+        )
+
+
 def test_a_layer_that_cannot_be_set_up_is_recorded_or_fatal():
     # An open-file limit above any kernel's maximum cannot be set: the resource layer goes missing.
     broken = SandboxPolicy(max_open_files=2**40)

@@ -69,6 +69,9 @@ class SandboxPolicy:
     confine_cuda: bool = False
     require: bool = False
     optional_layers: frozenset[str] = frozenset({"seccomp", "gpu_memory_cap"})
+    # Layers not applied at all (recorded missing): to find which one a machine's GPU stack cannot live with
+    # (scripts/sandbox_cuda_probe.py), or to judge on such a machine without it.
+    skip_layers: frozenset[str] = frozenset()
     uid: int = 65534
     gid: int = 65534
     max_processes: int | None = field(default_factory=lambda: max(512, 32 * (os.cpu_count() or 1)))
@@ -83,7 +86,7 @@ class SandboxPolicy:
     def __post_init__(self) -> None:
         if self.require and not self.enabled:
             raise ValueError("a sandbox cannot be both required and disabled")
-        unknown = set(self.optional_layers) - set(LAYERS)
+        unknown = (set(self.optional_layers) | set(self.skip_layers)) - set(LAYERS)
         if unknown:
             raise ValueError(f"unknown sandbox layers {sorted(unknown)}; known: {', '.join(LAYERS)}")
 
@@ -184,6 +187,7 @@ def launcher_spec(workspace: Path, policy: SandboxPolicy, package_root: Path, li
         "rlimits": rlimits(policy, lifetime_s),
         "oom_score_adj": 1000,
         "required": [name for name in policy.required_layers() if name != "gpu_memory_cap"],
+        "skip": sorted(policy.skip_layers),
     }
 
 
@@ -216,9 +220,10 @@ def package_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def probe_layers(policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0) -> dict[str, Layer]:
-    """The layers this machine sets up, tried by starting the launcher around an empty interpreter."""
-    from kerneljudge.sandbox.gpu_memory import open_nvml
+def run_confined(
+    code: str, policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0
+) -> tuple[dict[str, Layer], subprocess.CompletedProcess[bytes]]:
+    """Run `python -c code` inside the launcher in a scratch workspace: the layers set up, and what it did."""
     from kerneljudge.sandbox.workspace import Workspace
 
     workspace = Workspace.create("probe")
@@ -226,12 +231,13 @@ def probe_layers(policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0
     try:
         spec = launcher_spec(workspace.root, policy, package_root(), lifetime_s=timeout_s)
         paths = [str(package_root()), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        env = {"PATH": os.environ.get("PATH", os.defpath), "PYTHONPATH": os.pathsep.join(paths)}
+        env = {k: os.environ[k] for k in ("PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") if k in os.environ}
+        env.update(PYTHONPATH=os.pathsep.join(paths), HOME=str(workspace.root))
         proc = subprocess.Popen(
-            wrap_argv([sys.executable, "-c", "pass"], spec, report_w),
+            wrap_argv([sys.executable, "-c", code], spec, report_w),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             pass_fds=(report_w,),
             cwd=workspace.root,
             env=env,
@@ -240,13 +246,20 @@ def probe_layers(policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0
         os.close(report_w)
         report_w = -1
         report = read_report(report_r, timeout_s)
-        proc.wait(timeout=timeout_s)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     finally:
         for fd in (report_r, report_w):
             if fd >= 0:
                 os.close(fd)
         workspace.remove()
-    layers = complete(report["layers"])
+    return complete(report["layers"]), subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def probe_layers(policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0) -> dict[str, Layer]:
+    """The layers this machine sets up, tried by starting the launcher around an empty interpreter."""
+    from kerneljudge.sandbox.gpu_memory import open_nvml
+
+    layers, _ = run_confined("pass", policy, timeout_s)
     nvml, handles, error = open_nvml()
     layers["gpu_memory_cap"] = (
         Layer("in_force", f"NVML reads per-process memory on {len(handles)} GPU(s); applies where a cap is set")

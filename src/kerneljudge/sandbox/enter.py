@@ -93,10 +93,18 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def skipped(spec: dict[str, Any], report: Report, name: str) -> bool:
+    """Whether the policy leaves this layer out (recorded missing, so `require` still sees it)."""
+    if name in spec.get("skip", ()):
+        report.set(name, "missing", "skipped by the policy (SandboxPolicy.skip_layers)")
+        return True
+    return False
+
+
 # ---------------------------------------------------------------- outer: namespaces
 
 
-def enter_namespaces(report: Report) -> None:
+def enter_namespaces(spec: dict[str, Any], report: Report) -> None:
     """Unshare user (only when not root), network, mount and PID namespaces, one at a time."""
     uid, gid = os.geteuid(), os.getegid()
     if uid != 0:
@@ -114,6 +122,8 @@ def enter_namespaces(report: Report) -> None:
         ("mount_namespace", CLONE_NEWNS, "own mount namespace, private propagation"),
         ("pid_namespace", CLONE_NEWPID, "own PID namespace"),
     ):
+        if skipped(spec, report, name):
+            continue
         try:
             _libc_call(_libc.unshare(flag), f"unshare({name})")
             report.set(name, "in_force", done)
@@ -150,12 +160,16 @@ def setup_mounts(spec: dict[str, Any], report: Report) -> None:
         except OSError as exc:
             report.set("pid_namespace", "in_force", f"own PID namespace, but the host /proc stays: {_why(exc)}")
     try:
-        _read_only_root()
-        report.set("read_only_root", "in_force", "every mount read-only except the workspace and private tmp")
+        if not skipped(spec, report, "read_only_root"):
+            _read_only_root()
+            report.set("read_only_root", "in_force", "every mount read-only except the workspace and private tmp")
     except OSError as exc:
         report.set("read_only_root", "missing", _why(exc))
+    # The writable covers are the private tmp, the others hide the judge's state; either may be skipped.
+    skip_hidden, skip_tmp = skipped(spec, report, "hidden_state"), skipped(spec, report, "private_tmp")
+    covered = [e for e in spec["hide"] if not (skip_tmp if e["writable"] else skip_hidden)]
     try:
-        for entry in spec["hide"]:
+        for entry in covered:
             size = spec["tmpfs_bytes"] if entry["writable"] else 1024 * 1024
             mode = "1777" if entry["writable"] else "755"
             _mount("tmpfs", entry["path"], "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={size}")
@@ -164,19 +178,21 @@ def setup_mounts(spec: dict[str, Any], report: Report) -> None:
             _mount(f"/proc/self/fd/{handles[entry['path']]}", entry["path"], None, MS_BIND | MS_REC)
             flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV
             _mount(None, entry["path"], None, flags if entry["writable"] else flags | MS_RDONLY)
-        for entry in spec["hide"]:
+        for entry in covered:
             if not entry["writable"]:
                 _mount(None, entry["path"], None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        hidden = ", ".join(e["path"] for e in spec["hide"] if not e["writable"]) or "none"
-        report.set("hidden_state", "in_force", f"empty read-only tmpfs over {hidden}; needed paths bound back")
+        if not skip_hidden:
+            hidden = ", ".join(e["path"] for e in covered if not e["writable"]) or "none"
+            report.set("hidden_state", "in_force", f"empty read-only tmpfs over {hidden}; needed paths bound back")
     except OSError as exc:
         report.set("hidden_state", "missing", _why(exc))
-    try:
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmpfs_bytes']}")
-        private = [e["path"] for e in spec["hide"] if e["writable"]] + ["/dev/shm"]
-        report.set("private_tmp", "in_force", f"fresh tmpfs of {spec['tmpfs_bytes']} bytes on {', '.join(private)}")
-    except OSError as exc:
-        report.set("private_tmp", "missing", _why(exc))
+    if not skip_tmp:
+        try:
+            _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmpfs_bytes']}")
+            private = [e["path"] for e in covered if e["writable"]] + ["/dev/shm"]
+            report.set("private_tmp", "in_force", f"fresh tmpfs of {spec['tmpfs_bytes']} bytes on {', '.join(private)}")
+        except OSError as exc:
+            report.set("private_tmp", "missing", _why(exc))
     for fd in handles.values():
         os.close(fd)
 
@@ -185,6 +201,8 @@ def setup_mounts(spec: dict[str, Any], report: Report) -> None:
 
 
 def set_limits(spec: dict[str, Any], report: Report) -> None:
+    if skipped(spec, report, "resource_limits"):
+        return
     applied = []
     try:
         for name, value in spec["rlimits"].items():
@@ -209,6 +227,8 @@ def _reachable(path: str, uid: int, gid: int) -> bool:
 
 
 def drop_user(spec: dict[str, Any], report: Report) -> None:
+    if skipped(spec, report, "unprivileged_user"):
+        return
     uid, gid = spec["uid"], spec["gid"]
     if os.geteuid() != 0:
         if "unprivileged_user" not in report.layers:
@@ -230,7 +250,9 @@ def drop_user(spec: dict[str, Any], report: Report) -> None:
         report.set("unprivileged_user", "missing", _why(exc))
 
 
-def no_new_privs(report: Report) -> None:
+def no_new_privs(spec: dict[str, Any], report: Report) -> None:
+    if skipped(spec, report, "no_new_privs"):
+        return
     try:
         _libc_call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
         report.set("no_new_privs", "in_force", "setuid binaries and file capabilities grant nothing")
@@ -238,7 +260,9 @@ def no_new_privs(report: Report) -> None:
         report.set("no_new_privs", "missing", _why(exc))
 
 
-def load_seccomp(report: Report) -> None:
+def load_seccomp(spec: dict[str, Any], report: Report) -> None:
+    if skipped(spec, report, "seccomp"):
+        return
     try:
         import seccomp  # libseccomp's own binding
     except ImportError:
@@ -296,8 +320,8 @@ def run_worker(spec: dict[str, Any], report: Report, report_fd: int, argv: list[
     os.chdir(spec["workspace"])  # the cwd inherited from the parent is the copy under the covered /tmp
     set_limits(spec, report)
     drop_user(spec, report)
-    no_new_privs(report)
-    load_seccomp(report)
+    no_new_privs(spec, report)
+    load_seccomp(spec, report)
     missing = report.missing_required(spec["required"])
     if missing:
         _fail(report, report_fd, f"required sandbox layers missing: {', '.join(missing)}")
@@ -337,7 +361,7 @@ def main(args: list[str]) -> None:
     try:
         with open("/proc/self/oom_score_adj", "w") as handle:  # inherited: the OOM killer takes a worker first
             handle.write(str(spec["oom_score_adj"]))
-        enter_namespaces(report)
+        enter_namespaces(spec, report)
         status_r, status_w = os.pipe()
         init = os.fork()
     except Exception as exc:  # no worker can start: say why, the parent turns it into a judge error
