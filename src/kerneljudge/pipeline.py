@@ -750,7 +750,8 @@ class Judgment:
 
     def _close_workers(self) -> dict[str, WorkerLog]:
         logs = {}
-        suffix = "_timing" * (self.timing_pairs > 0) + str(self.timing_pairs) * (self.timing_pairs > 1)
+        pairs = self.timing_pairs
+        suffix = "" if pairs == 0 else "_timing" if pairs == 1 else f"_timing{pairs}"
         for role, worker in self.workers.items():
             worker.close()
             logs[role + suffix] = WorkerLog(**worker.logs())
