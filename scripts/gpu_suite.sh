@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 WHEELS=(
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1
-  typing-extensions==4.16.0 nvidia-ml-py==13.615.71
+  typing-extensions==4.16.0 nvidia-ml-py==13.615.71 pyseccomp==0.1.2
 )
 
 fetch() {

@@ -140,6 +140,19 @@ def test_installed_packages_are_read_only(tiny_task, layers):
     assert not probes(record, "WROTE")
 
 
+def test_kernel_calls_a_worker_has_no_use_for_are_refused(tiny_task, layers):
+    need(layers, "seccomp")
+    record = run_judge(tiny_task, CANDIDATES / "escape_syscalls.py")
+    assert answered(record), (record.status, record.failure)
+    assert probes(record, "ptrace: denied") and probes(record, "unshare_user: denied"), record.logs["candidate"]
+    assert not probes(record, "ALLOWED")
+
+
+def test_unconfined_the_kernel_lets_the_worker_trace_itself(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "escape_syscalls.py", sandbox="off")
+    assert probes(record, "ptrace: ALLOWED")
+
+
 def test_the_record_lists_the_layers_around_every_worker(tiny_task, layers):
     record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", timing=True, timing_blocks=1, timing_samples=2)
     assert record.status == "PASS", record.failure

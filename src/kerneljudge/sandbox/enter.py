@@ -1,8 +1,8 @@
 """The trusted launcher that confines one worker: ``python -m kerneljudge.sandbox.enter SPEC -- ARGV``.
 
-It runs before any candidate code, as the judge's user, and imports only the standard library. Python
-3.11 has no ``os.unshare`` and a ``preexec_fn`` is unsafe in the judge's threaded parent, so the layers
-are applied here, through libc, in three processes:
+It runs before any candidate code, as the judge's user, and imports only the standard library (and, for
+the seccomp layer, a libseccomp binding). Python 3.11 has no ``os.unshare`` and a ``preexec_fn`` is unsafe
+in the judge's threaded parent, so the layers are applied here, through libc, in three processes:
 
     outer  (the pid the parent spawned): enters the network, mount and PID namespaces, waits, and
            exits the way the worker did, so the parent sees the worker's signal or exit status;
@@ -264,12 +264,12 @@ def load_seccomp(spec: dict[str, Any], report: Report) -> None:
     if skipped(spec, report, "seccomp"):
         return
     try:
-        import seccomp  # libseccomp's own binding
+        import seccomp  # libseccomp's own binding, where the system ships it
     except ImportError:
         try:
-            import pyseccomp as seccomp  # the same API over ctypes
-        except ImportError:
-            report.set("seccomp", "missing", "no libseccomp binding (seccomp or pyseccomp) is importable")
+            import pyseccomp as seccomp  # the same API over ctypes (a dependency on Linux)
+        except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: pyseccomp found no libseccomp
+            report.set("seccomp", "missing", f"no usable libseccomp binding (seccomp or pyseccomp): {exc}")
             return
     try:
         rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
