@@ -98,6 +98,10 @@ def test_env_reports_the_machine(capsys):
     assert {"torch", "triton", "cuda_available", "namespaces", "triton_interpreter"} <= set(info)
     if not info["cuda_available"]:
         assert info["clock_monitor"] == "not needed: no CUDA device"
+        assert info["sandbox_cuda_workers"] == "not applicable: no CUDA device"
+    from kerneljudge.sandbox.confine import LAYERS
+
+    assert set(info["sandbox"]) == set(LAYERS) or set(info["sandbox"]) == {"launcher"}  # each layer, or why none
 
 
 def test_the_clock_monitor_finds_the_gpu_by_uuid_and_says_why_it_cannot(monkeypatch):

@@ -81,6 +81,15 @@ def sandbox_support() -> dict[str, str]:
     return {name: f"{layer.status}: {layer.detail}" for name, layer in layers.items()}
 
 
+def cuda_confinement(hello: dict[str, Any]) -> str:
+    """Whether the layers above also confine workers that use the GPU here."""
+    from kerneljudge.sandbox.confine import CUDA_UNCONFINED, DEFAULT_POLICY
+
+    if not hello.get("cuda_available"):
+        return "not applicable: no CUDA device"
+    return "the same layers" if DEFAULT_POLICY.confine_cuda else CUDA_UNCONFINED
+
+
 def probe(timeout_s: float = 120.0) -> dict[str, Any]:
     """Start a bare probe worker and return its hello (device, torch, triton, flags)."""
     from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
@@ -111,5 +120,6 @@ def report() -> dict[str, Any]:
         "triton_interpreter": hello.get("triton") is not None,
         "namespaces": namespace_support(),
         "sandbox": sandbox_support(),
+        "sandbox_cuda_workers": cuda_confinement(hello),
         "clock_monitor": clock_monitor(hello),
     }
