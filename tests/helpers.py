@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import jsonschema
 
 from kerneljudge import JudgeConfig, judge
-from kerneljudge.verdict import Record
+from kerneljudge.env import fingerprint
+from kerneljudge.reward import rewards_for
+from kerneljudge.verdict import Correctness, Identity, Record, Timing, TimingStats
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -55,4 +58,34 @@ def run_judge(task: str | Path, candidate: str | Path, **overrides) -> Record:
     settings = {"device": "cpu", "timing": False, "timeout_s": 60.0, "policy": "practical", **overrides}
     record = judge(task, candidate, JudgeConfig(**settings))
     validate_record(record)
+    return record
+
+
+def make_record(candidate: str = "c0", status: str = "PASS", speedup: float | None = None, **changes) -> Record:
+    """A complete record without judging anything; `changes` replace top-level fields."""
+    stats = TimingStats(median_ms=1, p95_ms=1, min_ms=1, max_ms=1, mean_ms=1, cv=0.01, count=3, samples_ms=[1, 1, 1])
+    timing = (
+        Timing(measured=True, candidate=stats, reference=stats, speedup=speedup, speedup_interval=[1.5, 2.5])
+        if speedup is not None
+        else Timing(measured=False, reason="timing disabled by configuration")
+    )
+    fields = {
+        "kerneljudge_version": "0.1.0",
+        "created_at": "2025-01-01T00:00:00+00:00",
+        "task": Identity(sha256=hashlib.sha256(b"task").hexdigest(), name="task", path="tasks/task.py"),
+        "candidate": Identity(sha256=hashlib.sha256(candidate.encode()).hexdigest(), name=candidate),
+        "config": JudgeConfig(device="cpu", timing=False).to_dict(),
+        "device": "cpu",
+        "status": status,
+        "verified": status == "PASS",
+        "valid": status != "ERROR",
+        "failure_kind": "tolerance" if status == "FAIL" else None,
+        "correctness": Correctness(checked=True, passed=status == "PASS", method="oracle"),
+        "timing": timing,
+        "environment": fingerprint({"torch": "2.5.0", "triton": "3.1.0"}),
+        "duration_s": 1.0,
+        **changes,
+    }
+    record = Record(**fields)
+    record.rewards = rewards_for(record)
     return record

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from kerneljudge import __version__
+from kerneljudge.batch import BATCH_COMMANDS, add_batch_commands
 from kerneljudge.config import DEVICES, MODES, POLICIES, SANDBOX_MODES, TIMING_METHODS, TIMING_REGIMES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--policy", choices=POLICIES, default="strict")
     c.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
     c.add_argument("--json", type=Path, metavar="PATH", help="write the confirmation here")
+    add_batch_commands(sub)
     return parser
 
 
@@ -247,6 +249,7 @@ COMMANDS = {
     "schema": cmd_schema,
     "redteam": cmd_redteam,
     "confirm": cmd_confirm,
+    **BATCH_COMMANDS,
 }
 
 

@@ -1,0 +1,334 @@
+"""Many candidates, one after another, into a results store; a rerun resumes (docs/batch.md).
+
+A manifest is JSONL: one `{"task": PATH, "candidate": PATH}` per line, paths
+relative to the manifest's folder. Every item's store key is known before it is
+judged (content hashes, configuration digest, this machine's environment
+digest), so items already in the store are skipped and a killed batch loses at
+most the judgment in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.errors import KernelJudgeError, UsageError
+from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
+from kerneljudge.verdict import Record
+
+if TYPE_CHECKING:
+    from kerneljudge.candidate import Candidate
+    from kerneljudge.task import Task
+
+MANIFEST_KEYS = ("task", "candidate")
+COUNTED = {"PASS": "passed", "FAIL": "failed", "SUSPICIOUS": "suspicious", "UNSUPPORTED": "unsupported"}
+
+
+class ManifestError(UsageError):
+    """A manifest line is not a usable item; the message names the line."""
+
+
+class ProbeError(KernelJudgeError):
+    """No worker could be started to fingerprint this machine, so no item's key is known."""
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    task: Path
+    candidate: Path
+    where: str = ""  # "manifest.jsonl line 3", for error messages
+
+
+@dataclass
+class BatchCounts:
+    judged: int = 0
+    skipped: int = 0
+    passed: int = 0
+    failed: int = 0
+    suspicious: int = 0
+    unsupported: int = 0
+    errors: int = 0
+
+    def add(self, record: Record) -> None:
+        self.judged += 1
+        name = COUNTED.get(record.status, "errors")
+        setattr(self, name, getattr(self, name) + 1)
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (
+            f"judged {self.judged}, skipped {self.skipped} (already stored): {self.passed} passed, "
+            f"{self.failed} failed, {self.suspicious} suspicious, {self.unsupported} unsupported, {self.errors} errors"
+        )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    item: BatchItem
+    task: Task
+    candidate: Candidate
+
+
+def read_manifest(path: str | Path) -> list[BatchItem]:
+    """Every item of a JSONL manifest; the first bad line raises ManifestError naming it."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"cannot read the manifest {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    items = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(entry, dict):
+            raise ManifestError(f'{where}: expected an object {{"task": PATH, "candidate": PATH}}')
+        unknown = sorted(set(entry) - set(MANIFEST_KEYS))
+        if unknown:
+            raise ManifestError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; only task and candidate")
+        for key in MANIFEST_KEYS:
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                raise ManifestError(f"{where}: {key!r} must be a path (a non-empty string)")
+        items.append(BatchItem(path.parent / entry["task"], path.parent / entry["candidate"], where))
+    return items
+
+
+def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
+    """Load every task and candidate up front, so a bad item stops the batch before anything is judged."""
+    from kerneljudge.candidate import load_candidate
+    from kerneljudge.task import load_task
+
+    tasks: dict[Path, Task] = {}
+    prepared = []
+    for index, item in enumerate(items, start=1):
+        where = item.where or f"item {index}"
+        try:
+            resolved = item.task.resolve()
+            if resolved not in tasks:
+                tasks[resolved] = load_task(item.task)
+            prepared.append(Prepared(item, tasks[resolved], load_candidate(item.candidate)))
+        except UsageError as exc:
+            raise ManifestError(f"{where}: {exc}") from None
+    return prepared
+
+
+def machine_environment(config: JudgeConfig) -> dict[str, Any]:
+    """This machine's fingerprint as a judgment under `config` records it; its key fields are exact.
+
+    What the workers see depends on the device asked for: on `--device cpu` they
+    see no GPU (CUDA_VISIBLE_DEVICES is emptied), so the records carry no GPU name
+    even on a GPU machine. Then every key field is known here without a worker:
+    the workers run this interpreter with this torch and read Triton's version
+    from its metadata. Otherwise the GPU name is the CUDA runtime's, which the
+    parent never initializes, so a bare reference worker is started and asked.
+    """
+    from kerneljudge.env import fingerprint
+
+    if config.device == "cpu":
+        import torch
+
+        try:  # as the worker reads it (kerneljudge.worker.main), without importing triton
+            from importlib.metadata import version
+
+            triton: str | None = version("triton")
+        except Exception:  # absent or unreadable: the worker says None too
+            triton = None
+        return fingerprint({"torch": torch.__version__, "triton": triton})
+    return fingerprint(probe_hello(config))
+
+
+def probe_hello(config: JudgeConfig) -> dict[str, Any]:
+    """The hello of a bare reference worker started as the pipeline starts one (same device and sandbox)."""
+    from kerneljudge.sandbox import confine
+    from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
+
+    policy = replace(confine.DEFAULT_POLICY, enabled=config.sandbox != "off", require=config.sandbox == "require")
+    limits = WorkerLimits(step_timeout_s=config.timeout_s)
+    try:
+        worker = WorkerProcess("reference", config.device, "", limits, policy=policy)
+    except (confine.SandboxUnavailable, OSError) as exc:
+        raise ProbeError(f"cannot start a worker to fingerprint this machine: {exc}") from None
+    try:
+        hello, _ = worker.receive(timeout_s=limits.start_timeout_s)
+    except WorkerFailure as exc:
+        raise ProbeError(f"the probe worker did not start: {exc}; `kerneljudge env` shows what is missing") from None
+    finally:
+        worker.close()
+    if hello.get("type") != "hello":
+        raise ProbeError("the probe worker did not say hello; `kerneljudge env` shows what is missing")
+    return hello
+
+
+def run_batch(
+    items: Sequence[BatchItem],
+    config: JudgeConfig,
+    store_path: str | Path,
+    progress: bool | None = None,
+    on_record: Callable[[BatchItem, Record], None] | None = None,
+) -> BatchCounts:
+    """Judge every item not already in the store, one after another, storing each record as it completes.
+
+    `progress`: live counts and an ETA (rich) on stdout; None shows them when stdout is a terminal.
+    `on_record` is called after each judged item's record is stored.
+    """
+    from kerneljudge.pipeline import judge
+
+    prepared = prepare(items)
+    counts = BatchCounts()
+    with Store(store_path) as store:
+        env_digest = environment_digest(machine_environment(config))
+        digest = config_digest(config.to_dict())
+        todo = []
+        for entry in prepared:
+            key = StoreKey(entry.task.sha256, entry.candidate.sha256, digest, env_digest)
+            if store.has(key):
+                counts.skipped += 1
+            else:
+                todo.append((entry, key))
+        show = sys.stdout.isatty() if progress is None else progress
+        with _Progress(show, len(todo), counts) as bar:
+            for entry, key in todo:
+                if store.has(key):  # a duplicate manifest line, or another writer, stored it meanwhile
+                    counts.skipped += 1
+                    bar.advance()
+                    continue
+                bar.start(entry)
+                record = judge(entry.task, entry.candidate, config, progress=bar.stage)
+                # The record's own key is what is stored; it differs from `key` only when the
+                # judgment saw another environment (its reference worker failed before saying hello).
+                store.put(record)
+                counts.add(record)
+                bar.advance()
+                if on_record is not None:
+                    on_record(entry.item, record)
+    return counts
+
+
+class _Progress:
+    """Live counts and an ETA through rich.progress, or nothing."""
+
+    def __init__(self, show: bool, total: int, counts: BatchCounts) -> None:
+        self.counts = counts
+        self.label = ""
+        self.bar: Any = None
+        if show:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.table import Column
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(bar_width=16),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                TextColumn(
+                    "{task.fields[stage]}",
+                    markup=False,
+                    table_column=Column(no_wrap=True, overflow="ellipsis", max_width=50),
+                ),
+                # rich estimates the speed from the last 30 s by default; a judgment takes seconds to minutes
+                speed_estimate_period=3600.0,
+            )
+            self.task_id = self.bar.add_task(self._counts(), total=total, stage="")
+
+    def _counts(self) -> str:
+        c = self.counts
+        parts = [f"{c.passed} pass", f"{c.failed} fail", f"{c.suspicious} susp", f"{c.errors} err"]
+        parts += [f"{n} {name}" for n, name in ((c.unsupported, "unsup"), (c.skipped, "skip")) if n]
+        return " ".join(parts)
+
+    def start(self, entry: Prepared) -> None:
+        self.label = f"{entry.task.name}/{entry.candidate.name}"
+        if self.bar is not None:
+            self.bar.update(self.task_id, stage=self.label)
+
+    def stage(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task_id, stage=f"{self.label}: {text}")
+
+    def advance(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task_id, advance=1, description=self._counts(), stage="")
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# ------------------------------------------------------------ command line
+
+
+def add_batch_commands(sub: Any) -> None:
+    """Register `batch` and `export` on the CLI's subparsers."""
+    b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
+    b.add_argument("manifest", type=Path, help='JSONL, one {"task": PATH, "candidate": PATH} a line')
+    b.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store")
+    b.add_argument("--device", choices=DEVICES, default="auto")
+    b.add_argument("--mode", choices=MODES, default="audit")
+    b.add_argument("--policy", choices=POLICIES, default="strict")
+    b.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="limit for each worker step")
+    b.add_argument("--no-timing", action="store_true", help="check correctness only")
+    e = sub.add_parser("export", help="write a results store's records as JSONL and/or a flat CSV table")
+    e.add_argument("--store", type=Path, required=True, metavar="PATH")
+    e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
+    e.add_argument("--csv", type=Path, metavar="PATH", help="one row per record: status, speedup, rewards")
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    config = JudgeConfig(
+        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
+    )
+    items = read_manifest(args.manifest)
+    tty = sys.stdout.isatty()
+
+    def log(item: BatchItem, record: Record) -> None:
+        if not tty:
+            print(f"{record.task.name}/{record.candidate.name}: {record.status} ({record.duration_s:.1f} s)")
+
+    counts = run_batch(items, config, args.store, on_record=log)
+    print(f"{counts.summary()}; store {args.store}")
+    return 1 if counts.errors else 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.jsonl is None and args.csv is None:
+        raise UsageError("say what to write: --jsonl PATH, --csv PATH, or both")
+    if not args.store.is_file():
+        raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
+    for target in (args.jsonl, args.csv):
+        if target is not None and not target.parent.is_dir():
+            raise UsageError(f"cannot write {target}: directory {target.parent} does not exist")
+    with Store(args.store) as store:
+        if args.jsonl is not None:
+            print(f"{store.export_jsonl(args.jsonl)} records to {args.jsonl}")
+        if args.csv is not None:
+            print(f"{store.export_csv(args.csv)} rows to {args.csv}")
+    return 0
+
+
+BATCH_COMMANDS = {"batch": cmd_batch, "export": cmd_export}
