@@ -31,9 +31,12 @@ def test_runtime_hack_is_caught(tiny_task, fixture, code, status):
         assert code in codes(record), codes(record)
 
 
-def test_pointer_cache_is_caught_by_the_canary(tiny_task):
+def test_pointer_cache_fails_a_correctness_trial(tiny_task):
+    # Whether a public trial's input lands where an earlier one's did (and the stale answer shows there) or
+    # only the hidden trials' storage-reuse canary exposes it depends on the allocator: both were seen, with
+    # and without the sandbox, so the test asks only that some correctness trial fails it.
     record = run_judge(tiny_task, CANDIDATES / "cache_by_pointer.py")
-    assert record.failure.kind == "tolerance" and "hidden" in record.failure.phase
+    assert record.failure.kind == "tolerance" and record.failure.phase.startswith("correctness ("), record.failure
 
 
 @pytest.mark.parametrize("fixture", ["honest_torch.py", "honest_init_packing.py"])

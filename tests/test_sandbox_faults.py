@@ -154,7 +154,7 @@ def test_unconfined_the_kernel_lets_the_worker_trace_itself(tiny_task):
 
 
 def test_the_record_lists_the_layers_around_every_worker(tiny_task, layers):
-    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", timing=True, timing_blocks=1, timing_samples=2)
+    record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", timing=True, timing_blocks=2, timing_samples=5)
     assert record.status == "PASS", record.failure
     for name in ("candidate", "reference", "candidate_timing", "reference_timing"):
         recorded = record.logs[name].sandbox_layers

@@ -332,7 +332,10 @@ def clock_summary(
 # on an H200 an honest Triton softmax claimed 0.134 of it while only the candidate sent a timed output
 # back (since fixed: both sides do); a patched timer claims 0.
 CLAIM_FLOOR = 0.1
-NOISE_MS = 5.0
+# ... and only when off by more than this: in a CI run on a loaded 2-core machine an honest CPU judgment
+# timed with one block of two samples claimed 1.37 ms where the parent's clock implied 14.1 ms (one
+# scheduler delay of a request); a patched timer over a whole timing run is off by far more.
+NOISE_MS = 20.0
 
 
 def clock_check(claimed_ms: dict[str, float], seen_ms: dict[str, float]) -> dict[str, Any]:
