@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,7 +154,7 @@ def probe_hello(config: JudgeConfig) -> dict[str, Any]:
     from kerneljudge.sandbox import confine
     from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
 
-    policy = replace(confine.DEFAULT_POLICY, enabled=config.sandbox != "off", require=config.sandbox == "require")
+    policy = confine.policy_for(config.sandbox)
     limits = WorkerLimits(step_timeout_s=config.timeout_s)
     try:
         worker = WorkerProcess("reference", config.device, "", limits, policy=policy)

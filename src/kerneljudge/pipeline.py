@@ -12,7 +12,6 @@ import datetime as dt
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -197,10 +196,7 @@ class Judgment:
             log_cap_bytes=config.log_cap_bytes,
             max_message_bytes=config.max_message_bytes,
         )
-        # The machine's default layers and limits (confine.DEFAULT_POLICY), switched as the configuration says.
-        self.sandbox = replace(
-            confine.DEFAULT_POLICY, enabled=config.sandbox != "off", require=config.sandbox == "require"
-        )
+        self.sandbox = confine.policy_for(config.sandbox)
         self.failure: Failure | None = None
         self.findings: list[Finding] = []
         self.capabilities: dict[str, Capability] = {}

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,6 +95,11 @@ class SandboxPolicy:
 
 
 DEFAULT_POLICY = SandboxPolicy()
+
+
+def policy_for(mode: str) -> SandboxPolicy:
+    """The machine's default layers and limits (`DEFAULT_POLICY`), switched as `JudgeConfig.sandbox` says."""
+    return replace(DEFAULT_POLICY, enabled=mode != "off", require=mode == "require")
 
 
 def _real(path: str | os.PathLike[str]) -> str:
