@@ -1,8 +1,9 @@
 """Which sandbox layer stops CUDA on this machine? (Run on a GPU machine; prints a Markdown table.)
 
 Starts `torch.cuda.init()` inside the launcher with every layer, then with each layer left out in turn
-(`SandboxPolicy.skip_layers`), and once unconfined through the same launcher with every layer left out.
-A row whose CUDA works while the full set's does not names a culprit. `scripts/gpu_suite.sh run sandbox`
+(`SandboxPolicy.skip_layers`), then with each layer alone, and once through the same launcher with every
+layer left out. A row whose CUDA works while the full set's does not names a culprit; the rows of single
+layers catch a culprit that takes two layers together. `scripts/gpu_suite.sh run sandbox`
 runs it.
 
     python scripts/sandbox_cuda_probe.py [--json PATH]
@@ -36,6 +37,7 @@ def probe(skip: frozenset[str]) -> dict[str, object]:
         "cuda": bool(out) and out[-1].startswith("CUDA "),
         "said": out[-1] if out else done.stderr.decode(errors="replace").strip()[-200:],
         "in_force": [n for n, layer in layers.items() if layer.status == "in_force"],
+        "layers": {n: f"{layer.status}: {layer.detail}" for n, layer in layers.items()},
     }
 
 
@@ -43,13 +45,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    rows = [probe(frozenset())]
-    rows += [probe(frozenset({name})) for name in LAUNCHER_LAYERS]
-    rows.append(probe(frozenset(LAUNCHER_LAYERS)))
-    print("| left out | CUDA | what the probe said |\n|---|---|---|")
-    for row in rows:
-        left_out = ", ".join(row["skipped"]) if len(row["skipped"]) < len(LAUNCHER_LAYERS) else "every layer"
-        print(f"| {left_out or 'nothing'} | {'works' if row['cuda'] else 'fails'} | {row['said']} |")
+    skips = [frozenset()]
+    skips += [frozenset({name}) for name in LAUNCHER_LAYERS]
+    skips += [frozenset(LAUNCHER_LAYERS) - {name} for name in LAUNCHER_LAYERS]
+    skips.append(frozenset(LAUNCHER_LAYERS))
+    print("| layers | CUDA | what the probe said |\n|---|---|---|", flush=True)
+    rows = []
+    for skip in skips:
+        row = probe(skip)
+        rows.append(row)
+        kept = [name for name in LAUNCHER_LAYERS if name not in skip]
+        if not skip:
+            which = "every layer"
+        elif len(skip) == 1:
+            which = f"all but {next(iter(skip))}"
+        else:
+            which = f"only {', '.join(kept)}" if kept else "none"
+        print(f"| {which} | {'works' if row['cuda'] else 'fails'} | {row['said']} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0
