@@ -7,7 +7,7 @@
 #   scripts/gpu_suite.sh run [tests|redteam|bench|all]
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
-#                                `tests`: the tests marked `gpu` plus the CLI on every example;
+#                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode;
 #                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md;
 #                                KJ_BENCH_ARGS adds arguments, e.g. "--kernels softmax_2048x4096 --pairs 3");
@@ -48,7 +48,7 @@ run() {
   set +e
   local status=0 audit_status=0 enforce_status=0
   if [ "$stage" = tests ] || [ "$stage" = all ]; then
-    python3 -m pytest -m gpu tests/gpu -v -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
+    python3 -m pytest -m gpu tests -v -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
       | tee "$OUT/gpu_tests.log"
     status=${PIPESTATUS[0]}
     for example in examples/*/; do

@@ -61,6 +61,17 @@ def run_judge(task: str | Path, candidate: str | Path, **overrides) -> Record:
     return record
 
 
+def probes(record: Record, word: str) -> list[str]:
+    """The candidate's PROBE lines that contain `word` (e.g. the success marker of an attempt)."""
+    lines = record.logs["candidate"].stdout_tail.splitlines()
+    return [line for line in lines if line.startswith("PROBE") and word in line]
+
+
+def answered(record: Record) -> bool:
+    """The candidate's answer was judged: a pass, or a pass flagged for what its source does (file or socket use)."""
+    return record.status in ("PASS", "SUSPICIOUS") and record.failure is None and record.valid
+
+
 def make_record(candidate: str = "c0", status: str = "PASS", speedup: float | None = None, **changes) -> Record:
     """A complete record without judging anything; `changes` replace top-level fields."""
     stats = TimingStats(median_ms=1, p95_ms=1, min_ms=1, max_ms=1, mean_ms=1, cv=0.01, count=3, samples_ms=[1, 1, 1])

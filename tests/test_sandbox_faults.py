@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import CANDIDATES, run_judge
+from helpers import CANDIDATES, answered, probes, run_judge
 from kerneljudge.sandbox import confine
 
 
@@ -25,17 +25,6 @@ def need(layers, *names):
     missing = [f"{n} ({layers[n].detail})" for n in names if layers[n].status != "in_force"]
     if missing:
         pytest.skip("sandbox layers not in force here: " + "; ".join(missing))
-
-
-def probes(record, word):
-    """The candidate's PROBE lines that contain `word` (e.g. the success marker of an attempt)."""
-    lines = record.logs["candidate"].stdout_tail.splitlines()
-    return [line for line in lines if line.startswith("PROBE") and word in line]
-
-
-def answered(record):
-    """The candidate's answer was judged: a pass, or a pass flagged for what its source does (file or socket use)."""
-    return record.status in ("PASS", "SUSPICIOUS") and record.failure is None and record.valid
 
 
 def test_fork_bomb_is_capped_killed_and_the_judge_carries_on(tiny_task, layers):

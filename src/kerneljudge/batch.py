@@ -151,21 +151,16 @@ def machine_environment(config: JudgeConfig) -> dict[str, Any]:
 
 def probe_hello(config: JudgeConfig) -> dict[str, Any]:
     """The hello of a bare reference worker started as the pipeline starts one (same device and sandbox)."""
+    from kerneljudge.env import probe
     from kerneljudge.sandbox import confine
-    from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox.process import WorkerFailure
 
-    policy = confine.policy_for(config.sandbox)
-    limits = WorkerLimits(step_timeout_s=config.timeout_s)
     try:
-        worker = WorkerProcess("reference", config.device, "", limits, policy=policy)
+        hello, _ = probe(config.device, confine.policy_for(config.sandbox), config.timeout_s)
     except (confine.SandboxUnavailable, OSError) as exc:
         raise ProbeError(f"cannot start a worker to fingerprint this machine: {exc}") from None
-    try:
-        hello, _ = worker.receive(timeout_s=limits.start_timeout_s)
     except WorkerFailure as exc:
         raise ProbeError(f"the probe worker did not start: {exc}; `kerneljudge env` shows what is missing") from None
-    finally:
-        worker.close()
     if hello.get("type") != "hello":
         raise ProbeError("the probe worker did not say hello; `kerneljudge env` shows what is missing")
     return hello

@@ -11,9 +11,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kerneljudge import __version__
+
+if TYPE_CHECKING:
+    from kerneljudge.sandbox.confine import SandboxPolicy
 
 
 def nvidia_driver_version() -> str | None:
@@ -81,23 +84,28 @@ def sandbox_support() -> dict[str, str]:
     return {name: f"{layer.status}: {layer.detail}" for name, layer in layers.items()}
 
 
-def cuda_confinement(hello: dict[str, Any]) -> str:
-    """Whether the layers above also confine workers that use the GPU here."""
-    from kerneljudge.sandbox.confine import CUDA_UNCONFINED, DEFAULT_POLICY
+def cuda_confinement(hello: dict[str, Any], layers: dict[str, dict[str, str]]) -> str:
+    """Whether the layers above also confine workers that use the GPU here (hello and layers: a probe's)."""
+    from kerneljudge.sandbox.confine import CUDA_UNCONFINED, DEFAULT_POLICY, gpus_hidden_by_sandbox
 
     if not hello.get("cuda_available"):
-        return "not applicable: no CUDA device"
+        return gpus_hidden_by_sandbox(layers) or "not applicable: no CUDA device"
     return "the same layers" if DEFAULT_POLICY.confine_cuda else CUDA_UNCONFINED
 
 
-def probe(timeout_s: float = 120.0) -> dict[str, Any]:
-    """Start a bare probe worker and return its hello (device, torch, triton, flags)."""
+def probe(
+    device: str = "auto", policy: SandboxPolicy | None = None, timeout_s: float = 120.0
+) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+    """Start a bare reference worker as a judgment would and return its hello and its sandbox layers.
+
+    Raises SandboxUnavailable (a required layer missing), OSError or WorkerFailure.
+    """
     from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 
-    worker = WorkerProcess("reference", "auto", "", WorkerLimits(step_timeout_s=timeout_s))
+    worker = WorkerProcess("reference", device, "", WorkerLimits(step_timeout_s=timeout_s), policy=policy)
     try:
-        hello, _ = worker.receive()
-        return hello
+        hello, _ = worker.receive(timeout_s=worker.limits.start_timeout_s)
+        return hello, worker.sandbox_layers
     finally:
         worker.close()
 
@@ -113,13 +121,13 @@ def clock_monitor(hello: dict[str, Any]) -> str:
 
 
 def report() -> dict[str, Any]:
-    hello = probe()
+    hello, layers = probe()
     return {
         **fingerprint(hello),
         "python_executable": sys.executable,
         "triton_interpreter": hello.get("triton") is not None,
         "namespaces": namespace_support(),
         "sandbox": sandbox_support(),
-        "sandbox_cuda_workers": cuda_confinement(hello),
+        "sandbox_cuda_workers": cuda_confinement(hello, layers),
         "clock_monitor": clock_monitor(hello),
     }

@@ -280,13 +280,15 @@ class Judgment:
         self.hello = self._reference_hello()
         cuda = bool(self.hello.get("cuda_available"))
         self.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
+        layers = self.workers["reference"].sandbox_layers
+        hidden = None if cuda or requested == "cpu" else confine.gpus_hidden_by_sandbox(layers)
         self.capabilities["cuda_runtime"] = Capability(
             status="available" if cuda else "unavailable",
             required=requested == "cuda",
             detail=(
                 f"{self.hello.get('gpu_name')} (capability {self.hello.get('gpu_capability')})"
                 if cuda
-                else "no CUDA device visible" + ("" if requested == "cuda" else ": judged on the CPU")
+                else (hidden or "no CUDA device visible") + ("" if requested == "cuda" else ": judged on the CPU")
             ),
         )
         triton = self.hello.get("triton")

@@ -63,10 +63,9 @@ class SandboxPolicy:
     """
 
     enabled: bool = True
-    # CUDA failed to initialise (cudaGetDeviceCount: error 304) inside the full sandbox on an H200 while
-    # it worked unconfined and with every rlimit lifted; the layer at fault is not yet known, so CUDA
-    # workers are not confined unless asked, and their record says so (docs/security.md).
-    confine_cuda: bool = False
+    # CUDA workers get the same layers. Off, for a machine whose GPU stack cannot start inside them, their
+    # record says each layer is missing and why (docs/security.md).
+    confine_cuda: bool = True
     require: bool = False
     optional_layers: frozenset[str] = frozenset({"seccomp", "gpu_memory_cap"})
     # Layers not applied at all (recorded missing): to find which one a machine's GPU stack cannot live with
@@ -278,7 +277,22 @@ def disabled_layers(reason: str) -> dict[str, Layer]:
     return {name: Layer("missing", reason) for name in LAYERS}
 
 
-CUDA_UNCONFINED = "not applied to CUDA workers: CUDA failed to start inside it on an H200 (SandboxPolicy.confine_cuda)"
+CUDA_UNCONFINED = "not applied to CUDA workers: SandboxPolicy.confine_cuda is off"
+
+
+def gpus_hidden_by_sandbox(layers: dict[str, dict[str, str]]) -> str | None:
+    """Why a confined worker saw no CUDA device on a machine where NVML sees GPUs; None when that is not so."""
+    from kerneljudge.sandbox.gpu_memory import open_nvml
+
+    if not any(layer["status"] == "in_force" for layer in layers.values()):
+        return None
+    _, handles, _ = open_nvml()
+    if not handles:
+        return None
+    return (
+        f"NVML sees {len(handles)} GPU(s) but CUDA did not start inside the sandbox: judge with --sandbox off, "
+        "or find the layer with scripts/sandbox_cuda_probe.py"
+    )
 
 
 def complete(layers: dict[str, Layer]) -> dict[str, Layer]:

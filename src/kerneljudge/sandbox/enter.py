@@ -134,13 +134,17 @@ def enter_namespaces(spec: dict[str, Any], report: Report) -> None:
 # ---------------------------------------------------------------- init: the mount view
 
 
-def _read_only_root() -> None:
+def _set_mount_attr(path: str, flags: int, *, set_: int = 0, clear: int = 0) -> None:
     number = SYS_MOUNT_SETATTR.get(platform.machine())
     if number is None:
         raise OSError(errno.ENOSYS, f"mount_setattr number unknown on {platform.machine()}")
-    attr = MountAttr(attr_set=MOUNT_ATTR_RDONLY)
-    result = _libc.syscall(number, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
-    _libc_call(0 if result == 0 else -1, "mount_setattr(/, AT_RECURSIVE, RDONLY)")
+    attr = MountAttr(attr_set=set_, attr_clr=clear)
+    result = _libc.syscall(number, AT_FDCWD, path.encode(), flags, ctypes.byref(attr), ctypes.sizeof(attr))
+    _libc_call(0 if result == 0 else -1, f"mount_setattr({path}, set={set_:#x}, clear={clear:#x})")
+
+
+def _read_only_root() -> None:
+    _set_mount_attr("/", AT_RECURSIVE, set_=MOUNT_ATTR_RDONLY)
 
 
 def setup_mounts(spec: dict[str, Any], report: Report) -> None:
@@ -153,18 +157,27 @@ def setup_mounts(spec: dict[str, Any], report: Report) -> None:
         for name in ("read_only_root", "hidden_state", "private_tmp"):
             report.set(name, "missing", f"mount setup failed: {_why(exc)}")
         return
+    proc_writable = not os.statvfs("/proc").f_flag & os.ST_RDONLY
+    try:
+        if not skipped(spec, report, "read_only_root"):
+            _read_only_root()
+            report.set("read_only_root", "in_force", "every mount read-only but /proc, the workspace and private tmp")
+    except OSError as exc:
+        report.set("read_only_root", "missing", _why(exc))
+    # /proc stays writable, and is mounted after the read-only pass: the NVIDIA driver names its threads
+    # through /proc/self/task/<tid>/comm while CUDA starts, and a refused write fails cuInit with error 304
+    # (measured on an H200, driver 580; docs/security.md). The worker's uid can write only its own entries.
     if report.in_force("pid_namespace"):
         try:
             _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
             report.set("pid_namespace", "in_force", "own PID namespace and /proc: the judge's processes are unseen")
         except OSError as exc:
             report.set("pid_namespace", "in_force", f"own PID namespace, but the host /proc stays: {_why(exc)}")
-    try:
-        if not skipped(spec, report, "read_only_root"):
-            _read_only_root()
-            report.set("read_only_root", "in_force", "every mount read-only except the workspace and private tmp")
-    except OSError as exc:
-        report.set("read_only_root", "missing", _why(exc))
+    if proc_writable and report.in_force("read_only_root") and os.statvfs("/proc").f_flag & os.ST_RDONLY:
+        try:
+            _set_mount_attr("/proc", 0, clear=MOUNT_ATTR_RDONLY)
+        except OSError as exc:
+            report.set("read_only_root", "in_force", f"every mount read-only, /proc too (no CUDA then): {_why(exc)}")
     # The writable covers are the private tmp, the others hide the judge's state; either may be skipped.
     skip_hidden, skip_tmp = skipped(spec, report, "hidden_state"), skipped(spec, report, "private_tmp")
     covered = [e for e in spec["hide"] if not (skip_tmp if e["writable"] else skip_hidden)]
