@@ -36,6 +36,7 @@ from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProce
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
     BUSY_PRECURSOR,
+    CUDA_GRAPH,
     DO_BENCH,
     INTERLEAVED,
     KERNELBENCH,
@@ -639,6 +640,12 @@ class Judgment:
             budget_s=self.config.timing_budget_s,
         )
         self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor)
+        if self.timing.launch_regime == CUDA_GRAPH and self.config.mode != "off":
+            before = self.timed_checks
+            for (role, calls), keep in graph_keep.items():
+                if role == "candidate":
+                    self._recheck_graph(calls, keep, len(pool[0]))
+            self.timing.graph_rechecks = self.timed_checks - before
         self.timing.timed_outputs_checked = self.timed_checks
         self.timing.compile_error = compile_error
         if monitor_error and self.timing.clocks is not None:
@@ -689,10 +696,27 @@ class Judgment:
             return f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}"
         return None
 
-    def _check_timed_output(self, response: dict[str, Any], values: Any, set_index: int) -> None:
+    def _recheck_graph(self, calls: int, keep: int, sets: int) -> None:
+        """Plain calls on two of the candidate's graph buffers after its replays, each checked like a timed call.
+
+        A replayed graph runs what was captured, so a candidate that switches to a shortcut once timing
+        starts (H03), or serves answers from a cache keyed on storage (H01), may never show it in a replay.
+        Its Python still runs in these calls, on buffers that hold other contents than its last calls saw
+        (`op_recheck`): the last answer cannot be right for both, and a storage-keyed cache for either.
+        """
+        buffers = secrets.SystemRandom().sample(range(sets), min(2, sets))
+        for buffer in buffers:
+            header = {"op": "recheck", "calls": calls, "graph_keep": keep, "buffer": buffer, "compiled": False}
+            response, values = self._candidate_step(lambda h=header: self.workers["candidate"].request(h), "timing")
+            if response.get("type") == "error":
+                raise CandidateFailed(error_failure(response, "timing"))
+            what = f"plain call on graph buffer {buffer} after the replays"
+            self._check_timed_output(response, values, buffer, what=what)
+
+    def _check_timed_output(self, response: dict[str, Any], values: Any, set_index: int, what: str = "") -> None:
         """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
         _, ref_out, oracle_out = self.timing_sets[set_index]
-        phase = f"timing (timed call {self.timed_checks})"
+        phase = f"timing ({what or f'timed call {self.timed_checks}'})"
         self.timed_checks += 1
         problem = check_structure(response, ref_out, self.device or "cpu")
         if problem is None:

@@ -123,6 +123,7 @@ class Timing(Model):
     clock_check: dict[str, Any] | None = None  # the candidate's claimed time against the parent's clock
     trace_check: dict[str, Any] | None = None  # the timed calls' device time against the traced calls' kernels
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
+    graph_rechecks: int = 0  # of those, plain calls on the candidate's graph buffers after its replays
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
     l2_flush_bytes: int | None = None  # bytes overwritten before every sample (0: warm cache)
     persisting_l2_reset: dict[str, bool | None] = Field(default_factory=dict)  # per side, before its samples

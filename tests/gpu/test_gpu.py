@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, EXAMPLES, TASKS, run_judge
+from kerneljudge.redteam import FIXTURES_DIR
 
 pytestmark = pytest.mark.gpu
 
@@ -176,6 +177,7 @@ def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
     record = keep(run_judge(reference, candidate, device="cuda", timing=True, timing_compile=True), "timing-compile")
     t = record.timing
     assert record.verified and t.launch_regime == "cuda_graph" and t.graph_fallback is None, t
+    assert t.graph_rechecks == 2 and t.timed_outputs_checked > 2, t  # plain calls after the replays too
     assert t.precursor_ms["candidate"] > 0 and t.precursor_ms["reference"] > 0
     assert t.persisting_l2_reset == {"candidate": True, "reference": True, "compiled": True}
     assert t.clocks["monitor"] == "nvml" and t.clocks["sm_mhz_max"] > 0, t.clocks
@@ -194,6 +196,13 @@ def test_cuda_graph_regime_checks_replays_and_falls_back_when_capture_fails():
         "graph-stale",
     )
     assert stale.status == "FAIL" and stale.failure.phase == "timing", stale.failure
+    # Honest for its first 16 calls, then its last answer: a graph captured later replays stale answers,
+    # one captured earlier replays honest work, and the plain calls after the replays see the switch.
+    switch = keep(
+        run_judge(TASKS / "tiny_bias_relu.py", FIXTURES_DIR / "timing_switch.py", device="cuda", timing=True),
+        "graph-switch",
+    )
+    assert switch.status == "FAIL" and switch.failure.phase == "timing", switch.failure
     fallback = keep(
         run_judge(
             reference,

@@ -13,9 +13,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kerneljudge.checks.catalog import CATALOG
+from kerneljudge.checks.trace import TIMED_FRACTION_FLOOR
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
+from kerneljudge.timing.basic import CUDA_GRAPH
 from kerneljudge.verdict import Record
 
 
@@ -30,6 +32,11 @@ class Fixture:
     task: str = "bias_relu"  # a file in kerneljudge/redteam/tasks
     cuda_evidence: tuple[str, ...] = ()  # on CUDA, each of these must appear too (unless rejected at preflight)
     timing: bool = False  # judged with timing (the timing cross-check's fixtures)
+    # A hack that starts after some number of calls may never start in a CUDA graph's timing worker, which
+    # calls the model a few times only: then its replays are honest work. A verified record counts as
+    # defeating it when the timing ran in that regime, the plain calls after the replays were checked
+    # (they would have seen the hack: `Pipeline._recheck_graph`), and the timed figure is the traced work.
+    inert_under_graphs: bool = False
 
     @property
     def honest(self) -> bool:
@@ -72,6 +79,7 @@ FIXTURES = (
         "honest while checked, its last answer once timing starts (timed)",
         ("tolerance",),
         timing=True,
+        inert_under_graphs=True,
     ),
     Fixture(
         "timing_cache",
@@ -82,6 +90,7 @@ FIXTURES = (
         cuda_only=True,
         task="row_sum",
         timing=True,
+        inert_under_graphs=True,
     ),
     Fixture("deferred_output", "H04", "each call returns the previous call's result", ("tolerance",)),
     Fixture("frame_walk", "H05", "frames and gc searched for the answer", ("KJ-S050", "tolerance")),
@@ -202,6 +211,20 @@ def evidence_of(record: Record) -> list[str]:
     return seen + ([record.failure_kind] if record.failure_kind else [])
 
 
+def inert_in_graph_timing(record: Record) -> bool:
+    """Verified, timed by graph replays, rechecked after them, and the timed figure is the traced work."""
+    t = record.timing
+    traced = (t.trace_check or {}).get("timed_fraction") if t is not None else None
+    return (
+        record.verified
+        and t is not None
+        and t.launch_regime == CUDA_GRAPH
+        and t.graph_rechecks > 0
+        and traced is not None
+        and traced >= TIMED_FRACTION_FLOOR
+    )
+
+
 def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) -> Outcome:
     config = JudgeConfig(device=device, mode=mode, policy=fixture.policy, timing=fixture.timing, timeout_s=timeout_s)
     record = judge(TASKS_DIR / f"{fixture.task}.py", FIXTURES_DIR / f"{fixture.name}.py", config)
@@ -218,6 +241,8 @@ def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) ->
                 or (mode == "enforce" and record.failure_kind == "integrity_violation")
             )
         )
+        if not matched and fixture.inert_under_graphs and inert_in_graph_timing(record):
+            matched, expected = True, expected + ", or timed honestly (inert under CUDA graphs)"
     rejected = record.failure is not None and record.failure.phase == "preflight"
     if device == "cuda" and fixture.cuda_evidence and not rejected:
         missing = [c for c in fixture.cuda_evidence if c not in evidence]
@@ -275,6 +300,8 @@ def fixtures_markdown() -> str:
             expected = "not verified; " + " or ".join(f"`{e}`" for e in f.evidence)
             if f.cuda_evidence:
                 expected += "; on CUDA also " + ", ".join(f"`{e}`" for e in f.cuda_evidence)
+            if f.inert_under_graphs:
+                expected += "; or, timed by CUDA graphs, verified with the hack never reaching the timed calls"
         expected += " (CUDA only)" if f.cuda_only else ""
         rows.append(f"| `{f.name}` | {f.attack} | {f.summary} | `{f.task}` | {f.policy} | {expected} |")
     return "\n".join(rows) + "\n"

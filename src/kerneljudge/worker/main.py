@@ -391,7 +391,11 @@ class Worker:
         if capture is None:
             self.send(header_out)
             return
-        described = describe_output(torch, captured)
+        self.send_captured(header_out, captured)
+
+    def send_captured(self, header_out: dict[str, Any], captured: Any) -> None:
+        """Send a response with one call's output described and, where it is plain tensors, attached."""
+        described = describe_output(self.torch, captured)
         header_out.update(described)
         if not all(d["plain_tensor"] for d in described["items"]):
             self.send(header_out)
@@ -399,6 +403,33 @@ class Worker:
         items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
         tree, tensors = wire.pack_values(items)
         self.send({**header_out, "captured": tree}, tensors)
+
+    def op_recheck(self, header: dict[str, Any], args: Any) -> None:
+        """After a graph's replays, one plain call on the graph's own buffer `buffer`, its output sent back.
+
+        Each pool set is first copied back into its own buffer, the arrangement of the capture, which no
+        replay uses: a candidate that answers from what it kept of earlier calls (its last answer, or a
+        cache keyed on the buffer's storage) answers for other contents than the buffer holds now.
+        """
+        torch = self.torch
+        key = (bool(header.get("compiled")), int(header["calls"]), int(header["graph_keep"]))
+        model = self.compiled if header.get("compiled") else self.model
+        if key not in self.graphs or model is None:
+            self.send(describe_exception("time", RuntimeError("no CUDA graph to recheck: time with `graph` first")))
+            return
+        _, static, _ = self.graphs[key]
+        try:
+            with torch.no_grad():
+                for buffers, source in zip(static, self.staged, strict=True):
+                    for buffer, value in zip(buffers, source, strict=True):
+                        if isinstance(buffer, torch.Tensor):
+                            buffer.copy_(value)
+                out = model(*static[int(header["buffer"])])
+                self.synchronize()
+        except BaseException as exc:
+            self.send(describe_exception("time", exc))
+            return
+        self.send_captured({"type": "rechecked"}, out)
 
     def graph_for(self, model: Any, compiled: bool, pool: list[Any], calls: int, keep: int) -> tuple[Any, Any, Any]:
         """A CUDA graph of one sample's `calls` calls, captured once per (model, calls, kept call).
