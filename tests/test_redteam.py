@@ -2,9 +2,10 @@
 
 import pytest
 
+from helpers import make_record
 from kerneljudge.cli import main
 from kerneljudge.redteam import FIXTURES_DIR
-from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, run_suite
+from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, inert_in_graph_timing, run_suite
 
 # Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
 CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R040", "KJ-R041", "KJ-R051"}
@@ -51,3 +52,19 @@ def test_the_documented_fixture_table_is_the_suite():
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "redteam.md").read_text()
     assert fixtures_markdown() in docs
+
+
+@pytest.mark.parametrize(
+    ("regime", "rechecks", "status", "inert"),
+    [
+        ("cuda_graph", 2, "PASS", True),
+        ("cuda_graph", 0, "PASS", False),  # no plain call after the replays: nothing shows the hack was off
+        ("busy_precursor", 2, "PASS", False),  # every timed call was a plain call: the hack would have run
+        ("cuda_graph", 2, "FAIL", False),
+    ],
+)
+def test_a_counted_hack_counts_as_inert_only_when_graph_replays_were_rechecked(regime, rechecks, status, inert):
+    record = make_record(status=status, speedup=1.0)
+    record.timing.launch_regime = regime
+    record.timing.graph_rechecks = rechecks
+    assert inert_in_graph_timing(record) is inert

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kerneljudge.checks.catalog import CATALOG
-from kerneljudge.checks.trace import TIMED_FRACTION_FLOOR
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
@@ -34,8 +33,8 @@ class Fixture:
     timing: bool = False  # judged with timing (the timing cross-check's fixtures)
     # A hack that starts after some number of calls may never start in a CUDA graph's timing worker, which
     # calls the model a few times only: then its replays are honest work. A verified record counts as
-    # defeating it when the timing ran in that regime, the plain calls after the replays were checked
-    # (they would have seen the hack: `Pipeline._recheck_graph`), and the timed figure is the traced work.
+    # defeating it when the timing ran in that regime and the plain calls after the replays, which would
+    # have seen the hack (`Pipeline._recheck_graph`), were checked (`inert_in_graph_timing`).
     inert_under_graphs: bool = False
 
     @property
@@ -212,17 +211,14 @@ def evidence_of(record: Record) -> list[str]:
 
 
 def inert_in_graph_timing(record: Record) -> bool:
-    """Verified, timed by graph replays, rechecked after them, and the timed figure is the traced work."""
+    """Verified, timed by graph replays, and its plain calls after the replays were checked and right.
+
+    Those calls come last, after every capture and replay: a hack that switches on after some number of
+    calls, or some time, and stays on would answer them wrong. Right there, it was off when the graph was
+    captured too, so the replays timed honest work.
+    """
     t = record.timing
-    traced = (t.trace_check or {}).get("timed_fraction") if t is not None else None
-    return (
-        record.verified
-        and t is not None
-        and t.launch_regime == CUDA_GRAPH
-        and t.graph_rechecks > 0
-        and traced is not None
-        and traced >= TIMED_FRACTION_FLOOR
-    )
+    return record.verified and t is not None and t.launch_regime == CUDA_GRAPH and t.graph_rechecks > 0
 
 
 def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) -> Outcome:
