@@ -279,7 +279,7 @@ class _Progress:
 
 
 def add_batch_commands(sub: Any) -> None:
-    """Register `batch` and `export` on the CLI's subparsers."""
+    """Register `batch`, `export` and `report` on the CLI's subparsers."""
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
     b.add_argument("manifest", type=Path, help='JSONL, one {"task": PATH, "candidate": PATH} a line')
     b.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store")
@@ -292,6 +292,9 @@ def add_batch_commands(sub: Any) -> None:
     e.add_argument("--store", type=Path, required=True, metavar="PATH")
     e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
     e.add_argument("--csv", type=Path, metavar="PATH", help="one row per record: status, speedup, rewards")
+    r = sub.add_parser("report", help="fast_p, verified_fast_p and speedups of a results store, as Markdown")
+    r.add_argument("--store", type=Path, required=True, metavar="PATH")
+    r.add_argument("--markdown", type=Path, metavar="PATH", help="write the summary here too")
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -326,4 +329,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-BATCH_COMMANDS = {"batch": cmd_batch, "export": cmd_export}
+def cmd_report(args: argparse.Namespace) -> int:
+    from kerneljudge.metrics import summarize, summary_markdown
+
+    if not args.store.is_file():
+        raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
+    if args.markdown is not None and not args.markdown.parent.is_dir():
+        raise UsageError(f"cannot write {args.markdown}: directory {args.markdown.parent} does not exist")
+    with Store(args.store) as store:
+        text = summary_markdown(summarize(store))
+    print(text, end="")
+    if args.markdown is not None:
+        args.markdown.write_text(text)
+    return 0
+
+
+BATCH_COMMANDS = {"batch": cmd_batch, "export": cmd_export, "report": cmd_report}

@@ -1,0 +1,135 @@
+"""Benchmark figures over judged records: fast_p, verified_fast_p, geometric-mean speedups, Wilson intervals.
+
+fast_p is KernelBench's metric (Ouyang et al., 2025, arXiv:2502.10517): the share of all judgments whose
+candidate is correct and faster than p times the baseline (speedup > p), the incorrect ones counted in the
+denominator. Here "correct" is the record's correctness check alone, as KernelBench's own evaluation
+reports it, and verified_fast_p counts only verified records (correct, honest, timed without a finding
+that voids the figure). Records of a judge failure (`valid` false) are the judge's fault, not the
+candidate's: they are left out of both and counted apart. A correct record without a measured speedup
+(timing off, or not measured) counts only at p = 0, where any speedup would clear the bar.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kerneljudge.verdict import Record
+
+THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+Z_95 = 1.959963984540054  # the standard normal's 97.5th percentile: two-sided 95% intervals
+
+
+@dataclass(frozen=True)
+class Rate:
+    """count of total, with a 95% Wilson score interval (no interval for an empty total)."""
+
+    count: int
+    total: int
+
+    @property
+    def value(self) -> float | None:
+        return self.count / self.total if self.total else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return wilson(self.count, self.total) if self.total else None
+
+
+def wilson(count: int, total: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (Wilson, 1927); stays inside [0, 1] at 0 and n."""
+    if total <= 0 or not 0 <= count <= total:
+        raise ValueError(f"a rate needs 0 <= count <= total and total > 0, got {count} of {total}")
+    share = count / total
+    z2 = z * z
+    centre = (share + z2 / (2 * total)) / (1 + z2 / total)
+    half = z * math.sqrt(share * (1 - share) / total + z2 / (4 * total * total)) / (1 + z2 / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def fast_p(correct: Sequence[bool], speedups: Sequence[float | None], p: float) -> Rate:
+    """KernelBench's fast_p over judgments: correct and speedup > p, out of all of them."""
+    if len(correct) != len(speedups):
+        raise ValueError(f"{len(correct)} correctness flags against {len(speedups)} speedups")
+    count = sum(1 for ok, s in zip(correct, speedups, strict=True) if ok and (s > p if s is not None else p == 0))
+    return Rate(count, len(correct))
+
+
+def geometric_mean(values: Iterable[float]) -> float | None:
+    logs = [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+@dataclass(frozen=True)
+class Summary:
+    judged: int  # valid records: the denominators
+    judge_failures: int  # invalid records, left out
+    correct: Rate
+    verified: Rate
+    fast: dict[float, Rate]
+    verified_fast: dict[float, Rate]
+    geomean_speedup_correct: float | None  # over correct records with a measured speedup
+    geomean_speedup_verified: float | None
+    statuses: dict[str, int]
+
+
+def speedup_of(record: Record) -> float | None:
+    t = record.timing
+    return t.speedup if t is not None and t.measured and t.speedup is not None else None
+
+
+def summarize(records: Iterable[Record], thresholds: Sequence[float] = THRESHOLDS) -> Summary:
+    records = list(records)
+    valid = [r for r in records if r.valid]
+    correct = [bool(r.correctness and r.correctness.passed) for r in valid]
+    verified = [bool(r.verified) for r in valid]
+    speedups = [speedup_of(r) for r in valid]
+    statuses: dict[str, int] = {}
+    for r in records:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    return Summary(
+        judged=len(valid),
+        judge_failures=len(records) - len(valid),
+        correct=Rate(sum(correct), len(valid)),
+        verified=Rate(sum(verified), len(valid)),
+        fast={p: fast_p(correct, speedups, p) for p in thresholds},
+        verified_fast={p: fast_p(verified, speedups, p) for p in thresholds},
+        geomean_speedup_correct=geometric_mean(s for ok, s in zip(correct, speedups, strict=True) if ok and s),
+        geomean_speedup_verified=geometric_mean(s for ok, s in zip(verified, speedups, strict=True) if ok and s),
+        statuses=dict(sorted(statuses.items())),
+    )
+
+
+def _rate(rate: Rate) -> str:
+    if rate.value is None or rate.interval is None:
+        return "-"
+    low, high = rate.interval
+    return f"{rate.value:.3f} ({rate.count}/{rate.total}; 95% CI {low:.3f}-{high:.3f})"
+
+
+def _speedup(value: float | None) -> str:
+    return f"{value:.3f}x" if value is not None else "-"
+
+
+def summary_markdown(summary: Summary) -> str:
+    """The summary as Markdown: counts, then fast_p and verified_fast_p side by side for every p."""
+    lines = [
+        f"Judgments: {summary.judged} valid, {summary.judge_failures} judge failure(s) left out. "
+        + "Statuses: "
+        + (", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none")
+        + ".",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| correct | {_rate(summary.correct)} |",
+        f"| verified | {_rate(summary.verified)} |",
+        f"| geometric-mean speedup, correct | {_speedup(summary.geomean_speedup_correct)} |",
+        f"| geometric-mean speedup, verified | {_speedup(summary.geomean_speedup_verified)} |",
+        "",
+        "| p | fast_p | verified_fast_p |",
+        "|---|---|---|",
+    ]
+    for p, rate in summary.fast.items():
+        lines.append(f"| {p:g} | {_rate(rate)} | {_rate(summary.verified_fast[p])} |")
+    return "\n".join(lines) + "\n"

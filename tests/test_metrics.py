@@ -1,0 +1,64 @@
+"""fast_p as KernelBench defines it, verified_fast_p, Wilson intervals, and the report over a store."""
+
+import math
+
+import pytest
+
+from helpers import make_record
+from kerneljudge.cli import main
+from kerneljudge.metrics import Rate, fast_p, geometric_mean, summarize, summary_markdown, wilson
+from kerneljudge.store import Store
+
+
+def test_wilson_intervals_match_the_textbook_values():
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    low, high = wilson(10, 10)
+    assert high == pytest.approx(1.0) and low == pytest.approx(0.7225, abs=1e-4)
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+def test_fast_p_counts_incorrect_judgments_in_the_denominator_and_needs_a_strictly_larger_speedup():
+    correct = [True, True, True, False, True]
+    speedups = [2.0, 1.0, 0.6, 5.0, None]
+    assert fast_p(correct, speedups, 1.0) == Rate(1, 5)  # 1.0 is not > 1.0; the wrong 5x counts for nothing
+    assert fast_p(correct, speedups, 0.5) == Rate(3, 5)
+    assert fast_p(correct, speedups, 0.0) == Rate(4, 5)  # correct without a speedup: at p = 0 only
+    with pytest.raises(ValueError):
+        fast_p([True], [], 1.0)
+
+
+def test_verified_fast_p_counts_only_verified_records_and_judge_failures_are_left_out():
+    records = [
+        make_record("fast", speedup=2.0),
+        make_record("slow", speedup=0.7),
+        make_record("flagged", speedup=3.0, status="SUSPICIOUS", verified=False),  # correct, not verified
+        make_record("wrong", status="FAIL"),
+        make_record("crashed-judge", status="ERROR", verified=False),
+    ]
+    records[2].correctness.passed = True
+    summary = summarize(records)
+    assert summary.judged == 4 and summary.judge_failures == 1
+    assert summary.fast[1.0] == Rate(2, 4) and summary.verified_fast[1.0] == Rate(1, 4)
+    assert summary.fast[0.0] == Rate(3, 4) and summary.verified_fast[0.0] == Rate(2, 4)
+    assert summary.verified == Rate(2, 4)
+    assert summary.geomean_speedup_verified == pytest.approx(math.sqrt(2.0 * 0.7))
+    assert summary.geomean_speedup_correct == pytest.approx((2.0 * 0.7 * 3.0) ** (1 / 3))
+    text = summary_markdown(summary)
+    assert "| 1 | 0.500 (2/4; 95% CI" in text and "| 0.25 |" not in text
+    assert geometric_mean([]) is None
+
+
+def test_report_reads_a_store_and_says_what_is_wrong_in_one_line(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    with Store(db) as store:
+        for name, speedup in (("a", 1.5), ("b", 0.9)):
+            store.put(make_record(name, speedup=speedup))
+    out = tmp_path / "summary.md"
+    assert main(["report", "--store", str(db), "--markdown", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed == out.read_text() and "| 1 | 0.500 (1/2;" in printed
+    assert main(["report", "--store", str(tmp_path / "missing.db")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no store at" in err and len(err.splitlines()) == 1
