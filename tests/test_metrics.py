@@ -7,7 +7,9 @@ import pytest
 from helpers import make_record
 from kerneljudge.cli import main
 from kerneljudge.metrics import Rate, fast_p, geometric_mean, summarize, summary_markdown, wilson
+from kerneljudge.report.page import level_of
 from kerneljudge.store import Store
+from kerneljudge.verdict import Finding
 
 
 def test_wilson_intervals_match_the_textbook_values():
@@ -62,3 +64,27 @@ def test_report_reads_a_store_and_says_what_is_wrong_in_one_line(tmp_path, capsy
     assert main(["report", "--store", str(tmp_path / "missing.db")]) == 1
     err = capsys.readouterr().err.strip()
     assert "no store at" in err and len(err.splitlines()) == 1
+
+
+def test_the_html_report_is_one_page_with_the_summary_and_a_plot_per_figure(tmp_path, capsys):
+    warning = Finding(code="KJ-R051", detector="timing", severity="warning", summary="timed less than traced")
+    records = [
+        make_record("fast", speedup=2.0),
+        make_record("slow", speedup=0.8),
+        make_record("flagged", speedup=4.0, status="SUSPICIOUS", verified=False, findings=[warning]),
+        make_record("wrong", status="FAIL"),
+    ]
+    records[0].task.path = "KernelBench/level1/19_ReLU.py"
+    records[3].task.path = "KernelBench/level2/1_Conv2D_ReLU_BiasAdd.py"
+    db = tmp_path / "results.db"
+    with Store(db) as store:
+        for record in records:
+            store.put(record)
+    page = tmp_path / "report.html"
+    assert main(["report", "--store", str(db), "--html", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 4  # fast_p, speedups, findings, failures
+    assert "src=" not in text and 'href="http' not in text  # self-contained: nothing fetched
+    assert "<td>1</td><td>0.250 (1/4;" in text  # fast_1: one correct judgment above 1x out of four
+    assert "KJ-R051" in text and "level 2" in text and "tolerance" in text
+    assert [level_of(r) for r in records] == ["level 1", "other", "other", "level 2"]

@@ -292,9 +292,10 @@ def add_batch_commands(sub: Any) -> None:
     e.add_argument("--store", type=Path, required=True, metavar="PATH")
     e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
     e.add_argument("--csv", type=Path, metavar="PATH", help="one row per record: status, speedup, rewards")
-    r = sub.add_parser("report", help="fast_p, verified_fast_p and speedups of a results store, as Markdown")
+    r = sub.add_parser("report", help="fast_p, verified_fast_p and speedups of a results store (Markdown, HTML)")
     r.add_argument("--store", type=Path, required=True, metavar="PATH")
     r.add_argument("--markdown", type=Path, metavar="PATH", help="write the summary here too")
+    r.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page with plots")
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -334,13 +335,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.store.is_file():
         raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
-    if args.markdown is not None and not args.markdown.parent.is_dir():
-        raise UsageError(f"cannot write {args.markdown}: directory {args.markdown.parent} does not exist")
+    for target in (args.markdown, args.html):
+        if target is not None and not target.parent.is_dir():
+            raise UsageError(f"cannot write {target}: directory {target.parent} does not exist")
     with Store(args.store) as store:
-        text = summary_markdown(summarize(store))
+        records = list(store)
+    summary = summarize(records)
+    text = summary_markdown(summary)
     print(text, end="")
     if args.markdown is not None:
         args.markdown.write_text(text)
+    if args.html is not None:
+        from kerneljudge.report.page import render
+
+        try:
+            page = render(records, summary, source=str(args.store))
+        except RuntimeError as exc:  # matplotlib missing
+            raise UsageError(str(exc)) from None
+        args.html.write_text(page)
+        print(f"HTML report: {args.html}")
     return 0
 
 
