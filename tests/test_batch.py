@@ -27,6 +27,7 @@ from kerneljudge.batch import (
     add_batch_commands,
     machine_environment,
     probe_hello,
+    read_kernelbench_run,
     read_manifest,
     run_batch,
 )
@@ -224,3 +225,48 @@ def test_a_cuda_batch_stores_under_the_probed_key(tmp_path, tiny_task):
     assert record.environment["gpu_name"]
     assert key_of(record).environment_digest == environment_digest(machine_environment(config))
     assert run_batch(read_manifest(manifest), config, tmp_path / "results.db", progress=False).skipped == 1
+
+
+def kernelbench_layout(root: Path, tiny_task: Path) -> tuple[Path, Path]:
+    """A KernelBench checkout's problems folder and a run folder of generated samples."""
+    problems, run = root / "KernelBench", root / "runs" / "my_run"
+    for relative in ("level1/19_ReLU.py", "level1/1_Square_matmul.py", "level2/1_Conv_ReLU.py"):
+        (problems / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tiny_task, problems / relative)
+    run.mkdir(parents=True)
+    for name in ("level_2_problem_1_sample_0", "level_1_problem_19_sample_1", "level_1_problem_19_sample_0"):
+        shutil.copy(CANDIDATES / "honest_torch.py", run / f"{name}_kernel.py")
+    (run / "level_1_problem_19_sample_0_prompt.txt").write_text("not a kernel")
+    (run / "eval_results.json").write_text("{}")
+    return problems, run
+
+
+def test_a_kernelbench_run_folder_is_read_as_items_in_problem_order(tmp_path, tiny_task):
+    problems, run = kernelbench_layout(tmp_path, tiny_task)
+    items = read_kernelbench_run(run, problems)
+    assert [(i.task.relative_to(problems).as_posix(), i.candidate.name) for i in items] == [
+        ("level1/19_ReLU.py", "level_1_problem_19_sample_0_kernel.py"),
+        ("level1/19_ReLU.py", "level_1_problem_19_sample_1_kernel.py"),
+        ("level2/1_Conv_ReLU.py", "level_2_problem_1_sample_0_kernel.py"),
+    ]
+    shutil.copy(CANDIDATES / "honest_torch.py", run / "level_3_problem_7_sample_0_kernel.py")
+    with pytest.raises(ManifestError, match=r"level_3_problem_7_sample_0_kernel.py: expected one problem file .*none"):
+        read_kernelbench_run(run, problems)
+    with pytest.raises(ManifestError, match="no run folder"):
+        read_kernelbench_run(tmp_path / "nowhere", problems)
+
+
+def test_batch_judges_a_kernelbench_run_into_the_store(tmp_path, tiny_task):
+    problems, run = kernelbench_layout(tmp_path, tiny_task)
+    for extra in ("level_1_problem_19_sample_1_kernel.py", "level_2_problem_1_sample_0_kernel.py"):
+        (run / extra).unlink()  # one judgment keeps the test short
+    store = tmp_path / "results.db"
+    argv = ["batch", "--kernelbench-run", str(run), "--kernelbench-problems", str(problems), "--store", str(store)]
+    assert run_command([*argv, *FLAGS]) == 0
+    with Store(store) as s:
+        [record] = list(s)
+    assert record.status == "PASS" and record.task.name == "19_ReLU"
+    with pytest.raises(UsageError, match="either a MANIFEST or --kernelbench-run"):
+        run_command(["batch", "--store", str(store), *FLAGS])
+    with pytest.raises(UsageError, match="needs --kernelbench-problems"):
+        run_command(["batch", "--kernelbench-run", str(run), "--store", str(store), *FLAGS])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -102,6 +103,39 @@ def read_manifest(path: str | Path) -> list[BatchItem]:
             if not isinstance(entry.get(key), str) or not entry[key]:
                 raise ManifestError(f"{where}: {key!r} must be a path (a non-empty string)")
         items.append(BatchItem(path.parent / entry["task"], path.parent / entry["candidate"], where))
+    return items
+
+
+KERNELBENCH_SAMPLE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
+
+
+def read_kernelbench_run(run_dir: str | Path, problems_dir: str | Path) -> list[BatchItem]:
+    """The items of a KernelBench run folder: every `level_L_problem_P_sample_S_kernel.py` in it, judged
+    against `problems_dir/levelL/P_<Name>.py` (the `KernelBench/` folder of a KernelBench checkout).
+
+    Sorted by level, problem and sample. A sample whose problem file is missing, or matches twice, raises
+    ManifestError naming the sample; files of other names in the run folder are ignored.
+    """
+    run_dir, problems_dir = Path(run_dir), Path(problems_dir)
+    for folder, what in ((run_dir, "run folder"), (problems_dir, "KernelBench problems folder")):
+        if not folder.is_dir():
+            raise ManifestError(f"no {what} at {folder}")
+    samples = []
+    for path in run_dir.iterdir():
+        found = KERNELBENCH_SAMPLE.match(path.name)
+        if found and path.is_file():
+            samples.append((tuple(int(g) for g in found.groups()), path))
+    if not samples:
+        raise ManifestError(f"{run_dir} holds no level_L_problem_P_sample_S_kernel.py files")
+    items = []
+    for (level, problem, _), path in sorted(samples):
+        matches = sorted((problems_dir / f"level{level}").glob(f"{problem}_*.py"))
+        if len(matches) != 1:
+            found_text = "none" if not matches else ", ".join(m.name for m in matches)
+            raise ManifestError(
+                f"{path.name}: expected one problem file {problems_dir}/level{level}/{problem}_*.py, found {found_text}"
+            )
+        items.append(BatchItem(matches[0], path, path.name))
     return items
 
 
@@ -281,7 +315,19 @@ class _Progress:
 def add_batch_commands(sub: Any) -> None:
     """Register `batch`, `export` and `report` on the CLI's subparsers."""
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
-    b.add_argument("manifest", type=Path, help='JSONL, one {"task": PATH, "candidate": PATH} a line')
+    b.add_argument("manifest", type=Path, nargs="?", help='JSONL, one {"task": PATH, "candidate": PATH} a line')
+    b.add_argument(
+        "--kernelbench-run",
+        type=Path,
+        metavar="RUN_DIR",
+        help="instead of a manifest: a KernelBench run folder of level_L_problem_P_sample_S_kernel.py files",
+    )
+    b.add_argument(
+        "--kernelbench-problems",
+        type=Path,
+        metavar="DIR",
+        help="with --kernelbench-run: the KernelBench/ folder of a checkout (level1/, level2/, ...)",
+    )
     b.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store")
     b.add_argument("--device", choices=DEVICES, default="auto")
     b.add_argument("--mode", choices=MODES, default="audit")
@@ -302,7 +348,14 @@ def cmd_batch(args: argparse.Namespace) -> int:
     config = JudgeConfig(
         device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
     )
-    items = read_manifest(args.manifest)
+    if (args.manifest is None) == (args.kernelbench_run is None):
+        raise UsageError("give either a MANIFEST or --kernelbench-run RUN_DIR --kernelbench-problems DIR")
+    if args.kernelbench_run is not None:
+        if args.kernelbench_problems is None:
+            raise UsageError("--kernelbench-run needs --kernelbench-problems DIR (the KernelBench/ folder)")
+        items = read_kernelbench_run(args.kernelbench_run, args.kernelbench_problems)
+    else:
+        items = read_manifest(args.manifest)
     tty = sys.stdout.isatty()
 
     def log(item: BatchItem, record: Record) -> None:
