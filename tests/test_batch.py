@@ -25,6 +25,7 @@ from kerneljudge.batch import (
     BatchItem,
     ManifestError,
     add_batch_commands,
+    kernelbench_results,
     machine_environment,
     probe_hello,
     read_kernelbench_run,
@@ -270,3 +271,34 @@ def test_batch_judges_a_kernelbench_run_into_the_store(tmp_path, tiny_task):
         run_command(["batch", "--store", str(store), *FLAGS])
     with pytest.raises(UsageError, match="needs --kernelbench-problems"):
         run_command(["batch", "--kernelbench-run", str(run), "--store", str(store), *FLAGS])
+
+
+def test_kernelbench_samples_export_as_eval_results_with_correctness_meaning_verified(tmp_path):
+    def sample(level, problem, index, **changes):
+        name = f"level_{level}_problem_{problem}_sample_{index}_kernel"
+        record = make_record(name, **changes)
+        record.candidate.path = f"runs/r/{name}.py"
+        return record
+
+    records = [
+        sample(1, 19, 1, speedup=1.5),
+        sample(1, 19, 0, status="SUSPICIOUS", speedup=3.0, verified=False),
+        sample(1, 3, 0, status="FAIL"),
+        make_record("not_a_kernelbench_sample", speedup=2.0),
+    ]
+    records[1].correctness.passed = True
+    results = kernelbench_results(records)
+    assert list(results) == ["3", "19"] and [s["sample_id"] for s in results["19"]] == [0, 1]
+    flagged, honest = results["19"]
+    assert flagged["correctness"] is False and flagged["metadata"]["correct"] is True
+    assert honest["correctness"] is True and honest["runtime"] == 1.0 and honest["runtime_stats"]["num_trials"] == 3
+    assert results["3"][0]["correctness"] is False and results["3"][0]["runtime"] == -1.0
+    store = tmp_path / "results.db"
+    with Store(store) as s:
+        for record in [*records, sample(2, 1, 0, speedup=1.1)]:
+            s.put(record)
+    target = tmp_path / "verified_eval_results.json"
+    with pytest.raises(UsageError, match=r"levels \[1, 2\]: pick one with --level"):
+        run_command(["export", "--store", str(store), "--kernelbench-json", str(target)])
+    assert run_command(["export", "--store", str(store), "--kernelbench-json", str(target), "--level", "2"]) == 0
+    assert json.loads(target.read_text()) == kernelbench_results([sample(2, 1, 0, speedup=1.1)])

@@ -106,6 +106,7 @@ def read_manifest(path: str | Path) -> list[BatchItem]:
     return items
 
 
+NOT_LOADED_PHASES = ("preflight", "start", "build", "import", "init")  # failed before the model existed
 KERNELBENCH_SAMPLE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 
 
@@ -137,6 +138,61 @@ def read_kernelbench_run(run_dir: str | Path, problems_dir: str | Path) -> list[
             )
         items.append(BatchItem(matches[0], path, path.name))
     return items
+
+
+def kernelbench_results(records: Sequence[Record], level: int | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The records of KernelBench samples in the shape of KernelBench's `eval_results.json`, hardened.
+
+    Keyed by problem id, a list of samples each: `sample_id`, `compiled` (the candidate loaded and ran),
+    `correctness` (the record is *verified*: correct and honest, not merely correct), `runtime` (the
+    candidate's mean ms, -1.0 when not timed, as KernelBench writes it), `runtime_stats` and `metadata`
+    (kerneljudge's status, failure kind, finding codes, speedup and hardware). Only records whose candidate
+    is named `level_L_problem_P_sample_S_kernel` count; records of several levels need `level`.
+    """
+    by_level: dict[int, list[tuple[int, int, Record]]] = {}
+    for record in records:
+        found = KERNELBENCH_SAMPLE.match(Path(record.candidate.path or record.candidate.name).name)
+        if found is None:
+            found = KERNELBENCH_SAMPLE.match(record.candidate.name + ".py")
+        if found:
+            lvl, problem, sample = (int(g) for g in found.groups())
+            by_level.setdefault(lvl, []).append((problem, sample, record))
+    if level is None and len(by_level) > 1:
+        raise UsageError(f"the store holds KernelBench levels {sorted(by_level)}: pick one with --level")
+    chosen = by_level.get(level if level is not None else next(iter(by_level), -1), [])
+    results: dict[str, list[dict[str, Any]]] = {}
+    for problem, sample, record in sorted(chosen, key=lambda entry: entry[:2]):
+        t = record.timing
+        stats = t.candidate if t is not None and t.measured else None
+        loaded = record.failure is None or record.failure.phase not in NOT_LOADED_PHASES
+        results.setdefault(str(problem), []).append(
+            {
+                "sample_id": sample,
+                "compiled": bool(record.valid and loaded),
+                "correctness": bool(record.verified),
+                "runtime": round(stats.mean_ms, 6) if stats else -1.0,
+                "runtime_stats": (
+                    {
+                        "mean": stats.mean_ms,
+                        "median": stats.median_ms,
+                        "min": stats.min_ms,
+                        "max": stats.max_ms,
+                        "num_trials": stats.count,
+                    }
+                    if stats
+                    else {}
+                ),
+                "metadata": {
+                    "kerneljudge_status": record.status,
+                    "correct": bool(record.correctness and record.correctness.passed),
+                    "failure_kind": record.failure_kind,
+                    "findings": sorted({f.code for f in record.findings if f.severity != "info"}),
+                    "speedup": t.speedup if t is not None else None,
+                    "hardware": record.environment.get("gpu_name") or record.device,
+                },
+            }
+        )
+    return results
 
 
 def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
@@ -338,6 +394,14 @@ def add_batch_commands(sub: Any) -> None:
     e.add_argument("--store", type=Path, required=True, metavar="PATH")
     e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
     e.add_argument("--csv", type=Path, metavar="PATH", help="one row per record: status, speedup, rewards")
+    e.add_argument(
+        "--kernelbench-json",
+        type=Path,
+        metavar="PATH",
+        help="KernelBench samples as eval_results.json has them, correctness meaning verified "
+        "(name it verified_eval_results.json beside the run's eval_results.json)",
+    )
+    e.add_argument("--level", type=int, help="with --kernelbench-json: the KernelBench level to write")
     r = sub.add_parser("report", help="fast_p, verified_fast_p and speedups of a results store (Markdown, HTML)")
     r.add_argument("--store", type=Path, required=True, metavar="PATH")
     r.add_argument("--markdown", type=Path, metavar="PATH", help="write the summary here too")
@@ -368,11 +432,12 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.jsonl is None and args.csv is None:
-        raise UsageError("say what to write: --jsonl PATH, --csv PATH, or both")
+    targets = (args.jsonl, args.csv, args.kernelbench_json)
+    if all(target is None for target in targets):
+        raise UsageError("say what to write: --jsonl PATH, --csv PATH and/or --kernelbench-json PATH")
     if not args.store.is_file():
         raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
-    for target in (args.jsonl, args.csv):
+    for target in targets:
         if target is not None and not target.parent.is_dir():
             raise UsageError(f"cannot write {target}: directory {target.parent} does not exist")
     with Store(args.store) as store:
@@ -380,6 +445,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             print(f"{store.export_jsonl(args.jsonl)} records to {args.jsonl}")
         if args.csv is not None:
             print(f"{store.export_csv(args.csv)} rows to {args.csv}")
+        if args.kernelbench_json is not None:
+            results = kernelbench_results(list(store), args.level)
+            args.kernelbench_json.write_text(json.dumps(results, indent=2) + "\n")
+            count = sum(len(samples) for samples in results.values())
+            print(f"{count} KernelBench samples of {len(results)} problems to {args.kernelbench_json}")
     return 0
 
 
