@@ -55,8 +55,9 @@ def run_judge(task: str | Path, candidate: str | Path, **overrides) -> Record:
 
     The policy defaults to practical because most fixtures are plain torch; strict is asked for explicitly.
     """
+    gpu = overrides.pop("gpu", None)  # a batch lane's GPU (not a configuration field)
     settings = {"device": "cpu", "timing": False, "timeout_s": 60.0, "policy": "practical", **overrides}
-    record = judge(task, candidate, JudgeConfig(**settings))
+    record = judge(task, candidate, JudgeConfig(**settings), gpu=gpu)
     validate_record(record)
     return record
 

@@ -94,15 +94,18 @@ def cuda_confinement(hello: dict[str, Any], layers: dict[str, dict[str, str]]) -
 
 
 def probe(
-    device: str = "auto", policy: SandboxPolicy | None = None, timeout_s: float = 120.0
+    device: str = "auto", policy: SandboxPolicy | None = None, timeout_s: float = 120.0, gpu: str | None = None
 ) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
     """Start a bare reference worker as a judgment would and return its hello and its sandbox layers.
 
-    Raises SandboxUnavailable (a required layer missing), OSError or WorkerFailure.
+    `gpu`: the worker's CUDA_VISIBLE_DEVICES, as a batch lane sets it. Raises SandboxUnavailable (a
+    required layer missing), OSError or WorkerFailure.
     """
     from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 
-    worker = WorkerProcess("reference", device, "", WorkerLimits(step_timeout_s=timeout_s), policy=policy)
+    pinned = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None and device != "cpu" else None
+    limits = WorkerLimits(step_timeout_s=timeout_s)
+    worker = WorkerProcess("reference", device, "", limits, extra_env=pinned, policy=policy)
     try:
         hello, _ = worker.receive(timeout_s=worker.limits.start_timeout_s)
         return hello, worker.sandbox_layers

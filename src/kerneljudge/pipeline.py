@@ -12,8 +12,9 @@ import datetime as dt
 import secrets
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -181,16 +182,45 @@ def sandbox_capability(layers: dict[str, dict[str, str]], policy: SandboxPolicy)
     return Capability(status="unavailable" if missing else "available", required=policy.require, detail=detail)
 
 
+class Gate(Protocol):
+    """What a judgment holds while it works (starts, checks) and while it measures; a batch's lanes share one."""
+
+    def work(self) -> AbstractContextManager[None]: ...
+
+    def measure(self) -> AbstractContextManager[None]: ...
+
+
+class _OpenGate:
+    """One judgment on its own: nothing to wait for."""
+
+    def work(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def measure(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+
+OPEN_GATE = _OpenGate()
+
+
 class Judgment:
     """One judgment; `run()` always returns a record, whatever the candidate or the judge did."""
 
     def __init__(
-        self, task: Task, candidate: Candidate, config: JudgeConfig, progress: Callable[[str], None] | None = None
+        self,
+        task: Task,
+        candidate: Candidate,
+        config: JudgeConfig,
+        progress: Callable[[str], None] | None = None,
+        gpu: str | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.task = task
         self.candidate = candidate
         self.config = config
         self.progress = progress or (lambda stage: None)
+        self.gpu = gpu  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
+        self.gate = gate or OPEN_GATE
         self.limits = WorkerLimits(
             step_timeout_s=config.timeout_s,
             lifetime_s=max(1800.0, 20 * config.timeout_s),
@@ -238,24 +268,28 @@ class Judgment:
         return self._record(time.monotonic() - started, logs)
 
     def _pipeline(self) -> None:
-        self._preflight()
-        # Both interpreters start at once (imports take seconds); the candidate's is only told
-        # to import the candidate once the reference has settled the device.
-        self.progress("starting workers")
-        self._spawn("reference", self.config.device, self.task.text)
-        self._spawn("candidate", self.config.device, self.candidate.text)
-        self._start_reference()
-        if self._unsupported():
-            return
-        init_inputs = self._load_reference()
-        self.progress(f"building the candidate on {self.device}")
-        self._start_candidate(init_inputs)
-        self._correctness()
+        with self.gate.work():
+            self._preflight()
+            # Both interpreters start at once (imports take seconds); the candidate's is only told
+            # to import the candidate once the reference has settled the device.
+            self.progress("starting workers")
+            self._spawn("reference", self.config.device, self.task.text)
+            self._spawn("candidate", self.config.device, self.candidate.text)
+            self._start_reference()
+            if self._unsupported():
+                return
+            init_inputs = self._load_reference()
+            self.progress(f"building the candidate on {self.device}")
+            self._start_candidate(init_inputs)
+            self._correctness()
         if self.config.timing:
-            self.progress("starting a fresh worker pair for timing")
-            self._start_timing_pair()
-            self.progress("timing candidate and reference")
-            self._timing()
+            if self.gate is not OPEN_GATE:
+                self.progress("waiting for the other lanes to pause")
+            with self.gate.measure():
+                self.progress("starting a fresh worker pair for timing")
+                self._start_timing_pair()
+                self.progress("timing candidate and reference")
+                self._timing()
         else:
             self.timing = Timing(measured=False, reason="timing disabled by configuration")
 
@@ -736,7 +770,8 @@ class Judgment:
 
     def _spawn(self, role: str, device: str, source: str) -> WorkerProcess:
         try:
-            worker = WorkerProcess(role, device, source, self.limits, policy=self.sandbox)
+            pinned = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None and device != "cpu" else None
+            worker = WorkerProcess(role, device, source, self.limits, extra_env=pinned, policy=self.sandbox)
         except SandboxUnavailable as exc:
             raise JudgeFailed(f"the {role} worker cannot be sandboxed as required: {exc}") from None
         self.workers[role] = worker
@@ -845,14 +880,17 @@ def judge(
     candidate: Candidate | str | Path,
     config: JudgeConfig | None = None,
     progress: Callable[[str], None] | None = None,
+    gpu: str | None = None,
+    gate: Gate | None = None,
     **overrides: Any,
 ) -> Record:
     """Judge one candidate against one task and return the verdict record.
 
     `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
-    is called with a short description as each stage starts.
+    is called with a short description as each stage starts. A batch lane passes
+    `gpu` (the workers' CUDA_VISIBLE_DEVICES) and `gate` (shared by its lanes).
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
-    return Judgment(task, candidate, config, progress).run()
+    return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate).run()

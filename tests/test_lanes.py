@@ -1,0 +1,123 @@
+"""Batch lanes: one judgment at a time per lane, side by side; no lane measures while another works."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from helpers import CANDIDATES, probes, run_judge
+from kerneljudge import batch
+from kerneljudge.batch import BatchItem, LaneGate, lanes_for, run_batch
+from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import UsageError
+from kerneljudge.store import Store
+
+
+def test_a_lane_that_measures_waits_for_work_in_flight_and_holds_back_new_work():
+    gate, log, lock = LaneGate(), [], threading.Lock()
+    working, measuring = threading.Event(), threading.Event()
+
+    def note(what):
+        with lock:
+            log.append(what)
+
+    def first_lane():
+        with gate.work():
+            note("A works")
+            working.set()
+            time.sleep(0.3)
+            note("A done")
+
+    def second_lane():
+        working.wait()
+        with gate.measure():
+            measuring.set()
+            note("B measures")
+            time.sleep(0.3)
+            note("B done")
+
+    def third_lane():
+        measuring.wait()  # B is measuring (or was): C's work must come after B's measurement
+        with gate.work():
+            note("C works")
+
+    threads = [threading.Thread(target=f) for f in (first_lane, second_lane, third_lane)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert log == ["A works", "A done", "B measures", "B done", "C works"]
+
+
+def test_lanes_are_gpus_or_cpu_jobs_and_a_bad_choice_is_one_line(monkeypatch):
+    assert lanes_for("cpu", None, 3) == [None, None, None]
+    monkeypatch.setattr(batch, "visible_gpus", lambda: ["0", "1", "2"])
+    assert lanes_for("cuda", "all", 1) == ["0", "1", "2"]
+    assert lanes_for("auto", "2,0,2", 1) == ["2", "0"]
+    assert lanes_for("cuda", None, 1) == [None]  # no --gpus: one lane with the inherited view
+    with pytest.raises(UsageError, match=r"--gpus 0,5: 5 not among the visible GPUs \['0', '1', '2'\]"):
+        lanes_for("cuda", "0,5", 1)
+    with pytest.raises(UsageError, match="no GPU is visible here \\(--device cpu\\)"):
+        lanes_for("cpu", "0", 1)
+    with pytest.raises(UsageError, match="--jobs must be at least 1"):
+        lanes_for("cpu", None, 0)
+    monkeypatch.undo()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
+    assert batch.visible_gpus() == ["3", "5"]
+
+
+def test_a_lanes_workers_see_only_its_gpu(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "print_visible_devices.py", device="auto", gpu="7")
+    assert record.status == "PASS", record.failure
+    assert probes(record, "CUDA_VISIBLE_DEVICES='7'"), record.logs["candidate"].stdout_tail
+
+
+class RecordingGate(LaneGate):
+    """A LaneGate that logs when each lane holds it, to check that no measurement overlapped anything."""
+
+    def __init__(self):
+        super().__init__()
+        self.spans: list[tuple[str, float, float]] = []
+
+    def _span(self, kind, context):
+        outer = self
+
+        class Span:
+            def __enter__(self):
+                context.__enter__()
+                self.began = time.monotonic()
+
+            def __exit__(self, *exc):
+                outer.spans.append((kind, self.began, time.monotonic()))
+                return context.__exit__(*exc)
+
+        return Span()
+
+    def work(self):
+        return self._span("work", super().work())
+
+    def measure(self):
+        return self._span("measure", super().measure())
+
+
+def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_works(tmp_path, tiny_task, monkeypatch):
+    gates: list[RecordingGate] = []
+    monkeypatch.setattr(batch, "LaneGate", lambda: gates.append(RecordingGate()) or gates[-1])
+    names = ["honest_torch.py", "import_marker.py", "print_visible_devices.py"]
+    items = [BatchItem(tiny_task, CANDIDATES / name) for name in names]
+    config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
+    store = tmp_path / "results.db"
+    counts = run_batch(items, config, store, progress=False, lanes=[None, None])
+    assert counts.judged == 3 and counts.passed + counts.suspicious == 3, counts  # import_marker writes a file
+    with Store(store) as s:
+        assert sorted(r.candidate.name for r in s) == sorted(n.removesuffix(".py") for n in names)
+    [gate] = gates
+    measures = [span for span in gate.spans if span[0] == "measure"]
+    assert len(measures) == 3 and len(gate.spans) == 6
+    for kind, began, ended in measures:
+        overlapping = [s for s in gate.spans if s[1:] != (began, ended) and s[1] < ended and began < s[2]]
+        assert not overlapping, (kind, began, ended, overlapping)
+    again = run_batch(items, config, store, progress=False, lanes=[None, None])
+    assert again.skipped == 3 and again.judged == 0
