@@ -28,6 +28,7 @@ from kerneljudge.batch import (
     kernelbench_results,
     machine_environment,
     probe_hello,
+    problems_from_parquet,
     read_kernelbench_run,
     read_manifest,
     run_batch,
@@ -269,7 +270,7 @@ def test_batch_judges_a_kernelbench_run_into_the_store(tmp_path, tiny_task):
     assert record.status == "PASS" and record.task.name == "19_ReLU"
     with pytest.raises(UsageError, match="either a MANIFEST or --kernelbench-run"):
         run_command(["batch", "--store", str(store), *FLAGS])
-    with pytest.raises(UsageError, match="needs --kernelbench-problems"):
+    with pytest.raises(UsageError, match="needs its problems: --kernelbench-problems DIR"):
         run_command(["batch", "--kernelbench-run", str(run), "--store", str(store), *FLAGS])
 
 
@@ -302,3 +303,33 @@ def test_kernelbench_samples_export_as_eval_results_with_correctness_meaning_ver
         run_command(["export", "--store", str(store), "--kernelbench-json", str(target)])
     assert run_command(["export", "--store", str(store), "--kernelbench-json", str(target), "--level", "2"]) == 0
     assert json.loads(target.read_text()) == kernelbench_results([sample(2, 1, 0, speedup=1.1)])
+
+
+def test_problems_come_from_the_datasets_parquet_files_as_a_checkout_lays_them_out(tmp_path, tiny_task):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    code = tiny_task.read_text()
+    rows = {"code": [code, code], "level": [1, 2], "name": ["19_ReLU.py", "Conv ReLU"], "problem_id": [19, 1]}
+    parquet = tmp_path / "level_1.parquet"
+    pq.write_table(pa.table(rows), parquet)
+    problems = problems_from_parquet([parquet], tmp_path / "problems")
+    assert sorted(p.relative_to(problems).as_posix() for p in problems.rglob("*.py")) == [
+        "level1/19_ReLU.py",
+        "level2/1_Conv_ReLU.py",
+    ]
+    assert problems_from_parquet([parquet], problems) == problems  # the same rows again: nothing changes
+    (problems / "level1" / "19_ReLU.py").write_text("# edited")
+    with pytest.raises(ManifestError, match="row 1: .*19_ReLU.py exists with other contents"):
+        problems_from_parquet([parquet], problems)
+    pq.write_table(pa.table({"code": [code]}), tmp_path / "bad.parquet")
+    with pytest.raises(ManifestError, match="cannot read .*bad.parquet as KernelBench parquet"):
+        problems_from_parquet([tmp_path / "bad.parquet"], problems)
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(CANDIDATES / "honest_torch.py", run / "level_2_problem_1_sample_0_kernel.py")
+    store = tmp_path / "results.db"
+    argv = ["batch", "--kernelbench-run", str(run), "--kernelbench-parquet", str(parquet), "--store", str(store)]
+    assert run_command([*argv, *FLAGS]) == 0
+    with Store(store) as s:
+        assert [r.task.name for r in s] == ["1_Conv_ReLU"]

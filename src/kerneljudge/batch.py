@@ -198,6 +198,43 @@ def kernelbench_results(records: Sequence[Record], level: int | None = None) -> 
     return results
 
 
+PARQUET_COLUMNS = ("code", "level", "name", "problem_id")
+
+
+def problems_from_parquet(paths: Sequence[str | Path], folder: str | Path) -> Path:
+    """Write the problems of KernelBench's Hugging Face parquet files as a checkout lays them out.
+
+    Each row (columns code, level, name, problem_id) becomes `folder/levelL/P_<name>.py` (the name's
+    ".py" kept once), so `read_kernelbench_run` reads a run against them as against a checkout. A file
+    that exists with other contents is an error, never overwritten. Returns `folder`.
+    """
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UsageError("reading parquet files needs pyarrow: pip install pyarrow") from None
+    folder = Path(folder)
+    for path in map(Path, paths):
+        try:
+            rows = pq.read_table(path, columns=list(PARQUET_COLUMNS)).to_pylist()
+        except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
+            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            columns = ", ".join(PARQUET_COLUMNS)
+            raise ManifestError(f"cannot read {path} as KernelBench parquet ({columns}): {why}") from None
+        for number, row in enumerate(rows, start=1):
+            if not isinstance(row["code"], str) or row["level"] is None or row["problem_id"] is None:
+                raise ManifestError(f"{path} row {number}: code, level and problem_id are required")
+            stem = re.sub(r"[^\w.-]", "_", str(row["name"] or "problem")).removesuffix(".py")
+            name = stem if stem.startswith(f"{row['problem_id']}_") else f"{row['problem_id']}_{stem}"
+            target = folder / f"level{int(row['level'])}" / f"{name}.py"
+            if target.exists():
+                if target.read_text() != row["code"]:
+                    raise ManifestError(f"{path} row {number}: {target} exists with other contents")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(row["code"])
+    return folder
+
+
 def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
     """Load every task and candidate up front, so a bad item stops the batch before anything is judged."""
     from kerneljudge.candidate import load_candidate
@@ -509,6 +546,14 @@ def add_batch_commands(sub: Any) -> None:
         metavar="DIR",
         help="with --kernelbench-run: the KernelBench/ folder of a checkout (level1/, level2/, ...)",
     )
+    b.add_argument(
+        "--kernelbench-parquet",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="with --kernelbench-run, instead of a checkout: the Hugging Face dataset's parquet files "
+        "(their problems are written beside the store, in kernelbench-problems/)",
+    )
     b.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store")
     b.add_argument("--device", choices=DEVICES, default="auto")
     b.add_argument("--mode", choices=MODES, default="audit")
@@ -546,9 +591,15 @@ def cmd_batch(args: argparse.Namespace) -> int:
     if (args.manifest is None) == (args.kernelbench_run is None):
         raise UsageError("give either a MANIFEST or --kernelbench-run RUN_DIR --kernelbench-problems DIR")
     if args.kernelbench_run is not None:
-        if args.kernelbench_problems is None:
-            raise UsageError("--kernelbench-run needs --kernelbench-problems DIR (the KernelBench/ folder)")
-        items = read_kernelbench_run(args.kernelbench_run, args.kernelbench_problems)
+        if (args.kernelbench_problems is None) == (args.kernelbench_parquet is None):
+            raise UsageError(
+                "--kernelbench-run needs its problems: --kernelbench-problems DIR (a checkout's KernelBench/ "
+                "folder) or --kernelbench-parquet FILE ..."
+            )
+        problems = args.kernelbench_problems
+        if problems is None:
+            problems = problems_from_parquet(args.kernelbench_parquet, args.store.parent / "kernelbench-problems")
+        items = read_kernelbench_run(args.kernelbench_run, problems)
     else:
         items = read_manifest(args.manifest)
     tty = sys.stdout.isatty()
