@@ -152,11 +152,12 @@ def kernelbench_results(records: Sequence[Record], level: int | None = None) -> 
     (kerneljudge's status, failure kind, finding codes, speedup and hardware). Only records whose candidate
     is named `level_L_problem_P_sample_S_kernel` count; records of several levels need `level`.
     """
+    from kerneljudge.metrics import is_correct, speedup_of
+
     by_level: dict[int, list[tuple[int, int, Record]]] = {}
     for record in records:
-        found = KERNELBENCH_SAMPLE.match(Path(record.candidate.path or record.candidate.name).name)
-        if found is None:
-            found = KERNELBENCH_SAMPLE.match(record.candidate.name + ".py")
+        path = record.candidate.path
+        found = KERNELBENCH_SAMPLE.match(Path(path).name if path else f"{record.candidate.name}.py")
         if found:
             lvl, problem, sample = (int(g) for g in found.groups())
             by_level.setdefault(lvl, []).append((problem, sample, record))
@@ -187,10 +188,10 @@ def kernelbench_results(records: Sequence[Record], level: int | None = None) -> 
                 ),
                 "metadata": {
                     "kerneljudge_status": record.status,
-                    "correct": bool(record.correctness and record.correctness.passed),
+                    "correct": is_correct(record),
                     "failure_kind": record.failure_kind,
                     "findings": sorted({f.code for f in record.findings if f.severity != "info"}),
-                    "speedup": t.speedup if t is not None else None,
+                    "speedup": speedup_of(record),
                     "hardware": record.environment.get("gpu_name") or record.device,
                 },
             }

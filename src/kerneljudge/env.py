@@ -103,9 +103,7 @@ def probe(
     """
     from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 
-    pinned = {"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None and device != "cpu" else None
-    limits = WorkerLimits(step_timeout_s=timeout_s)
-    worker = WorkerProcess("reference", device, "", limits, extra_env=pinned, policy=policy)
+    worker = WorkerProcess("reference", device, "", WorkerLimits(step_timeout_s=timeout_s), policy=policy, gpu=gpu)
     try:
         hello, _ = worker.receive(timeout_s=worker.limits.start_timeout_s)
         return hello, worker.sandbox_layers

@@ -74,6 +74,11 @@ class Summary:
     statuses: dict[str, int]
 
 
+def is_correct(record: Record) -> bool:
+    """The record's correctness check passed (KernelBench's "correct"; findings aside)."""
+    return bool(record.correctness and record.correctness.passed)
+
+
 def speedup_of(record: Record) -> float | None:
     t = record.timing
     return t.speedup if t is not None and t.measured and t.speedup is not None else None
@@ -82,7 +87,7 @@ def speedup_of(record: Record) -> float | None:
 def summarize(records: Iterable[Record], thresholds: Sequence[float] = THRESHOLDS) -> Summary:
     records = list(records)
     valid = [r for r in records if r.valid]
-    correct = [bool(r.correctness and r.correctness.passed) for r in valid]
+    correct = [is_correct(r) for r in valid]
     verified = [bool(r.verified) for r in valid]
     speedups = [speedup_of(r) for r in valid]
     statuses: dict[str, int] = {}
@@ -101,15 +106,16 @@ def summarize(records: Iterable[Record], thresholds: Sequence[float] = THRESHOLD
     )
 
 
-def _rate(rate: Rate) -> str:
+def rate_text(rate: Rate, dash: str = "-") -> str:
+    """`0.500 (2/4; 95% CI 0.150-0.850)`, or "-" for an empty total; `dash` joins the interval's ends."""
     if rate.value is None or rate.interval is None:
         return "-"
     low, high = rate.interval
-    return f"{rate.value:.3f} ({rate.count}/{rate.total}; 95% CI {low:.3f}-{high:.3f})"
+    return f"{rate.value:.3f} ({rate.count}/{rate.total}; 95% CI {low:.3f}{dash}{high:.3f})"
 
 
-def _speedup(value: float | None) -> str:
-    return f"{value:.3f}x" if value is not None else "-"
+def speedup_text(value: float | None) -> str:
+    return f"{value:.3f}x" if value is not None and math.isfinite(value) else "-"
 
 
 def summary_markdown(summary: Summary) -> str:
@@ -122,14 +128,14 @@ def summary_markdown(summary: Summary) -> str:
         "",
         "| figure | value |",
         "|---|---|",
-        f"| correct | {_rate(summary.correct)} |",
-        f"| verified | {_rate(summary.verified)} |",
-        f"| geometric-mean speedup, correct | {_speedup(summary.geomean_speedup_correct)} |",
-        f"| geometric-mean speedup, verified | {_speedup(summary.geomean_speedup_verified)} |",
+        f"| correct | {rate_text(summary.correct)} |",
+        f"| verified | {rate_text(summary.verified)} |",
+        f"| geometric-mean speedup, correct | {speedup_text(summary.geomean_speedup_correct)} |",
+        f"| geometric-mean speedup, verified | {speedup_text(summary.geomean_speedup_verified)} |",
         "",
         "| p | fast_p | verified_fast_p |",
         "|---|---|---|",
     ]
     for p, rate in summary.fast.items():
-        lines.append(f"| {p:g} | {_rate(rate)} | {_rate(summary.verified_fast[p])} |")
+        lines.append(f"| {p:g} | {rate_text(rate)} | {rate_text(summary.verified_fast[p])} |")
     return "\n".join(lines) + "\n"

@@ -770,8 +770,7 @@ class Judgment:
 
     def _spawn(self, role: str, device: str, source: str) -> WorkerProcess:
         try:
-            pinned = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None and device != "cpu" else None
-            worker = WorkerProcess(role, device, source, self.limits, extra_env=pinned, policy=self.sandbox)
+            worker = WorkerProcess(role, device, source, self.limits, policy=self.sandbox, gpu=self.gpu)
         except SandboxUnavailable as exc:
             raise JudgeFailed(f"the {role} worker cannot be sandboxed as required: {exc}") from None
         self.workers[role] = worker

@@ -11,15 +11,15 @@ from __future__ import annotations
 import datetime as dt
 import html
 import io
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kerneljudge.metrics import Rate, Summary, speedup_of
+from kerneljudge.metrics import Rate, Summary, is_correct, rate_text, speedup_of, speedup_text
 from kerneljudge.verdict import Record
 
+DASH = "&ndash;"
 LEVEL = re.compile(r"(?:^|[/_])level_?(\d+)(?:[/_]|$)")
 
 
@@ -77,7 +77,7 @@ def fast_p_plot(plt: Any, summary: Summary) -> str:
 
 
 def speedup_plot(plt: Any, records: Sequence[Record]) -> str | None:
-    correct = [s for r in records if r.valid and r.correctness and r.correctness.passed and (s := speedup_of(r))]
+    correct = [s for r in records if r.valid and is_correct(r) and (s := speedup_of(r))]
     verified = [s for r in records if r.valid and r.verified and (s := speedup_of(r))]
     if not correct:
         return None
@@ -128,16 +128,6 @@ def failures_plot(plt: Any, records: Sequence[Record]) -> str | None:
     return _svg(figure)
 
 
-def _cell(rate: Rate) -> str:
-    if rate.value is None or rate.interval is None:
-        return "-"
-    return f"{rate.value:.3f} ({rate.count}/{rate.total}; {rate.interval[0]:.3f}&ndash;{rate.interval[1]:.3f})"
-
-
-def _speedup(value: float | None) -> str:
-    return f"{value:.3f}x" if value is not None and math.isfinite(value) else "-"
-
-
 def render(records: Sequence[Record], summary: Summary, source: str) -> str:
     """The page: the headline table, fast_p and verified_fast_p per p, then the plots that have data."""
     plt = _pyplot()
@@ -145,14 +135,14 @@ def render(records: Sequence[Record], summary: Summary, source: str) -> str:
         ("valid judgments", str(summary.judged)),
         ("judge failures (left out)", str(summary.judge_failures)),
         ("statuses", ", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none"),
-        ("correct (95% Wilson interval)", _cell(summary.correct)),
-        ("verified (95% Wilson interval)", _cell(summary.verified)),
-        ("geometric-mean speedup, correct", _speedup(summary.geomean_speedup_correct)),
-        ("geometric-mean speedup, verified", _speedup(summary.geomean_speedup_verified)),
+        ("correct (95% Wilson interval)", rate_text(summary.correct, DASH)),
+        ("verified (95% Wilson interval)", rate_text(summary.verified, DASH)),
+        ("geometric-mean speedup, correct", speedup_text(summary.geomean_speedup_correct)),
+        ("geometric-mean speedup, verified", speedup_text(summary.geomean_speedup_verified)),
     ]
     headline = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
     per_p = "".join(
-        f"<tr><td>{p:g}</td><td>{_cell(rate)}</td><td>{_cell(summary.verified_fast[p])}</td></tr>"
+        f"<tr><td>{p:g}</td><td>{rate_text(rate, DASH)}</td><td>{rate_text(summary.verified_fast[p], DASH)}</td></tr>"
         for p, rate in summary.fast.items()
     )
     plots = [fast_p_plot(plt, summary)]

@@ -159,8 +159,8 @@ class WorkerProcess:
         device: str,
         source_text: str,
         limits: WorkerLimits,
-        extra_env: dict[str, str] | None = None,
         policy: SandboxPolicy | None = None,
+        gpu: str | None = None,
     ) -> None:
         self.role = role
         self.limits = limits
@@ -208,7 +208,7 @@ class WorkerProcess:
             stderr=subprocess.PIPE,
             pass_fds=pass_fds,
             cwd=self.workspace.root,
-            env=self._env(device, extra_env),
+            env=self._env(device, gpu),
             start_new_session=True,
         )
         for fd in (req_r, resp_w, report_w):
@@ -243,7 +243,7 @@ class WorkerProcess:
             confine.check_required(layers, self.policy, report["error"])
         return layers
 
-    def _env(self, device: str, extra_env: dict[str, str] | None) -> dict[str, str]:
+    def _env(self, device: str, gpu: str | None) -> dict[str, str]:
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
         package_root = str(Path(__file__).resolve().parents[2])
         paths = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -259,7 +259,8 @@ class WorkerProcess:
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""
-        env.update(extra_env or {})
+        elif gpu is not None:  # a batch lane's GPU: the worker sees that one only
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         return env
 
     # ------------------------------------------------------------ talking

@@ -420,10 +420,7 @@ class Worker:
         _, static, _ = self.graphs[key]
         try:
             with torch.no_grad():
-                for buffers, source in zip(static, self.staged, strict=True):
-                    for buffer, value in zip(buffers, source, strict=True):
-                        if isinstance(buffer, torch.Tensor):
-                            buffer.copy_(value)
+                self.fill_static(static, self.staged)
                 out = model(*static[int(header["buffer"])])
                 self.synchronize()
         except BaseException as exc:
@@ -471,8 +468,11 @@ class Worker:
     def load_static(self, static: list[Any], pool: list[Any], sample: int) -> None:
         """Copy sample `sample`'s input sets into the graph's buffers: buffer m holds the set that calls
         m, m + len(pool), ... of that sample use (`wire.timed_set`)."""
-        for m, buffers in enumerate(static):
-            source = pool[wire.timed_set(sample, m, len(pool))]
+        self.fill_static(static, [pool[wire.timed_set(sample, m, len(pool))] for m in range(len(static))])
+
+    def fill_static(self, static: list[Any], sources: list[Any]) -> None:
+        """Copy input set `sources[m]` into the graph's buffer m, tensor by tensor."""
+        for buffers, source in zip(static, sources, strict=True):
             for buffer, value in zip(buffers, source, strict=True):
                 if isinstance(buffer, self.torch.Tensor):
                     buffer.copy_(value)
