@@ -8,9 +8,11 @@
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
-#                                `redteam`: the red-team suite in audit and enforce mode;
-#                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md;
-#                                KJ_BENCH_ARGS adds arguments, e.g. "--kernels softmax_2048x4096 --pairs 3");
+#                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
+#                                arguments to both, e.g. "--only timing_cache timing_switch");
+#                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md, its
+#                                progress in $OUT/timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
+#                                "--kernels softmax_2048x4096 --pairs 3");
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
@@ -63,10 +65,12 @@ run() {
   if [ "$stage" = redteam ] || [ "$stage" = all ]; then
     # The red-team suite in both hardened modes, side by side, several fixtures at a time (no timing,
     # so they do not disturb each other).
+    # shellcheck disable=SC2086  # KJ_REDTEAM_ARGS holds several arguments
     python3 -m kerneljudge redteam --device cuda --mode audit --jobs 6 --json "$records/redteam-audit.json" \
-      > "$records/redteam-audit.txt" 2>&1 &
+      ${KJ_REDTEAM_ARGS:-} > "$records/redteam-audit.txt" 2>&1 &
+    # shellcheck disable=SC2086
     python3 -m kerneljudge redteam --device cuda --mode enforce --jobs 6 --json "$records/redteam-enforce.json" \
-      > "$records/redteam-enforce.txt" 2>&1
+      ${KJ_REDTEAM_ARGS:-} > "$records/redteam-enforce.txt" 2>&1
     enforce_status=$?
     wait $! ; audit_status=$?
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
@@ -77,9 +81,9 @@ run() {
     status=${PIPESTATUS[0]}
   fi
   if [ "$stage" = bench ]; then
-    # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_4096_fp32 --pairs 3"
-    python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} 2>&1 \
-      | tee "$OUT/timer_fidelity.md"
+    # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_2048_fp32 --pairs 3"
+    python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} \
+      2> "$OUT/timer_fidelity.log" | tee "$OUT/timer_fidelity.md"
     status=${PIPESTATUS[0]}
   fi
   python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
