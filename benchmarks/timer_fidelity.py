@@ -206,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=4, help="A/A timings per pair and timer (default 4)")
     parser.add_argument("--margin", type=float, default=0.02)
     parser.add_argument(
-        "--timers", nargs="+", default=["interleaved_graph", "kernelbench"], choices=list(TIMERS),
+        "--timers",
+        nargs="+",
+        default=["interleaved_graph", "kernelbench"],
+        choices=list(TIMERS),
         help="default: the judge's default timer and the KernelBench-compatible one",
     )
     parser.add_argument("--json", type=Path, help="write every figure here")
