@@ -2,7 +2,10 @@
 
 import pytest
 
-from helpers import CANDIDATES, run_judge
+from helpers import CANDIDATES, run_judge, validate_record
+from kerneljudge.candidate import load_candidate
+from kerneljudge.config import JudgeConfig
+from kerneljudge.task import load_task
 
 
 def test_honest_candidate_passes_verified(tiny_task):
@@ -127,3 +130,48 @@ def test_a_proven_failure_outranks_a_missing_capability():
     assert decide_status(failure, [], missing) == "FAIL"
     assert decide_status(None, [], missing) == "UNSUPPORTED"
     assert decide_status(Failure(kind="judge_error", phase="judge", summary="bug"), [], missing) == "ERROR"
+
+
+def judged_watching_the_timing_pair(task, candidate, monkeypatch):
+    """Judge with timing; return the record, the pair booted for timing with the stages seen before its
+    boot, and the workers the timing ran on."""
+    from kerneljudge.pipeline import Judgment
+
+    stages: list[str] = []
+    booted: list[tuple[list, list[str]]] = []
+    timed: list[list] = []
+    boot, start = Judgment._boot_timing_pair, Judgment._start_timing_pair
+
+    def spy_boot(self):
+        boot(self)
+        booted.append((list(self.booting.values()), list(stages)))
+
+    def spy_start(self):
+        start(self)
+        timed.append(list(self.workers.values()))
+
+    monkeypatch.setattr(Judgment, "_boot_timing_pair", spy_boot)
+    monkeypatch.setattr(Judgment, "_start_timing_pair", spy_start)
+    config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=3)
+    record = Judgment(load_task(task), load_candidate(candidate), config, stages.append).run()
+    validate_record(record)
+    return record, booted, timed
+
+
+def test_the_timing_pair_boots_while_the_checked_pair_works(tiny_task, monkeypatch):
+    record, booted, timed = judged_watching_the_timing_pair(tiny_task, CANDIDATES / "honest_torch.py", monkeypatch)
+    assert record.status == "PASS" and record.timing.measured
+    ((workers, seen),) = booted
+    # Booted once the candidate was built, before its first correctness trial; timed on exactly that pair.
+    assert seen[-1].startswith("building the candidate") and not any("correctness" in s for s in seen)
+    assert [w.role for w in workers] == ["reference", "candidate"]
+    assert timed == [workers]
+    assert all(w.proc.poll() is not None for w in workers)
+
+
+def test_a_candidate_that_fails_its_checks_leaves_no_timing_worker(tiny_task, monkeypatch):
+    record, booted, timed = judged_watching_the_timing_pair(tiny_task, CANDIDATES / "wrong_values.py", monkeypatch)
+    assert record.status == "FAIL" and not record.timing.measured and timed == []
+    ((workers, _),) = booted
+    assert all(w.proc.poll() is not None for w in workers)  # closed with the judgment, not left running
+    assert set(record.logs) == {"reference", "candidate"}  # the unused pair ran nothing worth a log

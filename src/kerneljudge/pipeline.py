@@ -240,6 +240,7 @@ class Judgment:
         self.workers: dict[str, WorkerProcess] = {}
         self.timing_pairs = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
         self.closed_logs: dict[str, WorkerLog] = {}  # logs of the checked pair, once replaced
+        self.booting: dict[str, WorkerProcess] = {}  # the timing pair, started while the checked pair works
         self.correctness_checked = False
         self.correctness_passed = False
         self.tolerances: dict[str, Any] = {}
@@ -264,6 +265,9 @@ class Judgment:
         except Exception as exc:  # a bug in the judge must not become the candidate's verdict
             self.failure = Failure(kind="judge_error", phase="judge", summary=f"{type(exc).__name__}: {exc}")
         finally:
+            for worker in self.booting.values():  # never told to load anything: no candidate code ran there
+                worker.close()
+            self.booting = {}
             logs = {**self.closed_logs, **self._close_workers()}
         return self._record(time.monotonic() - started, logs)
 
@@ -281,6 +285,8 @@ class Judgment:
             init_inputs = self._load_reference()
             self.progress(f"building the candidate on {self.device}")
             self._start_candidate(init_inputs)
+            if self.config.timing:
+                self._boot_timing_pair()
             self._correctness()
         if self.config.timing:
             if self.gate is not OPEN_GATE:
@@ -768,12 +774,14 @@ class Judgment:
 
     # ------------------------------------------------------------ workers
 
-    def _spawn(self, role: str, device: str, source: str) -> WorkerProcess:
+    def _new_worker(self, role: str, device: str, source: str) -> WorkerProcess:
         try:
-            worker = WorkerProcess(role, device, source, self.limits, policy=self.sandbox, gpu=self.gpu)
+            return WorkerProcess(role, device, source, self.limits, policy=self.sandbox, gpu=self.gpu)
         except SandboxUnavailable as exc:
             raise JudgeFailed(f"the {role} worker cannot be sandboxed as required: {exc}") from None
-        self.workers[role] = worker
+
+    def _spawn(self, role: str, device: str, source: str) -> WorkerProcess:
+        self.workers[role] = worker = self._new_worker(role, device, source)
         return worker
 
     def _ask(self, role: str, header: dict[str, Any], values: Any = None) -> tuple[dict[str, Any], Any]:
@@ -797,12 +805,24 @@ class Judgment:
         did not. A fresh pair times both sides in the same state. Its logs are kept as `<role>_timing`.
         """
         self.closed_logs.update(self._close_workers())
-        device = self.device or "cpu"
-        self._spawn("reference", device, self.task.text)
-        self._spawn("candidate", device, self.candidate.text)
+        if not self.booting:  # a second pair, after a failed graph capture
+            self._boot_timing_pair()
+        self.workers, self.booting = self.booting, {}
         self._reference_hello()
         self.timing_pairs += 1
         self._start_candidate(self._load_reference())
+
+    def _boot_timing_pair(self) -> None:
+        """Start the timing pair's interpreters now; `_start_timing_pair` greets and loads them.
+
+        Importing torch and starting CUDA take most of a worker's start (about 8 s a pair on an H200).
+        Started while the checked pair works, that is done before the measurement, and in a batch
+        before the lanes' gate holds the others back for it. Until loaded, the pair runs no task or
+        candidate code.
+        """
+        device = self.device or "cpu"
+        self.booting["reference"] = self._new_worker("reference", device, self.task.text)
+        self.booting["candidate"] = self._new_worker("candidate", device, self.candidate.text)
 
     def _close_workers(self) -> dict[str, WorkerLog]:
         logs = {}

@@ -1,0 +1,115 @@
+"""Batch throughput: candidates judged per GPU-minute, hardened against native, on the same candidates.
+
+One manifest of the packaged examples (each task's candidates) and red-team fixtures (honest kernels and
+reward hacks, each against its task), in that order, cut to `--limit`; judged by `kerneljudge batch`
+once per mode asked for (default: `enforce`, then `off`, KernelBench's native checks and timer), each
+into its own store under `--out`, with the same lanes. The stores stay for `kerneljudge report`.
+
+    python benchmarks/batch_throughput.py --device cuda --jobs 4 --limit 32 --out tp > table.md
+
+Prints a Markdown table: per mode, the candidates judged, the wall time, candidates per GPU-minute
+(candidates / minutes / GPUs in use), how many passed, how many were verified, how many were timed.
+Writes the same figures to `--out/throughput.json` after each mode, so a run cut short keeps what it
+measured. docs/batch.md keeps the table measured on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kerneljudge.batch import lanes_for, read_manifest, run_batch
+from kerneljudge.config import JudgeConfig
+from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
+from kerneljudge.redteam.suite import FIXTURES
+from kerneljudge.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def manifest_lines(device: str) -> list[dict[str, str]]:
+    """The examples' candidates, then every red-team fixture that runs on this device, as manifest items."""
+    lines = [
+        {"task": str(example / "reference.py"), "candidate": str(candidate)}
+        for example in sorted((ROOT / "examples").iterdir())
+        for candidate in sorted(example.glob("candidate_*.py"))
+    ]
+    lines += [
+        {"task": str(TASKS_DIR / f"{fixture.task}.py"), "candidate": str(FIXTURES_DIR / f"{fixture.name}.py")}
+        for fixture in FIXTURES
+        if device == "cuda" or not fixture.cuda_only
+    ]
+    return lines
+
+
+def judged(mode: str, args: argparse.Namespace, manifest: Path, lanes: list[str | None]) -> dict[str, Any]:
+    config = JudgeConfig(device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout)
+    store_path = args.out / f"{mode}.db"
+    if store_path.exists():
+        raise SystemExit(f"{store_path} exists: a store that holds records would be skipped, not timed")
+    began = time.monotonic()
+    counts = run_batch(read_manifest(manifest), config, store_path, progress=False, lanes=lanes)
+    wall_s = time.monotonic() - began
+    with Store(store_path) as store:
+        records = list(store)
+    gpus = len({lane for lane in lanes if lane is not None}) or 1
+    return {
+        "mode": mode,
+        "timing_method": config.resolved_timing_method(),
+        "lanes": len(lanes),
+        "gpus": gpus if args.device == "cuda" else 0,
+        "candidates": counts.judged,
+        "wall_s": round(wall_s, 1),
+        "per_gpu_minute": counts.judged / (wall_s / 60) / gpus,
+        "passed": sum(r.status == "PASS" for r in records),
+        "verified": sum(r.verified for r in records),
+        "timed": sum(bool(r.timing and r.timing.measured) for r in records),
+        "errors": counts.errors,
+        "store": str(store_path),
+    }
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| mode | timer | lanes | candidates | wall | per GPU-minute | passed | verified | timed | judge errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['mode']} | {r['timing_method']} | {r['lanes']} | {r['candidates']} | {r['wall_s']:.0f} s | "
+            f"{r['per_gpu_minute']:.2f} | {r['passed']} | {r['verified']} | {r['timed']} | {r['errors']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--modes", nargs="+", default=["enforce", "off"], choices=("off", "audit", "enforce"))
+    parser.add_argument("--policy", default="practical", choices=("strict", "practical"))
+    parser.add_argument("--jobs", type=int, default=1, help="lanes (on CUDA without --gpus: all on one GPU)")
+    parser.add_argument("--gpus", help="one lane per GPU: all or a comma list (as kerneljudge batch --gpus)")
+    parser.add_argument("--limit", type=int, help="judge only the first N candidates of the manifest")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds per worker step")
+    parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: manifest, stores, JSON")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    lines = manifest_lines(args.device)[: args.limit]
+    manifest = args.out / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    lanes = lanes_for(args.device, args.gpus, args.jobs)
+    rows = []
+    for mode in args.modes:
+        rows.append(judged(mode, args, manifest, lanes))
+        print(f"{mode}: {rows[-1]['candidates']} judged in {rows[-1]['wall_s']} s", file=sys.stderr, flush=True)
+        (args.out / "throughput.json").write_text(json.dumps({"rows": rows}, indent=2))
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
