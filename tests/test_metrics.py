@@ -6,8 +6,17 @@ import pytest
 
 from helpers import make_record
 from kerneljudge.cli import main
-from kerneljudge.metrics import Rate, fast_p, geometric_mean, summarize, summary_markdown, wilson
-from kerneljudge.report.page import level_of
+from kerneljudge.metrics import (
+    Baseline,
+    BaselineError,
+    Rate,
+    fast_p,
+    geometric_mean,
+    level_of,
+    summarize,
+    summary_markdown,
+    wilson,
+)
 from kerneljudge.store import Store
 from kerneljudge.verdict import Finding
 
@@ -88,3 +97,83 @@ def test_the_html_report_is_one_page_with_the_summary_and_a_plot_per_figure(tmp_
     assert "<td>1</td><td>0.250 (1/4;" in text  # fast_1: one correct judgment above 1x out of four
     assert "KJ-R051" in text and "level 2" in text and "tolerance" in text
     assert [level_of(r) for r in records] == ["level 1", "other", "other", "level 2"]
+
+
+def kernelbench_records() -> list:
+    """Three judged KernelBench samples: two timed (candidate means 0.5 ms and 2 ms), one wrong."""
+    records = [make_record("fast", speedup=1.1), make_record("slow", speedup=1.1), make_record("wrong", status="FAIL")]
+    records[0].timing.candidate = records[0].timing.candidate.model_copy(update={"mean_ms": 0.5})
+    records[1].timing.candidate = records[1].timing.candidate.model_copy(update={"mean_ms": 2.0})
+    records[0].task.path = "kernelbench-problems/level1/19_ReLU.py"
+    records[1].task.path = "KernelBench/level2/1_Conv2D_ReLU_BiasAdd.py"
+    records[2].task.path = "KernelBench/level1/23_Softmax.py"
+    return records
+
+
+BASELINE = {  # KernelBench's shape: level -> problem file -> timing statistics (ms)
+    "level1": {
+        "19_ReLU.py": {"mean": 1.5, "std": 0.01, "min": 1.4, "max": 1.6, "num_trials": 100},
+        "23_Softmax.py": {"mean": 3.0, "std": 0.02, "min": 2.9, "max": 3.1, "num_trials": 100},
+        "40_LayerNorm.py": None,  # KernelBench leaves a problem it could not time empty
+    },
+    "level2": {"1_Conv2D_ReLU_BiasAdd.py": {"mean": 1.0, "std": 0.01, "min": 0.9, "max": 1.1, "num_trials": 100}},
+}
+
+
+def test_a_kernelbench_baseline_file_replaces_the_paired_speedup(tmp_path):
+    import json
+
+    path = tmp_path / "baseline_time_torch.json"
+    path.write_text(json.dumps(BASELINE))
+    baseline = Baseline.read(path)
+    records = kernelbench_records()
+    assert [baseline.speedup(r) for r in records] == [3.0, 0.5, None]  # baseline mean / candidate mean
+    summary = summarize(records, baseline=baseline)
+    assert summary.fast[1.0] == Rate(1, 3) and summary.fast[0.0] == Rate(2, 3)
+    assert summary.fast[0.5] == Rate(1, 3)  # 0.5 is not > 0.5
+    assert summary.geomean_speedup_verified == pytest.approx(math.sqrt(3.0 * 0.5))
+    assert "baseline_time_torch.json (KernelBench's format)" in summary_markdown(summary)
+    assert "the live reference" in summary_markdown(summarize(records))
+    # A timed record whose problem the file lacks is an error naming it, not a silent zero.
+    records[0].task.path = "KernelBench/level1/99_Missing.py"
+    with pytest.raises(BaselineError, match="no time for level1/99_Missing.py"):
+        summarize(records, baseline=baseline)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "is not JSON"),
+        ("[]", "is not KernelBench's format"),
+        ('{"levelX": {}}', "is not a level of problems"),
+        ('{"level1": {"1_A.py": {"mean": -1}}}', "level1/1_A.py has no positive mean time"),
+        ('{"level1": {"1_A.py": {"mean": "fast"}}}', "level1/1_A.py has no positive mean time"),
+    ],
+)
+def test_a_bad_baseline_file_is_one_line_naming_the_problem(tmp_path, capsys, text, message):
+    db = tmp_path / "results.db"
+    with Store(db) as store:
+        store.put(make_record("a", speedup=1.5))
+    path = tmp_path / "baseline.json"
+    path.write_text(text)
+    with pytest.raises(BaselineError, match=message):
+        Baseline.read(path)
+    assert main(["report", "--store", str(db), "--baseline", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_the_report_scores_a_store_against_a_baseline_file(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "baseline_time_torch.json"
+    path.write_text(json.dumps(BASELINE))
+    db = tmp_path / "results.db"
+    with Store(db) as store:
+        for record in kernelbench_records():
+            store.put(record)
+    page = tmp_path / "report.html"
+    assert main(["report", "--store", str(db), "--baseline", str(path), "--html", str(page)]) == 0
+    printed = capsys.readouterr().out
+    assert "| 1 | 0.333 (1/3;" in printed and "| 2 | 0.333 (1/3;" in printed  # 3x clears 2; 0.5x clears neither
+    assert "baseline_time_torch.json" in page.read_text()

@@ -583,6 +583,13 @@ def add_batch_commands(sub: Any) -> None:
     r.add_argument("--store", type=Path, required=True, metavar="PATH")
     r.add_argument("--markdown", type=Path, metavar="PATH", help="write the summary here too")
     r.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page with plots")
+    r.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="JSON",
+        help="speedups against reference times in KernelBench's baseline format (baseline_time_torch.json) "
+        "instead of each judgment's paired live reference",
+    )
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -638,7 +645,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kerneljudge.metrics import summarize, summary_markdown
+    from kerneljudge.metrics import Baseline, BaselineError, speedup_of, summarize, summary_markdown
 
     if not args.store.is_file():
         raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
@@ -647,7 +654,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot write {target}: directory {target.parent} does not exist")
     with Store(args.store) as store:
         records = list(store)
-    summary = summarize(records)
+    try:
+        baseline = Baseline.read(args.baseline) if args.baseline is not None else None
+        summary = summarize(records, baseline=baseline)
+    except BaselineError as exc:
+        raise UsageError(str(exc)) from None
     text = summary_markdown(summary)
     print(text, end="")
     if args.markdown is not None:
@@ -656,7 +667,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from kerneljudge.report.page import render
 
         try:
-            page = render(records, summary, source=str(args.store))
+            page = render(records, summary, str(args.store), baseline.speedup if baseline else speedup_of)
         except RuntimeError as exc:  # matplotlib missing
             raise UsageError(str(exc)) from None
         args.html.write_text(page)

@@ -11,14 +11,19 @@ candidate's: they are left out of both and counted apart. A correct record witho
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from kerneljudge.verdict import Record
 
 THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 Z_95 = 1.959963984540054  # the standard normal's 97.5th percentile: two-sided 95% intervals
+LEVEL = re.compile(r"(?:^|[/_])level_?(\d+)(?:[/_]|$)")
+LIVE = "the live reference, paired in the same judgment"
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class Summary:
     geomean_speedup_correct: float | None  # over correct records with a measured speedup
     geomean_speedup_verified: float | None
     statuses: dict[str, int]
+    speedups_against: str = LIVE
 
 
 def is_correct(record: Record) -> bool:
@@ -84,12 +90,80 @@ def speedup_of(record: Record) -> float | None:
     return t.speedup if t is not None and t.measured and t.speedup is not None else None
 
 
-def summarize(records: Iterable[Record], thresholds: Sequence[float] = THRESHOLDS) -> Summary:
+def level_of(record: Record) -> str:
+    """`level N` where the task's path or name carries a KernelBench level folder or prefix; else `other`."""
+    for text in (record.task.path or "", record.task.name):
+        found = LEVEL.search(text.replace("\\", "/"))
+        if found:
+            return f"level {found.group(1)}"
+    return "other"
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be read, or a record it has no time for; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Reference times in KernelBench's baseline format (its `results/timing/<hardware>/baseline_time_torch.json`).
+
+    The file maps `levelN` to problem file names (`19_ReLU.py`) to timing statistics, of which the
+    mean in milliseconds is used, as KernelBench's analysis does: speedup = baseline mean / the
+    candidate's mean. Only records of tasks named in it can be scored against it.
+    """
+
+    path: str
+    means_ms: dict[str, dict[str, float]]  # "level 1" -> problem file name -> mean ms
+
+    @classmethod
+    def read(cls, path: str | Path) -> Baseline:
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise BaselineError(f"cannot read the baseline {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise BaselineError(f"the baseline {path} is not JSON: {exc}") from None
+        if not isinstance(data, dict) or not data:
+            raise BaselineError(f'the baseline {path} is not KernelBench\'s format: expected {{"level1": {{...}}}}')
+        means: dict[str, dict[str, float]] = {}
+        for level, problems in data.items():
+            found = re.fullmatch(r"level(\d+)", str(level))
+            if not found or not isinstance(problems, dict):
+                raise BaselineError(f"the baseline {path}: {level!r} is not a level of problems (level1, level2, ...)")
+            table = means.setdefault(f"level {found.group(1)}", {})
+            for name, stats in problems.items():
+                mean = stats.get("mean") if isinstance(stats, dict) else None
+                if stats is None or (isinstance(stats, dict) and "error" in stats):
+                    continue  # KernelBench writes null or {"error": ...} where it could not time a problem
+                if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not mean > 0:
+                    raise BaselineError(f"the baseline {path}: {level}/{name} has no positive mean time")
+                table[str(name)] = float(mean)
+        return cls(str(path), means)
+
+    def speedup(self, record: Record) -> float | None:
+        """Baseline mean over the candidate's mean; None when the candidate was not timed."""
+        t = record.timing
+        if t is None or not t.measured or t.candidate is None or not t.candidate.mean_ms > 0:
+            return None
+        level, name = level_of(record), Path(record.task.path or record.task.name).name
+        mean = self.means_ms.get(level, {}).get(name)
+        if mean is None:
+            raise BaselineError(f"the baseline {self.path} has no time for {level.replace(' ', '')}/{name}")
+        return mean / t.candidate.mean_ms
+
+
+def summarize(
+    records: Iterable[Record],
+    thresholds: Sequence[float] = THRESHOLDS,
+    baseline: Baseline | None = None,
+) -> Summary:
+    """The figures over `records`; speedups are each record's own paired ones, or against `baseline`."""
     records = list(records)
     valid = [r for r in records if r.valid]
     correct = [is_correct(r) for r in valid]
     verified = [bool(r.verified) for r in valid]
-    speedups = [speedup_of(r) for r in valid]
+    speedup: Callable[[Record], float | None] = baseline.speedup if baseline else speedup_of
+    speedups = [speedup(r) for r in valid]
     statuses: dict[str, int] = {}
     for r in records:
         statuses[r.status] = statuses.get(r.status, 0) + 1
@@ -103,6 +177,7 @@ def summarize(records: Iterable[Record], thresholds: Sequence[float] = THRESHOLD
         geomean_speedup_correct=geometric_mean(s for ok, s in zip(correct, speedups, strict=True) if ok and s),
         geomean_speedup_verified=geometric_mean(s for ok, s in zip(verified, speedups, strict=True) if ok and s),
         statuses=dict(sorted(statuses.items())),
+        speedups_against=f"the baseline file {baseline.path} (KernelBench's format)" if baseline else LIVE,
     )
 
 
@@ -125,6 +200,7 @@ def summary_markdown(summary: Summary) -> str:
         + "Statuses: "
         + (", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none")
         + ".",
+        f"Speedups against {summary.speedups_against}.",
         "",
         "| figure | value |",
         "|---|---|",

@@ -11,25 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import html
 import io
-import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from kerneljudge.metrics import Rate, Summary, is_correct, rate_text, speedup_of, speedup_text
+from kerneljudge.metrics import Rate, Summary, is_correct, level_of, rate_text, speedup_of, speedup_text
 from kerneljudge.verdict import Record
 
 DASH = "&ndash;"
-LEVEL = re.compile(r"(?:^|[/_])level_?(\d+)(?:[/_]|$)")
-
-
-def level_of(record: Record) -> str:
-    """`level N` where the task's path or name carries a KernelBench level folder or prefix; else `other`."""
-    for text in (record.task.path or "", record.task.name):
-        found = LEVEL.search(text.replace("\\", "/"))
-        if found:
-            return f"level {found.group(1)}"
-    return "other"
 
 
 def _pyplot() -> Any:
@@ -76,9 +65,9 @@ def fast_p_plot(plt: Any, summary: Summary) -> str:
     return _svg(figure)
 
 
-def speedup_plot(plt: Any, records: Sequence[Record]) -> str | None:
-    correct = [s for r in records if r.valid and is_correct(r) and (s := speedup_of(r))]
-    verified = [s for r in records if r.valid and r.verified and (s := speedup_of(r))]
+def speedup_plot(plt: Any, records: Sequence[Record], speedup: Callable[[Record], float | None]) -> str | None:
+    correct = [s for r in records if r.valid and is_correct(r) and (s := speedup(r))]
+    verified = [s for r in records if r.valid and r.verified and (s := speedup(r))]
     if not correct:
         return None
     figure, axes = plt.subplots(figsize=(6, 3.6))
@@ -128,13 +117,21 @@ def failures_plot(plt: Any, records: Sequence[Record]) -> str | None:
     return _svg(figure)
 
 
-def render(records: Sequence[Record], summary: Summary, source: str) -> str:
-    """The page: the headline table, fast_p and verified_fast_p per p, then the plots that have data."""
+def render(
+    records: Sequence[Record],
+    summary: Summary,
+    source: str,
+    speedup: Callable[[Record], float | None] = speedup_of,
+) -> str:
+    """The page: the headline table, fast_p and verified_fast_p per p, then the plots that have data.
+
+    `speedup` must be the one `summary` was computed with (a baseline file's, or the record's own)."""
     plt = _pyplot()
     rows = [
         ("valid judgments", str(summary.judged)),
         ("judge failures (left out)", str(summary.judge_failures)),
         ("statuses", ", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none"),
+        ("speedups against", html.escape(summary.speedups_against)),
         ("correct (95% Wilson interval)", rate_text(summary.correct, DASH)),
         ("verified (95% Wilson interval)", rate_text(summary.verified, DASH)),
         ("geometric-mean speedup, correct", speedup_text(summary.geomean_speedup_correct)),
@@ -146,7 +143,7 @@ def render(records: Sequence[Record], summary: Summary, source: str) -> str:
         for p, rate in summary.fast.items()
     )
     plots = [fast_p_plot(plt, summary)]
-    plots += [speedup_plot(plt, records), findings_plot(plt, records), failures_plot(plt, records)]
+    plots += [speedup_plot(plt, records, speedup), findings_plot(plt, records), failures_plot(plt, records)]
     figures = "".join(f"<figure>{svg}</figure>" for svg in plots if svg is not None)
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return f"""<!DOCTYPE html>
