@@ -52,7 +52,16 @@ def judged(mode: str, args: argparse.Namespace, manifest: Path, lanes: list[str 
     if store_path.exists():
         raise SystemExit(f"{store_path} exists: a store that holds records would be skipped, not timed")
     began = time.monotonic()
-    counts = run_batch(read_manifest(manifest), config, store_path, progress=False, lanes=lanes)
+
+    def judged_one(item: Any, record: Any) -> None:  # progress on stderr: how far a run cut short got
+        print(
+            f"  {mode} +{time.monotonic() - began:5.0f} s  {record.task.name}/{record.candidate.name}: "
+            f"{record.status} ({record.duration_s:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    counts = run_batch(read_manifest(manifest), config, store_path, False, judged_one, lanes)
     wall_s = time.monotonic() - began
     with Store(store_path) as store:
         records = list(store)

@@ -13,6 +13,9 @@
 #                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md, its
 #                                progress in $OUT/timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
 #                                "--kernels softmax_2048x4096 --pairs 3");
+#                                `batch`: benchmarks/batch_throughput.py (its table in $OUT/batch_throughput.md,
+#                                its stores and manifest in $OUT/batch/; KJ_BATCH_ARGS adds arguments, default
+#                                "--jobs 4 --limit 32");
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
@@ -76,6 +79,12 @@ run() {
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
+  if [ "$stage" = batch ]; then
+    # shellcheck disable=SC2086  # KJ_BATCH_ARGS holds several arguments
+    python3 benchmarks/batch_throughput.py --device cuda --out "$OUT/batch" ${KJ_BATCH_ARGS:---jobs 4 --limit 32} \
+      2> "$OUT/batch_throughput.log" | tee "$OUT/batch_throughput.md"
+    status=${PIPESTATUS[0]}
+  fi
   if [ "$stage" = sandbox ]; then
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
     status=${PIPESTATUS[0]}
@@ -95,5 +104,5 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|sandbox|all]" >&2; exit 1 ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|batch|sandbox|all]" >&2; exit 1 ;;
 esac
