@@ -175,3 +175,15 @@ def test_a_candidate_that_fails_its_checks_leaves_no_timing_worker(tiny_task, mo
     ((workers, _),) = booted
     assert all(w.proc.poll() is not None for w in workers)  # closed with the judgment, not left running
     assert set(record.logs) == {"reference", "candidate"}  # the unused pair ran nothing worth a log
+
+
+def test_enforce_does_not_time_a_candidate_its_findings_already_fail(tiny_task):
+    # Correct values, computed in the input's storage (KJ-R023): FAIL in enforce before any figure, so
+    # no device time is spent on it. Audit goes on to time it (where its timed calls, on inputs it has
+    # changed, fail the timed-output check).
+    enforced = run_judge(tiny_task, CANDIDATES / "mutate_inputs.py", mode="enforce", timing=True, timing_blocks=2)
+    assert enforced.status == "FAIL" and enforced.correctness.passed and not enforced.timing.measured
+    assert enforced.timing.reason == "not timed: enforce fails the candidate on KJ-R023"
+    assert set(enforced.logs) == {"reference", "candidate"}
+    audited = run_judge(tiny_task, CANDIDATES / "mutate_inputs.py", mode="audit", timing=True, timing_blocks=2)
+    assert audited.status == "FAIL" and audited.failure.phase == "timing"

@@ -127,6 +127,7 @@ def test_an_honest_worker_passes_the_clock_check_and_a_lying_one_does_not():
     assert honest_host_bound.clock_check["suspicious"] is False, honest_host_bound.clock_check
     zero = timing_of(0.5, 1.0, claims=0.0)  # claims no time at all: no ratio, yet bounded (its calls are slow)
     assert zero.speedup is None and zero.stop_reason == TIME_BUDGET and zero.clock_check["suspicious"] is True
+    assert zero.calls_per_sample["candidate"] <= 2000  # the parent's clock: 0.5 ms a call, 1 s a sample
 
 
 def estimate(speedup, low, high):
@@ -338,3 +339,20 @@ def test_one_block_gives_a_speedup_without_an_interval_rather_than_an_unbounded_
     timing = timing_of(0.5, 1.0, noise=0.02, device="cpu", blocks=1)
     assert timing.speedup == pytest.approx(2.0, rel=0.05) and timing.speedup_interval is None
     assert timing.speedup_rse is None
+
+
+def test_work_that_escapes_the_timed_stream_cannot_inflate_the_calls_per_sample():
+    # Each call really takes 25 ms (a side stream's sleep), the worker's events see 5 us of it. Sized from
+    # the events alone a sample would hold 200 calls, 5 s of GPU work, 10 of them per request; the
+    # parent's clock around the calibration caps it at 1000 x the 1 ms target.
+    clock = FakeClock()
+    sides = {
+        "candidate": NoisySide(clock, 25.0, 0.01, seed=1, claims=0.0002),
+        "reference": NoisySide(clock, 1.0, 0.01, seed=2),
+    }
+    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
+    assert timing.calls_per_sample["candidate"] <= 40 and timing.calls_per_sample["reference"] == 1
+    assert clock.now < 120  # seconds of the fake clock: 5 blocks of bounded requests, not minutes per request
+    assert timing.clock_check["suspicious"] is True
+    # An honest kernel of 5 us keeps the calls that fill its 1 ms sample.
+    assert timing_of(0.005, 0.01).calls_per_sample["candidate"] == 200

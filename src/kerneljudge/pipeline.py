@@ -288,7 +288,14 @@ class Judgment:
             if self.config.timing:
                 self._boot_timing_pair()
             self._correctness()
-        if self.config.timing:
+        voiding = sorted({f.code for f in self.findings if f.severity == "error"})
+        if self.config.timing and self.config.mode == "enforce" and voiding:
+            # Fail-closed: the verdict is already FAIL and no figure could stand; timing it would only spend
+            # device time, and work hidden from the timed stream (H20) can make that minutes.
+            self.timing = Timing(
+                measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}"
+            )
+        elif self.config.timing:
             if self.gate is not OPEN_GATE:
                 self.progress("waiting for the other lanes to pause")
             with self.gate.measure():

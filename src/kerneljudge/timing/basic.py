@@ -28,6 +28,10 @@ from kerneljudge.timing.stopping import StoppingRule
 from kerneljudge.verdict import Timing
 
 MAX_CALLS_PER_SAMPLE = 10_000
+# A sample may take at most this many times `target_sample_ms` by the parent's clock, whatever the worker
+# claims: work that escapes the timed stream (H20, a side stream) reads as microseconds in the worker's
+# events, and calls sized from that alone queued minutes of GPU work per request (an H200 batch, 2026-11-30).
+SAMPLE_CAP_FACTOR = 1000
 
 # Launch-latency regimes (CUDA). On an idle H200 one event pair around one tiny softmax read 15 us, and
 # back-to-back calls 7-11 us each depending on the process (the host issuing calls is the bottleneck);
@@ -119,6 +123,15 @@ def calls_for(estimate_ms: float, target_ms: float) -> int:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target_ms / estimate_ms)))
 
 
+def calls_within(elapsed_ms: float, paced_ms: float, calls_made: int, target_ms: float) -> int:
+    """The most calls per sample that the parent's clock allows: `calls_made` calls took at most
+    `elapsed_ms` less what paced them, so a sample of that many stays within SAMPLE_CAP_FACTOR x target."""
+    per_call = max(0.0, elapsed_ms - paced_ms) / max(1, calls_made)
+    if per_call <= 0:
+        return MAX_CALLS_PER_SAMPLE
+    return max(1, min(MAX_CALLS_PER_SAMPLE, math.floor(SAMPLE_CAP_FACTOR * target_ms / per_call)))
+
+
 def precursor_for(host_ms: Sequence[float]) -> float:
     return min(MAX_PRECURSOR_MS, PRECURSOR_FACTOR * max(host_ms, default=0.0) + PRECURSOR_PAD_MS)
 
@@ -136,11 +149,13 @@ class _Session:
         # what the parent's clock saw for the whole round trip less what paced it (SampleTimes.paced_ms).
         self.claimed_ms = {name: 0.0 for name in sides}
         self.seen_ms = {name: 0.0 for name in sides}
+        self.last_ms = 0.0  # the parent's clock around the latest request
 
     def time(self, name: str, request: TimeRequest) -> SampleTimes:
         start = self.clock()
         result = self.sides[name](request)
         elapsed = (self.clock() - start) * 1e3 if result.request_ms is None else result.request_ms
+        self.last_ms = elapsed
         self.observed_ms[name] += elapsed
         if request.measured:
             self.claimed_ms[name] += sum(result.times_ms) * request.calls
@@ -175,11 +190,15 @@ def run_interleaved(
     calls: dict[str, int] = {}
     precursor = {name: 0.0 for name in sides}
     for name in sides:
-        first = session.time(
-            name,
-            TimeRequest(inputs[0], 1, 3, plan.warmup, CALIBRATION_PRECURSOR_MS if busy else 0.0, measured=False),
+        calibration = TimeRequest(
+            inputs[0], 1, 3, plan.warmup, CALIBRATION_PRECURSOR_MS if busy else 0.0, measured=False
         )
-        calls[name] = calls_for(statistics.median(first.times_ms), plan.target_sample_ms)
+        first = session.time(name, calibration)
+        made = calibration.warmup + calibration.samples * calibration.calls
+        calls[name] = min(
+            calls_for(statistics.median(first.times_ms), plan.target_sample_ms),
+            calls_within(session.last_ms, first.paced_ms(), made, plan.target_sample_ms),
+        )
         if busy:  # how long the host takes to issue one sample's calls (with a graph: capture it first)
             probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False, graph=graph))
             precursor[name] = precursor_for(probe.host_ms)
