@@ -6,6 +6,11 @@ once per mode asked for (default: `enforce`, then `off`, KernelBench's native ch
 into its own store under `--out`, with the same lanes. The stores stay for `kerneljudge report`.
 
     python benchmarks/batch_throughput.py --device cuda --jobs 4 --limit 32 --out tp > table.md
+    python benchmarks/batch_throughput.py --device cuda --gpus 0 all --modes enforce --limit 40 --out tp2
+
+With several `--gpus` sets (one lane per GPU of each set) the manifest is judged once per set and mode,
+and the first two runs of a mode are compared: the same status for every item, and each timed speedup
+inside the other run's interval.
 
 Prints a Markdown table: per mode, the candidates judged, the wall time, candidates per GPU-minute
 (candidates / minutes / GPUs in use), how many passed, how many were verified, how many were timed.
@@ -46,9 +51,10 @@ def manifest_lines(device: str) -> list[dict[str, str]]:
     return lines
 
 
-def judged(mode: str, args: argparse.Namespace, manifest: Path, lanes: list[str | None]) -> dict[str, Any]:
+def judged(
+    mode: str, args: argparse.Namespace, manifest: Path, lanes: list[str | None], store_path: Path
+) -> dict[str, Any]:
     config = JudgeConfig(device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout)
-    store_path = args.out / f"{mode}.db"
     if store_path.exists():
         raise SystemExit(f"{store_path} exists: a store that holds records would be skipped, not timed")
     began = time.monotonic()
@@ -82,14 +88,46 @@ def judged(mode: str, args: argparse.Namespace, manifest: Path, lanes: list[str 
     }
 
 
+def agreement(first: Path, second: Path) -> dict[str, Any]:
+    """Do two stores of the same manifest agree? Same status per item, and each timed speedup inside the
+    other run's interval for it (both ways)."""
+
+    def by_item(path: Path) -> dict[tuple[str, str], Any]:
+        with Store(path) as store:
+            return {(r.task.sha256, r.candidate.sha256): r for r in store}
+
+    a, b = by_item(first), by_item(second)
+    common = sorted(set(a) & set(b))
+    statuses = [k for k in common if a[k].status != b[k].status]
+
+    def inside(record: Any, other: Any) -> bool:
+        low_high = other.timing.speedup_interval if other.timing else None
+        return not low_high or low_high[0] <= record.timing.speedup <= low_high[1]
+
+    timed = [k for k in common if a[k].timing and a[k].timing.speedup and b[k].timing and b[k].timing.speedup]
+    outside = [k for k in timed if not (inside(a[k], b[k]) and inside(b[k], a[k]))]
+    name = {k: f"{a[k].task.name}/{a[k].candidate.name}" for k in common}
+    return {
+        "stores": [str(first), str(second)],
+        "items": len(common),
+        "status_differs": [name[k] for k in statuses],
+        "timed_in_both": len(timed),
+        "speedup_outside_interval": [
+            f"{name[k]}: {a[k].timing.speedup:.4f}x vs {b[k].timing.speedup:.4f}x" for k in outside
+        ],
+    }
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| mode | timer | lanes | candidates | wall | per GPU-minute | passed | verified | timed | judge errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mode | timer | GPUs | lanes | candidates | wall | per GPU-minute | passed | verified | timed "
+        "| judge errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['mode']} | {r['timing_method']} | {r['lanes']} | {r['candidates']} | {r['wall_s']:.0f} s | "
+            f"| {r['mode']} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
+            f"{r['wall_s']:.0f} s | "
             f"{r['per_gpu_minute']:.2f} | {r['passed']} | {r['verified']} | {r['timed']} | {r['errors']} |"
         )
     return "\n".join(lines)
@@ -101,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", nargs="+", default=["enforce", "off"], choices=("off", "audit", "enforce"))
     parser.add_argument("--policy", default="practical", choices=("strict", "practical"))
     parser.add_argument("--jobs", type=int, default=1, help="lanes (on CUDA without --gpus: all on one GPU)")
-    parser.add_argument("--gpus", help="one lane per GPU: all or a comma list (as kerneljudge batch --gpus)")
+    parser.add_argument(
+        "--gpus",
+        nargs="+",
+        help="one lane per GPU: all or a comma list (as kerneljudge batch --gpus); several (--gpus 0 all) judge "
+        "the manifest once with each, and the first two runs of a mode are compared",
+    )
     parser.add_argument("--limit", type=int, help="judge only the first N candidates of the manifest")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per worker step")
     parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: manifest, stores, JSON")
@@ -110,13 +153,29 @@ def main(argv: list[str] | None = None) -> int:
     lines = manifest_lines(args.device)[: args.limit]
     manifest = args.out / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    lanes = lanes_for(args.device, args.gpus, args.jobs)
-    rows = []
+    gpu_sets = args.gpus or [None]
+    rows: list[dict[str, Any]] = []
+    compared: list[dict[str, Any]] = []
     for mode in args.modes:
-        rows.append(judged(mode, args, manifest, lanes))
-        print(f"{mode}: {rows[-1]['candidates']} judged in {rows[-1]['wall_s']} s", file=sys.stderr, flush=True)
-        (args.out / "throughput.json").write_text(json.dumps({"rows": rows}, indent=2))
+        stores = []
+        for gpus in gpu_sets:
+            lanes = lanes_for(args.device, gpus, args.jobs)
+            suffix = "" if gpus is None else f"-gpus-{gpus.replace(',', '_')}"
+            stores.append(args.out / f"{mode}{suffix}.db")
+            rows.append({**judged(mode, args, manifest, lanes, stores[-1]), "gpu_set": gpus or "default"})
+            print(f"{mode}: {rows[-1]['candidates']} judged in {rows[-1]['wall_s']} s", file=sys.stderr, flush=True)
+            (args.out / "throughput.json").write_text(json.dumps({"rows": rows, "agreement": compared}, indent=2))
+        if len(stores) > 1:
+            compared.append({"mode": mode, **agreement(stores[0], stores[1])})
+            (args.out / "throughput.json").write_text(json.dumps({"rows": rows, "agreement": compared}, indent=2))
     print(markdown(rows))
+    for check in compared:
+        print(
+            f"\n{check['mode']}: {check['items']} items in both runs; status differs for "
+            f"{len(check['status_differs'])} {check['status_differs']}; of {check['timed_in_both']} timed in both, "
+            f"{len(check['speedup_outside_interval'])} speedups outside the other run's interval "
+            f"{check['speedup_outside_interval']}"
+        )
     return 0
 
 
