@@ -121,3 +121,28 @@ def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_w
         assert not overlapping, (kind, began, ended, overlapping)
     again = run_batch(items, config, store, progress=False, lanes=[None, None])
     assert again.skipped == 3 and again.judged == 0
+
+
+def test_cached_baselines_time_each_tasks_reference_once_and_share_it(tmp_path, tiny_task, monkeypatch):
+    caches: list[batch.BaselineCache] = []
+    real = batch.BaselineCache
+    monkeypatch.setattr(batch, "BaselineCache", lambda config: caches.append(real(config)) or caches[-1])
+    names = ["honest_torch.py", "print_visible_devices.py"]
+    items = [BatchItem(tiny_task, CANDIDATES / name) for name in names]
+    config = JudgeConfig(
+        device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5, timing_baseline="cached"
+    )
+    store = tmp_path / "results.db"
+    counts = run_batch(items, config, store, progress=False, lanes=[None, None])
+    assert counts.judged == 2 and counts.passed == 2, counts
+    [cache] = caches
+    [reference] = cache.measured  # one A/A judgment for the one task and device, though both lanes needed it
+    assert reference.correctness.passed and reference.timing.reference_source == "paired"
+    with Store(store) as s:
+        records = list(s)
+    assert sorted(r.candidate.name for r in records) == ["honest_torch", "print_visible_devices"]  # not the A/A
+    for record in records:
+        assert record.config["timing_baseline"] == "cached" and record.timing.speedup > 0
+        assert record.timing.reference_source.startswith("cached: the reference timed once on this device")
+        assert record.timing.reference.samples_ms == reference.timing.reference.samples_ms
+        assert "reference" not in record.timing.parent_observed_ms or not record.timing.parent_observed_ms["reference"]

@@ -356,3 +356,28 @@ def test_work_that_escapes_the_timed_stream_cannot_inflate_the_calls_per_sample(
     assert timing.clock_check["suspicious"] is True
     # An honest kernel of 5 us keeps the calls that fill its 1 ms sample.
     assert timing_of(0.005, 0.01).calls_per_sample["candidate"] == 200
+
+
+def test_a_cached_reference_stands_in_for_its_blocks_and_keeps_the_cross_check():
+    from kerneljudge.timing.basic import CachedSide
+
+    paired = timing_of(0.5, 1.0, noise=0.01)
+    cached = CachedSide.from_timing(paired, "reference", TimingPlan().samples, "cached: once")
+    assert len(cached.block_medians) == len(paired.block_ratios) and cached.calls == 1
+    assert cached.launch_regime == paired.launch_regime and cached.overhead_ms_per_block > 0
+
+    def timed(claims):
+        clock = FakeClock()
+        sides = {"candidate": NoisySide(clock, 0.25, 0.01, seed=3, claims=claims)}  # no reference worker
+        return run_interleaved(
+            sides, [None], TimingPlan(), "cuda", random.Random(0), clock, cached={"reference": cached}
+        )
+
+    honest = timed(1.0)
+    assert honest.speedup == pytest.approx(4.0, rel=0.03)  # the cached 1 ms reference over a 0.25 ms candidate
+    assert honest.reference.samples_ms == cached.samples_ms and honest.reference_source == "cached: once"
+    assert honest.calls_per_sample["reference"] == 1 and honest.clock_check["suspicious"] is False
+    assert timed(0.01).clock_check["suspicious"] is True  # the cached overhead still exposes a lying timer
+    assert paired.reference_source == "paired"
+    # Only an interleaved timing can be cached.
+    assert CachedSide.from_timing(timing_of(0.5, 1.0, method="kernelbench"), "reference", 10, "x") is None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
+from kerneljudge.timing.basic import CachedSide
 from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:
@@ -372,6 +373,57 @@ def lanes_for(device: str, gpus: str | None, jobs: int) -> list[str | None]:
     return list(dict.fromkeys(chosen))
 
 
+A_A_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"  # the task's own model, as a candidate
+
+
+class BaselineCache:
+    """Cached baselines: each task's reference timed once per device, shared by the task's candidates.
+
+    The reference is timed in an A/A judgment (the task's own model as the candidate: trusted code on both
+    sides, in audit mode under the practical policy, with the batch's timing settings), never taken from a
+    candidate's judgment: a candidate that slowed the reference down in its own paired timing would
+    otherwise slow it for every candidate after it. A task whose A/A judgment is not timed keeps paired
+    timing. Lanes on one device share an entry; a per-task lock keeps two lanes from timing it twice.
+    """
+
+    def __init__(self, config: JudgeConfig) -> None:
+        self.config = config.with_(mode="audit", policy="practical", timing_baseline="paired")
+        self.entries: dict[tuple[str, str | None], dict[str, CachedSide]] = {}
+        self.lock = threading.Lock()
+        self.task_locks: dict[tuple[str, str | None], threading.Lock] = {}
+        self.measured: list[Record] = []  # the A/A judgments, in the order they ran
+
+    def for_task(
+        self, task: Task, gpu: str | None, gate: Any = None, progress: Callable[[str], None] | None = None
+    ) -> dict[str, CachedSide]:
+        key = (task.sha256, gpu)
+        with self.lock:
+            task_lock = self.task_locks.setdefault(key, threading.Lock())
+        with task_lock:
+            if key not in self.entries:
+                self.entries[key] = self._measure(task, gpu, gate, progress)
+            return self.entries[key]
+
+    def _measure(
+        self, task: Task, gpu: str | None, gate: Any, progress: Callable[[str], None] | None
+    ) -> dict[str, CachedSide]:
+        from kerneljudge.candidate import parse_candidate
+        from kerneljudge.pipeline import judge
+
+        candidate = parse_candidate(task.text + A_A_CANDIDATE, f"{task.name}_reference_baseline")
+        record = judge(task, candidate, self.config, progress=progress, gpu=gpu, gate=gate)
+        with self.lock:
+            self.measured.append(record)
+        if not (record.correctness and record.correctness.passed):
+            return {}
+        source = f"cached: the reference timed once on this device, in an A/A judgment at {record.created_at}"
+        sides = {
+            name: CachedSide.from_timing(record.timing, name, self.config.timing_samples, source)
+            for name in ("reference", "compiled")
+        }
+        return {name: side for name, side in sides.items() if side is not None}
+
+
 def run_batch(
     items: Sequence[BatchItem],
     config: JudgeConfig,
@@ -406,6 +458,7 @@ def run_batch(
                 todo.put((entry, key))
     show = sys.stdout.isatty() if progress is None else progress
     gate = LaneGate() if len(lanes) > 1 else None
+    cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
 
@@ -428,7 +481,10 @@ def run_batch(
                 else:
                     name = f"lane {gpu if gpu is not None else index}: {entry.task.name}/{entry.candidate.name}"
                     stage = lambda text, name=name: bar.note(f"{name}: {text}")  # noqa: E731
-                record = judge(entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate)
+                baselines = cache.for_task(entry.task, gpu, gate, stage) if cache is not None else None
+                record = judge(
+                    entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate, baselines=baselines
+                )
                 # The record's own key is what is stored; it differs from `key` only when the
                 # judgment saw another environment (its reference worker failed before saying hello).
                 own.put(record)
@@ -567,6 +623,12 @@ def add_batch_commands(sub: Any) -> None:
         help="one lane per GPU: every visible one, or these (CUDA_VISIBLE_DEVICES entries); default one lane",
     )
     b.add_argument("--jobs", type=int, default=1, metavar="N", help="lanes on the CPU (judgments side by side)")
+    b.add_argument(
+        "--cached-baselines",
+        action="store_true",
+        help="time each task's reference once per device (an A/A judgment) and share it with the task's "
+        "candidates, instead of timing it in every judgment",
+    )
     e = sub.add_parser("export", help="write a results store's records as JSONL and/or a flat CSV table")
     e.add_argument("--store", type=Path, required=True, metavar="PATH")
     e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
@@ -594,7 +656,12 @@ def add_batch_commands(sub: Any) -> None:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     config = JudgeConfig(
-        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
+        device=args.device,
+        mode=args.mode,
+        policy=args.policy,
+        timeout_s=args.timeout,
+        timing=not args.no_timing,
+        timing_baseline="cached" if args.cached_baselines else "paired",
     )
     if (args.manifest is None) == (args.kernelbench_run is None):
         raise UsageError("give either a MANIFEST or --kernelbench-run RUN_DIR --kernelbench-problems DIR")

@@ -18,6 +18,9 @@ DEVICES = ("auto", "cuda", "cpu")
 # "auto": the interleaved paired timer in hardened modes, KernelBench's in `off` (kerneljudge.timing.basic)
 TIMING_METHODS = ("auto", "interleaved", "kernelbench", "do_bench")
 TIMING_REGIMES = ("cuda_graph", "busy_precursor", "back_to_back")
+# paired: the reference is timed in every judgment, block by block with the candidate (the default);
+# cached: a batch times each task's reference once per device, in an A/A judgment, and shares it.
+TIMING_BASELINES = ("paired", "cached")
 # The OS sandbox of every worker (docs/security.md): "auto" applies every layer the machine allows and
 # records the rest as missing, "require" makes a missing layer a judge error, "off" applies none.
 SANDBOX_MODES = ("auto", "require", "off")
@@ -46,6 +49,7 @@ class JudgeConfig:
     # that cannot be captured is timed again behind the busy precursor alone.
     timing_regime: str = "cuda_graph"
     timing_compile: bool = False  # also time the reference under torch.compile (a third side of every block)
+    timing_baseline: str = "paired"  # or "cached" (a batch's option; docs/batch.md)
     sandbox: str = "auto"
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
@@ -58,6 +62,7 @@ class JudgeConfig:
             ("policy", POLICIES),
             ("timing_method", TIMING_METHODS),
             ("timing_regime", TIMING_REGIMES),
+            ("timing_baseline", TIMING_BASELINES),
             ("sandbox", SANDBOX_MODES),
         ):
             value = getattr(self, name)

@@ -39,8 +39,10 @@ from kerneljudge.timing.basic import (
     BUSY_PRECURSOR,
     CUDA_GRAPH,
     DO_BENCH,
+    HOST_CLOCK,
     INTERLEAVED,
     KERNELBENCH,
+    CachedSide,
     GraphUnsupported,
     SampleTimes,
     TimeRequest,
@@ -214,6 +216,7 @@ class Judgment:
         progress: Callable[[str], None] | None = None,
         gpu: str | None = None,
         gate: Gate | None = None,
+        baselines: dict[str, CachedSide] | None = None,
     ) -> None:
         self.task = task
         self.candidate = candidate
@@ -221,6 +224,9 @@ class Judgment:
         self.progress = progress or (lambda stage: None)
         self.gpu = gpu  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
         self.gate = gate or OPEN_GATE
+        # Cached baselines (a batch's `--cached-baselines`): the task's reference, and its compiled form when
+        # measured, timed once on this device; used instead of timing them here, where the regime matches.
+        self.baselines = baselines or {}
         self.limits = WorkerLimits(
             step_timeout_s=config.timeout_s,
             lifetime_s=max(1800.0, 20 * config.timeout_s),
@@ -667,9 +673,15 @@ class Judgment:
 
         pool = [[inputs for inputs, _, _ in sets]]
         self._stage(pool[0])
-        sides = {"candidate": side("candidate"), "reference": side("reference")}
+        timed_regime = regime if self.device == "cuda" else HOST_CLOCK
+        cached = {
+            name: entry
+            for name, entry in self.baselines.items()
+            if method == INTERLEAVED and entry.launch_regime == timed_regime
+        }
+        sides = {"candidate": side("candidate")} | ({} if "reference" in cached else {"reference": side("reference")})
         compile_error = None
-        if self.config.timing_compile and method == INTERLEAVED:
+        if self.config.timing_compile and method == INTERLEAVED and "compiled" not in cached:
             compile_error = self._compile_reference(sets[0][0])
             if compile_error is None:
                 sides["compiled"] = side("compiled", compiled=True)
@@ -686,7 +698,10 @@ class Judgment:
             target_rse=self.config.timing_target_rse,
             budget_s=self.config.timing_budget_s,
         )
-        self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor)
+        self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor, cached=cached)
+        if method == INTERLEAVED and self.baselines and not cached:
+            regimes = sorted({entry.launch_regime for entry in self.baselines.values()})
+            self.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
         if self.timing.launch_regime == CUDA_GRAPH and self.config.mode != "off":
             before = self.timed_checks
             for (role, calls), keep in graph_keep.items():
@@ -908,15 +923,17 @@ def judge(
     progress: Callable[[str], None] | None = None,
     gpu: str | None = None,
     gate: Gate | None = None,
+    baselines: dict[str, CachedSide] | None = None,
     **overrides: Any,
 ) -> Record:
     """Judge one candidate against one task and return the verdict record.
 
     `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
     is called with a short description as each stage starts. A batch lane passes
-    `gpu` (the workers' CUDA_VISIBLE_DEVICES) and `gate` (shared by its lanes).
+    `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
+    the task's `baselines` (`kerneljudge.batch.BaselineCache`).
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
-    return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate).run()
+    return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate, baselines=baselines).run()

@@ -132,6 +132,9 @@ class Timing(Model):
     speedup_vs_compile: float | None = None
     speedup_vs_compile_interval: list[float] | None = None
     compile_error: str | None = None  # why the torch.compile baseline is missing, when it was asked for
+    # "paired" (timed in this judgment, block by block with the candidate) or, with cached baselines, where
+    # the reference's figures come from; None for the compatibility methods and untimed records
+    reference_source: str | None = None
 
 
 class Reward(Model):

@@ -88,6 +88,44 @@ class SampleTimes:
 TimeSide = Callable[[TimeRequest], SampleTimes]
 
 
+@dataclass(frozen=True)
+class CachedSide:
+    """A side timed once and reused by later timings (cached baselines): what its blocks gave.
+
+    `block_medians` stand in for the side's block figures, in turn; `samples_ms` for its statistics;
+    `overhead_ms_per_block` (its requests' parent-clock time beyond the claimed calls) for the
+    cross-check, which needs a trusted side's overhead. Only a timing in `launch_regime` may use it.
+    """
+
+    block_medians: list[float]
+    samples_ms: list[float]
+    calls: int
+    precursor_ms: float
+    overhead_ms_per_block: float
+    launch_regime: str
+    source: str
+
+    @classmethod
+    def from_timing(cls, timing: Timing, side: str, samples_per_block: int, source: str) -> CachedSide | None:
+        """The `side` ("reference" or "compiled") of an interleaved timing; None where it was not measured."""
+        stats = timing.reference if side == "reference" else timing.compiled
+        if not timing.measured or timing.method != INTERLEAVED or stats is None or not timing.block_ratios:
+            return None
+        samples = list(stats.samples_ms)
+        starts = range(0, len(samples), samples_per_block)
+        medians = [statistics.median(samples[i : i + samples_per_block]) for i in starts]
+        overhead = float((timing.clock_check or {}).get("reference_overhead_ms") or 0.0) / len(medians)
+        return cls(
+            block_medians=medians,
+            samples_ms=samples,
+            calls=int(timing.calls_per_sample.get(side, timing.calls_per_sample.get("reference", 1))),
+            precursor_ms=float(timing.precursor_ms.get(side, 0.0)),
+            overhead_ms_per_block=overhead,
+            launch_regime=str(timing.launch_regime),
+            source=source,
+        )
+
+
 class ClockMonitor(Protocol):
     """Reads the device's clock state; `throttled` names what slowed the clocks between two readings."""
 
@@ -139,16 +177,17 @@ def precursor_for(host_ms: Sequence[float]) -> float:
 class _Session:
     """The bookkeeping of one timing run: samples per side, the parent's clock, the cross-check sums."""
 
-    def __init__(self, sides: dict[str, TimeSide], clock: Callable[[], float]) -> None:
+    def __init__(self, sides: dict[str, TimeSide], clock: Callable[[], float], untimed: Sequence[str] = ()) -> None:
         self.sides = sides
         self.clock = clock
-        self.samples: dict[str, list[float]] = {name: [] for name in sides}
-        self.host_ms: dict[str, list[float]] = {name: [] for name in sides}
-        self.observed_ms = {name: 0.0 for name in sides}
+        names = [*sides, *untimed]  # untimed: sides whose figures come from a cache
+        self.samples: dict[str, list[float]] = {name: [] for name in names}
+        self.host_ms: dict[str, list[float]] = {name: [] for name in names}
+        self.observed_ms = {name: 0.0 for name in names}
         # Measured requests only (not calibration): what the worker claims its timed calls took in all, and
         # what the parent's clock saw for the whole round trip less what paced it (SampleTimes.paced_ms).
-        self.claimed_ms = {name: 0.0 for name in sides}
-        self.seen_ms = {name: 0.0 for name in sides}
+        self.claimed_ms = {name: 0.0 for name in names}
+        self.seen_ms = {name: 0.0 for name in names}
         self.last_ms = 0.0  # the parent's clock around the latest request
 
     def time(self, name: str, request: TimeRequest) -> SampleTimes:
@@ -173,11 +212,16 @@ def run_interleaved(
     rng: random.Random | None = None,
     clock: Callable[[], float] = time.perf_counter,
     monitor: ClockMonitor | None = None,
+    cached: dict[str, CachedSide] | None = None,
 ) -> Timing:
     """Time `candidate` and `reference` (and `compiled`, when present: the reference under torch.compile)
-    and return the timing section of a record."""
+    and return the timing section of a record.
+
+    A side in `cached` (interleaved method only) is not timed: its cached block figures stand in for its
+    blocks, in turn, and the record says where they came from (`reference_source`)."""
     rng = rng or random.Random()
-    session = _Session(sides, clock)
+    cached = cached or {}
+    session = _Session(sides, clock, untimed=list(cached))
     if plan.method == KERNELBENCH:
         return _single_figure(session, plan, device, TimeRequest(inputs[0], 1, plan.native_trials, 3))
     if plan.method == DO_BENCH:
@@ -187,8 +231,8 @@ def run_interleaved(
         raise ValueError(f"unknown timing regime {regime!r}")
     busy = regime in (BUSY_PRECURSOR, CUDA_GRAPH)  # a graph's launch is issued behind a precursor too
     graph = regime == CUDA_GRAPH
-    calls: dict[str, int] = {}
-    precursor = {name: 0.0 for name in sides}
+    calls: dict[str, int] = {name: entry.calls for name, entry in cached.items()}
+    precursor = {name: 0.0 for name in sides} | {name: entry.precursor_ms for name, entry in cached.items()}
     for name in sides:
         calibration = TimeRequest(
             inputs[0], 1, 3, plan.warmup, CALIBRATION_PRECURSOR_MS if busy else 0.0, measured=False
@@ -204,8 +248,10 @@ def run_interleaved(
             precursor[name] = precursor_for(probe.host_ms)
     rule = plan.rule(device)
     began = clock()
-    medians: dict[str, list[float]] = {name: [] for name in sides}
+    medians: dict[str, list[float]] = {name: [] for name in [*sides, *cached]}
     host_bound = {name: 0 for name in sides}
+    for name, entry in cached.items():  # its statistics are the cached ones; the cross-check its overhead
+        session.samples[name] = list(entry.samples_ms)
     throttled: list[int] = []
     reasons: set[str] = set()
     snapshots: list[dict[str, Any]] = []
@@ -233,6 +279,9 @@ def run_interleaved(
                 if late:  # the GPU may have waited for the host: lengthen the precursor for the next blocks
                     host_bound[name] += len(late)
                     precursor[name] = max(precursor[name], precursor_for(late))
+        for name, entry in cached.items():
+            medians[name].append(entry.block_medians[block % len(entry.block_medians)])
+            session.seen_ms[name] += entry.overhead_ms_per_block
         if monitor:
             after = monitor.snapshot()
             snapshots.append(after)
@@ -255,7 +304,9 @@ def run_interleaved(
         name: statistics.median(v) for name, v in session.host_ms.items() if v and name in ("candidate", "reference")
     }
     timing.clocks = clock_summary(monitor, snapshots, throttled, reasons, dropped=len(kept()) < block)
-    if "compiled" in sides:
+    reference = cached.get("reference")
+    timing.reference_source = reference.source if reference else "paired"
+    if "compiled" in sides or "compiled" in cached:
         timing.compiled = summarize(session.samples["compiled"])
         vs_compile = estimate_speedup(ratios_against("compiled"), rng)
         if vs_compile is not None:
