@@ -89,8 +89,51 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--policy", choices=POLICIES, default="strict")
     c.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
     c.add_argument("--json", type=Path, metavar="PATH", help="write the confirmation here")
+    t = sub.add_parser("tasks", help="task sets: screen KernelBench-format tasks for flaws that let wrong kernels pass")
+    tasks = t.add_subparsers(dest="tasks_command", required=True)
+    lint = tasks.add_parser("lint", help="run each task's reference (sandboxed); flag what a wrong kernel could pass")
+    lint.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="task files, or folders searched for *.py")
+    lint.add_argument("--device", choices=DEVICES, default="auto")
+    lint.add_argument("--json", type=Path, metavar="PATH", help="write every task's flags and facts here")
+    lint.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="per worker step")
+    lint.add_argument("--memory-gib", type=float, metavar="GIB", help="the device memory to size against")
     add_batch_commands(sub)
     return parser
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """`tasks lint`: exit 0 when every task is clean, 2 when one is flagged or could not be run."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from kerneljudge.tasklint import lint_paths, write_json
+
+    if args.json is not None and not args.json.parent.is_dir():
+        raise UsageError(f"cannot write {args.json}: directory {args.json.parent} does not exist")
+    if args.memory_gib is not None and not args.memory_gib > 0:
+        raise UsageError(f"--memory-gib must be positive, got {args.memory_gib}")
+    memory = int(args.memory_gib * 2**30) if args.memory_gib else None
+    console = Console(stderr=True)
+    results, skipped = lint_paths(
+        args.paths, args.device, args.timeout, memory, progress=lambda task: console.print(f"linting {task.name}")
+    )
+    table = Table(title="kerneljudge tasks lint")
+    for column in ("task", "flags", "what"):
+        table.add_column(column)
+    for result in results:
+        if result.error is not None:
+            table.add_row(result.task, "error", result.error)
+        else:
+            what = "\n".join(f.summary for f in result.flags) or "clean"
+            table.add_row(result.task, ", ".join(f.id for f in result.flags) or "-", what)
+    Console().print(table)
+    flagged = sum(not r.clean for r in results)
+    print(f"{len(results)} task(s) linted, {flagged} flagged, {len(skipped)} file(s) skipped as not tasks")
+    for reason in skipped:
+        print(f"  skipped: {reason}")
+    if args.json is not None:
+        write_json(args.json, results, skipped)
+    return 2 if flagged else 0
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
@@ -248,6 +291,7 @@ COMMANDS = {
     "env": cmd_env,
     "schema": cmd_schema,
     "redteam": cmd_redteam,
+    "tasks": cmd_tasks,
     "confirm": cmd_confirm,
     **BATCH_COMMANDS,
 }

@@ -17,7 +17,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.verdict import Finding
 
 
-def _digest(t: torch.Tensor) -> str:
+def digest(t: torch.Tensor) -> str:
     return hashlib.sha256(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
@@ -38,7 +38,7 @@ def degenerate_outputs(trials: list[list[torch.Tensor]]) -> list[Finding]:
         if len(outputs) < 2:
             continue
         constant = all(_constant(o) for o in outputs)
-        same = len({_digest(o) for o in outputs}) == 1
+        same = len({digest(o) for o in outputs}) == 1
         if constant or same:
             why = "is constant in every trial" if constant else f"is identical in all {len(outputs)} trials"
             found.append(

@@ -279,7 +279,19 @@ class Worker:
             return
         tree, tensors = wire.pack_values(init_inputs if self.role == "reference" else [])
         observed = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
-        self.send({"type": "loaded", "init_inputs": tree, "evidence": observed}, tensors)
+        # The reference's size, for task screening (a candidate's own figures would not be trusted anyway).
+        reference = self.role == "reference" and hasattr(self.model, "parameters")
+        parameters = list(self.model.parameters()) if reference else []
+        self.send(
+            {
+                "type": "loaded",
+                "init_inputs": tree,
+                "evidence": observed,
+                "parameter_count": sum(p.numel() for p in parameters),
+                "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
+            },
+            tensors,
+        )
 
     def op_time(self, header: dict[str, Any], args: Any) -> None:
         """Time `calls` consecutive forwards per sample; report per-call milliseconds.
@@ -543,13 +555,24 @@ class Worker:
     # ------------------------------------------------------------ reference role
 
     def op_trial(self, header: dict[str, Any], args: Any) -> None:
-        """Make inputs from a seed, run the reference natively and in float64 (the oracle)."""
+        """Make inputs from a seed, run the reference natively and in float64 (the oracle).
+
+        `train`: run the model in training mode, nn.Module's default, which KernelBench's harness keeps
+        (task screening asks whether a reference is stochastic there); the worker's own mode is eval.
+        `rng_seed`: reseed after making the inputs, so that the model's own random ops (dropout) draw
+        from another state than the inputs left.
+        """
         torch = self.torch
         seed = int(header["seed"])
         variant = header.get("variant") or {"kind": "standard"}
+        train = bool(header.get("train")) and hasattr(self.model, "train")
+        if train:
+            self.model.train()
         try:
             self.set_seed(seed)
             inputs = list(self.module.get_inputs())
+            if header.get("rng_seed") is not None:
+                self.set_seed(int(header["rng_seed"]))
             oracle = bool(header.get("oracle", True))
             reference = None
             if variant["kind"] != "standard":
@@ -564,6 +587,9 @@ class Worker:
         except BaseException as exc:
             self.send(describe_exception("reference", exc))
             return
+        finally:
+            if train:
+                self.model.eval()
         out, observed, oracle_out = reference
         tree, tensors = wire.pack_values([inputs, out, oracle_out])
         reference_evidence = {k: observed[k] for k in ("inputs_mutated", "aliases_input")}

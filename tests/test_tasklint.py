@@ -1,0 +1,68 @@
+"""kerneljudge tasks lint: a task set's flaws that let a wrong kernel pass, found by running each reference."""
+
+import json
+
+import pytest
+
+from helpers import FIXTURES, TASKS
+from kerneljudge.cli import main
+
+LINT = FIXTURES / "lint"
+
+
+@pytest.fixture(scope="module")
+def linted(tmp_path_factory):
+    """One lint run over the fixture folder and a clean task, through the command line (CPU)."""
+    out = tmp_path_factory.mktemp("lint") / "lint.json"
+    code = main(["tasks", "lint", str(LINT), str(TASKS / "tiny_bias_relu.py"), "--device", "cpu", "--json", str(out)])
+    report = json.loads(out.read_text())
+    return code, {t["task"]: t for t in report["tasks"]}, report
+
+
+def flags(task):
+    return sorted(f["id"] for f in task["flags"])
+
+
+def test_each_flaw_is_flagged_by_what_a_wrong_kernel_could_do(linted):
+    code, tasks, _ = linted
+    assert code == 2  # something is flagged
+    assert flags(tasks["constant_output"]) == ["input_independent", "near_constant"]
+    assert flags(tasks["near_zero_output"]) == ["near_zero"]
+    assert flags(tasks["shape_only"]) == ["input_independent"]
+    assert flags(tasks["unused_weight"]) == ["integer_inputs", "weights_unused"]
+    [stochastic] = tasks["dropout"]["flags"]
+    assert stochastic["id"] == "stochastic" and stochastic["evidence"]["mode"] == "training"  # eval mode is fine
+
+
+def test_a_clean_task_passes_with_its_facts(linted):
+    _, tasks, report = linted
+    clean = tasks["bias_relu"]
+    assert clean["flags"] == [] and clean["clean"] and clean["error"] is None
+    assert clean["facts"]["inputs"] == ["[16, 33] float32"] and clean["facts"]["parameters"] == 33
+    assert clean["facts"]["device"] == "cpu" and clean["facts"]["device_us"] is None  # timed on CUDA only
+    assert report["flagged"] == 5 and len(report["tasks"]) == 6
+
+
+def test_files_that_are_not_tasks_are_skipped_and_named(linted):
+    _, tasks, report = linted
+    assert "helpers_only" not in tasks
+    [skipped] = report["skipped"]
+    assert "helpers_only" in skipped and "does not define Model" in skipped
+
+
+def test_a_missing_path_is_one_line(tmp_path, capsys):
+    assert main(["tasks", "lint", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"kerneljudge: error: no such file or folder: {tmp_path / 'nowhere'}"
+
+
+def test_a_task_that_cannot_run_is_an_error_not_a_crash(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+        "def get_inputs():\n    raise RuntimeError('no inputs today')\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    out = tmp_path / "lint.json"
+    assert main(["tasks", "lint", str(broken), "--device", "cpu", "--json", str(out)]) == 2
+    [task] = json.loads(out.read_text())["tasks"]
+    assert "no inputs today" in task["error"] and not task["clean"]
