@@ -146,3 +146,17 @@ def test_cached_baselines_time_each_tasks_reference_once_and_share_it(tmp_path, 
         assert record.timing.reference_source.startswith("cached: the reference timed once on this device")
         assert record.timing.reference.samples_ms == reference.timing.reference.samples_ms
         assert "reference" not in record.timing.parent_observed_ms or not record.timing.parent_observed_ms["reference"]
+
+
+def test_cached_baselines_need_the_interleaved_timer(capsys, tmp_path):
+    from kerneljudge.cli import main
+    from kerneljudge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="cached baselines need the interleaved timer; .* kernelbench \\(mode off\\)"):
+        JudgeConfig(mode="off", timing_baseline="cached")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("")
+    store = tmp_path / "results.db"
+    assert main(["batch", str(manifest), "--store", str(store), "--mode", "off", "--cached-baselines"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "cached baselines need the interleaved timer" in err and len(err.splitlines()) == 1

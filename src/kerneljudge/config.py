@@ -80,6 +80,11 @@ class JudgeConfig:
                 raise ConfigError(f"{name} must be at least 1")
         if self.timing_max_blocks < self.timing_blocks:
             raise ConfigError("timing_max_blocks must be at least timing_blocks")
+        if self.timing_baseline == "cached" and self.resolved_timing_method() != "interleaved":
+            raise ConfigError(
+                f"cached baselines need the interleaved timer; this configuration times with "
+                f"{self.resolved_timing_method()} (mode {self.mode})"
+            )
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any], **overrides: Any) -> JudgeConfig:
