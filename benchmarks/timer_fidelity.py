@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kerneljudge.batch import A_A_CANDIDATE
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import Judgment
@@ -77,7 +78,6 @@ def get_init_inputs():
     return []
 """
 
-AA = "\n\nclass ModelNew(Model):\n    pass\n"
 TWICE = (
     "\n\nclass ModelNew(Model):\n"
     "    def forward(self, x):\n"
@@ -120,7 +120,7 @@ def judged_pair(workdir: Path, kernel: str, candidate: str, timers: list[str], c
     task_path = workdir / f"{kernel}.py"
     task_path.write_text(TASK.format(body=body, inputs=inputs))
     cand_path = workdir / f"{kernel}_{candidate}.py"
-    cand_path.write_text(task_path.read_text() + (AA if candidate == "aa" else TWICE))
+    cand_path.write_text(task_path.read_text() + (A_A_CANDIDATE if candidate == "aa" else TWICE))
     started = time.monotonic()
 
     def progress(stage: str) -> None:  # to stderr with the time since this judgment began: where a run spends it

@@ -132,9 +132,9 @@ class Baseline:
                 raise BaselineError(f"the baseline {path}: {level!r} is not a level of problems (level1, level2, ...)")
             table = means.setdefault(f"level {found.group(1)}", {})
             for name, stats in problems.items():
-                mean = stats.get("mean") if isinstance(stats, dict) else None
                 if stats is None or (isinstance(stats, dict) and "error" in stats):
                     continue  # KernelBench writes null or {"error": ...} where it could not time a problem
+                mean = stats.get("mean") if isinstance(stats, dict) else None
                 if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not mean > 0:
                     raise BaselineError(f"the baseline {path}: {level}/{name} has no positive mean time")
                 table[str(name)] = float(mean)
