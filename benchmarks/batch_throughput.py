@@ -6,9 +6,9 @@ once per mode asked for (default: `enforce`, then `off`, KernelBench's native ch
 into its own store under `--out`, with the same lanes. The stores stay for `kerneljudge report`.
 
     python benchmarks/batch_throughput.py --device cuda --jobs 4 --limit 32 --out tp > table.md
-    python benchmarks/batch_throughput.py --device cuda --gpus 0 all --modes enforce --limit 40 --out tp2
+    python benchmarks/batch_throughput.py --device cuda --gpus 0 all --jobs 4 --modes enforce --limit 40 --out tp2
 
-With several `--gpus` sets (one lane per GPU of each set) the manifest is judged once per set and mode,
+With several `--gpus` sets (`--jobs` lanes per GPU of each set) the manifest is judged once per set and mode,
 and the first two runs of a mode are compared: the same status for every item, and each timed speedup
 inside the other run's interval.
 
@@ -138,11 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--modes", nargs="+", default=["enforce", "off"], choices=("off", "audit", "enforce"))
     parser.add_argument("--policy", default="practical", choices=("strict", "practical"))
-    parser.add_argument("--jobs", type=int, default=1, help="lanes (on CUDA without --gpus: all on one GPU)")
+    parser.add_argument("--jobs", type=int, default=1, help="lanes per GPU with --gpus, else lanes on the one device")
     parser.add_argument(
         "--gpus",
         nargs="+",
-        help="one lane per GPU: all or a comma list (as kerneljudge batch --gpus); several (--gpus 0 all) judge "
+        help="`--jobs` lanes per GPU: all or a comma list (as kerneljudge batch --gpus); several (--gpus 0 all) judge "
         "the manifest once with each, and the first two runs of a mode are compared",
     )
     parser.add_argument("--limit", type=int, help="judge only the first N candidates of the manifest")

@@ -51,11 +51,39 @@ def test_a_lane_that_measures_waits_for_work_in_flight_and_holds_back_new_work()
     assert log == ["A works", "A done", "B measures", "B done", "C works"]
 
 
+def test_lanes_of_different_gpus_measure_at_once_and_lanes_of_one_gpu_take_turns():
+    gate, lock = LaneGate(), threading.Lock()
+    inside: list[str | None] = []
+    most: dict[str, int] = {}  # the most measurements in flight at once, per pairing
+    start = threading.Barrier(2)
+
+    def measure(gpu, pairing):
+        start.wait()
+        with gate.measure(gpu):
+            with lock:
+                inside.append(gpu)
+                most[pairing] = max(most.get(pairing, 0), len(inside))
+            time.sleep(0.3)
+            with lock:
+                inside.remove(gpu)
+
+    for pairing, gpus in (("different", ("0", "1")), ("same", ("1", "1"))):
+        threads = [threading.Thread(target=measure, args=(gpu, pairing)) for gpu in gpus]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        start.reset()
+    assert most == {"different": 2, "same": 1}
+
+
 def test_lanes_are_gpus_or_cpu_jobs_and_a_bad_choice_is_one_line(monkeypatch):
     assert lanes_for("cpu", None, 3) == [None, None, None]
     monkeypatch.setattr(batch, "visible_gpus", lambda: ["0", "1", "2"])
     assert lanes_for("cuda", "all", 1) == ["0", "1", "2"]
     assert lanes_for("auto", "2,0,2", 1) == ["2", "0"]
+    assert lanes_for("cuda", "0,2", 3) == ["0", "2"] * 3  # --jobs: lanes per GPU, alternating
+    assert lanes_for("cuda", None, 2) == [None, None]  # no --gpus: on the inherited device
     assert lanes_for("cuda", None, 1) == [None]  # no --gpus: one lane with the inherited view
     with pytest.raises(UsageError, match=r"--gpus 0,5: 5 not among the visible GPUs \['0', '1', '2'\]"):
         lanes_for("cuda", "0,5", 1)

@@ -299,18 +299,20 @@ def probe_hello(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
 
 
 class LaneGate:
-    """Shared by a batch's lanes: while one lane measures, no other lane works or measures.
+    """Shared by a batch's lanes: while a lane measures, no other lane works, nor measures on its GPU.
 
     CPU load while a lane measures moves its figures (an 18% shift of a speedup under a concurrent build
     was seen on an H200 with a naive timer, issue 6), so a lane that wants to measure waits until the
     other lanes finish what they are doing (starting workers, compiling, checking), and none starts
-    anything new until it is done. Lanes overlap their checking, never a measurement.
+    anything new until it is done. Lanes overlap their checking, never a measurement with work. Two lanes
+    of one GPU never measure at once; lanes of different GPUs may, each timing loop holding one host
+    core while its GPU works (issue 8's run checks that their figures agree with one lane's).
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._working = 0
-        self._measuring = False
+        self._measuring: set[str | None] = set()  # the GPUs being measured on (None: the inherited device)
         self._waiting = 0  # lanes waiting to measure: new work waits behind them
 
     @contextmanager
@@ -326,17 +328,17 @@ class LaneGate:
                 self._cond.notify_all()
 
     @contextmanager
-    def measure(self) -> Iterator[None]:
+    def measure(self, gpu: str | None = None) -> Iterator[None]:
         with self._cond:
             self._waiting += 1
-            self._cond.wait_for(lambda: not self._measuring and not self._working)
+            self._cond.wait_for(lambda: gpu not in self._measuring and not self._working)
             self._waiting -= 1
-            self._measuring = True
+            self._measuring.add(gpu)
         try:
             yield
         finally:
             with self._cond:
-                self._measuring = False
+                self._measuring.discard(gpu)
                 self._cond.notify_all()
 
 
@@ -354,10 +356,12 @@ def visible_gpus() -> list[str]:
 
 
 def lanes_for(device: str, gpus: str | None, jobs: int) -> list[str | None]:
-    """One lane per GPU (`gpus`: "all" or a comma list of visible ones), or `jobs` lanes on the CPU.
+    """`jobs` lanes per GPU (`gpus`: "all" or a comma list of visible ones), or `jobs` lanes on the CPU or on
+    the inherited device.
 
-    A lane is the GPU its judgments' workers see (CUDA_VISIBLE_DEVICES), or None for the CPU or for a
-    single lane that keeps the inherited view.
+    A lane is the GPU its judgments' workers see (CUDA_VISIBLE_DEVICES), or None for the CPU or for lanes
+    that keep the inherited view. Lanes of several GPUs alternate (0, 1, 0, 1, ...), so the first items
+    of the queue spread over every GPU.
     """
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
@@ -370,7 +374,7 @@ def lanes_for(device: str, gpus: str | None, jobs: int) -> list[str | None]:
     unknown = [entry for entry in chosen if entry not in visible]
     if unknown or not chosen:
         raise UsageError(f"--gpus {gpus}: {', '.join(unknown) or 'nothing'} not among the visible GPUs {visible}")
-    return list(dict.fromkeys(chosen))
+    return list(dict.fromkeys(chosen)) * jobs
 
 
 A_A_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"  # the task's own model, as a candidate
@@ -620,9 +624,15 @@ def add_batch_commands(sub: Any) -> None:
     b.add_argument(
         "--gpus",
         metavar="all|I,J,...",
-        help="one lane per GPU: every visible one, or these (CUDA_VISIBLE_DEVICES entries); default one lane",
+        help="lanes on every visible GPU, or on these (CUDA_VISIBLE_DEVICES entries); default: the inherited device",
     )
-    b.add_argument("--jobs", type=int, default=1, metavar="N", help="lanes on the CPU (judgments side by side)")
+    b.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="lanes (judgments side by side) per GPU with --gpus, else on the CPU or the inherited device",
+    )
     b.add_argument(
         "--cached-baselines",
         action="store_true",

@@ -189,7 +189,7 @@ class Gate(Protocol):
 
     def work(self) -> AbstractContextManager[None]: ...
 
-    def measure(self) -> AbstractContextManager[None]: ...
+    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
 
 
 class _OpenGate:
@@ -198,7 +198,7 @@ class _OpenGate:
     def work(self) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def measure(self) -> AbstractContextManager[None]:
+    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return nullcontext()
 
 
@@ -304,7 +304,7 @@ class Judgment:
         elif self.config.timing:
             if self.gate is not OPEN_GATE:
                 self.progress("waiting for the other lanes to pause")
-            with self.gate.measure():
+            with self.gate.measure(self.gpu):
                 self.progress("starting a fresh worker pair for timing")
                 self._start_timing_pair()
                 self.progress("timing candidate and reference")
