@@ -95,6 +95,10 @@ class SandboxPolicy:
 
 DEFAULT_POLICY = SandboxPolicy()
 
+# Where the machine turns NVLink multicast off (it can take a shared host's GPUs out of service), every
+# process the judge starts with an environment of its own keeps these set.
+MULTICAST_OFF_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+
 
 def policy_for(mode: str) -> SandboxPolicy:
     """The machine's default layers and limits (`DEFAULT_POLICY`), switched as `JudgeConfig.sandbox` says."""
@@ -235,7 +239,8 @@ def run_confined(
     try:
         spec = launcher_spec(workspace.root, policy, package_root(), lifetime_s=timeout_s)
         paths = [str(package_root()), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-        env = {k: os.environ[k] for k in ("PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") if k in os.environ}
+        kept = ("PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", *MULTICAST_OFF_ENV)
+        env = {k: os.environ[k] for k in kept if k in os.environ}
         env.update(PYTHONPATH=os.pathsep.join(paths), HOME=str(workspace.root))
         proc = subprocess.Popen(
             wrap_argv([sys.executable, "-c", code], spec, report_w),

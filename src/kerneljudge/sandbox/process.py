@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge.sandbox import confine
-from kerneljudge.sandbox.confine import SandboxPolicy
+from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
 from kerneljudge.worker import wire
@@ -41,9 +41,7 @@ INHERITED_ENV = (
     "LD_LIBRARY_PATH",
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
-    "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-    "NVSHMEM_DISABLE_NVLS",
+    *MULTICAST_OFF_ENV,
     "OMP_NUM_THREADS",
     "OPENBLAS_CORETYPE",
     "OPENBLAS_L2_SIZE",
