@@ -85,6 +85,26 @@ def test_every_layer_is_recorded_for_a_real_worker():
     assert layers["gpu_memory_cap"]["status"] == "not_applicable"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a judge that is not root keeps its own uid in a user namespace")
+def test_as_root_each_worker_runs_as_a_uid_of_its_own_given_back_when_it_is_gone():
+    # RLIMIT_NPROC counts per uid: with one uid for every worker, eight lanes ran out of threads (issue 8).
+    workers = [WorkerProcess(role, "cpu", "", WorkerLimits(step_timeout_s=60)) for role in ("reference", "candidate")]
+    try:
+        details = [worker.sandbox_layers["unprivileged_user"]["detail"] for worker in workers]
+        uids = [worker.uid for worker in workers]
+    finally:
+        for worker in workers:
+            worker.close()
+    assert uids[0] != uids[1] and all(uid in confine.WORKER_UIDS for uid in uids), uids
+    assert [detail.split(",")[0] for detail in details] == [f"uid {uid}" for uid in uids], details
+    assert not set(uids) & confine._uids_in_use and all(worker.uid is None for worker in workers)
+    fixed = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=SandboxPolicy(uid=65534))
+    try:
+        assert fixed.sandbox_layers["unprivileged_user"]["detail"].startswith("uid 65534,")
+    finally:
+        fixed.close()
+
+
 @pytest.mark.parametrize("skip", [{"network_namespace", "unprivileged_user"}, {"hidden_state"}, {"private_tmp"}])
 def test_skipped_layers_are_left_out_and_recorded_the_rest_still_apply(skip):
     full = confine.probe_layers()

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import site
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -59,7 +61,8 @@ class SandboxPolicy:
 
     The address-space cap must stay large: CUDA reserves tens of GiB of virtual memory at start-up, and
     64 GiB was measured to leave it working on an H200 (shared/GPU_NOTES.md). RLIMIT_NPROC counts every
-    process and thread of the worker's uid on the machine, so all workers running as one uid share it.
+    process and thread of the worker's uid on the machine: with `uid` None (the default) a judge running
+    as root gives each worker a uid of its own (`worker_uid`), so the cap bounds that worker alone.
     """
 
     enabled: bool = True
@@ -71,7 +74,7 @@ class SandboxPolicy:
     # Layers not applied at all (recorded missing): to find which one a machine's GPU stack cannot live with
     # (scripts/sandbox_cuda_probe.py), or to judge on such a machine without it.
     skip_layers: frozenset[str] = frozenset()
-    uid: int = 65534
+    uid: int | None = None  # None: a uid of its own for each worker, from WORKER_UIDS
     gid: int = 65534
     max_processes: int | None = field(default_factory=lambda: max(512, 32 * (os.cpu_count() or 1)))
     max_open_files: int | None = 4096
@@ -94,6 +97,34 @@ class SandboxPolicy:
 
 
 DEFAULT_POLICY = SandboxPolicy()
+
+# A judge running as root drops each worker to a uid of its own, drawn from this range (far above system,
+# login and the usual subordinate ranges) and not reused while its worker lives. RLIMIT_NPROC counts every
+# process and thread of a uid on the machine: with one uid for all, the 16 to 32 workers of eight lanes on
+# two H200s together ran out of threads (libgomp and cudaGetDeviceCount failed in 8 of 40 judgments, issue
+# 8), and a fork bomb in one worker could keep the others from starting.
+WORKER_UIDS = range(1_800_000_000, 1_801_000_000)
+_uids_in_use: set[int] = set()
+_uids_lock = threading.Lock()
+_uid_rng = random.SystemRandom()  # unpredictable, so that two judges on one machine rarely meet
+
+
+def take_worker_uid(policy: SandboxPolicy) -> int:
+    """The uid a worker runs as when the judge is root: the policy's, or a fresh one from WORKER_UIDS."""
+    if policy.uid is not None:
+        return policy.uid
+    with _uids_lock:
+        while (uid := _uid_rng.choice(WORKER_UIDS)) in _uids_in_use:
+            pass
+        _uids_in_use.add(uid)
+        return uid
+
+
+def release_worker_uid(uid: int) -> None:
+    """After the worker and all its processes are gone."""
+    with _uids_lock:
+        _uids_in_use.discard(uid)
+
 
 # Where the machine turns NVLink multicast off (it can take a shared host's GPUs out of service), every
 # process the judge starts with an environment of its own keeps these set.
@@ -183,14 +214,16 @@ def rlimits(policy: SandboxPolicy, lifetime_s: float) -> dict[str, int]:
     return {name: value for name, value in limits.items() if value is not None}
 
 
-def launcher_spec(workspace: Path, policy: SandboxPolicy, package_root: Path, lifetime_s: float) -> dict[str, Any]:
-    """Everything the launcher needs, as JSON-ready data."""
+def launcher_spec(
+    workspace: Path, policy: SandboxPolicy, package_root: Path, lifetime_s: float, uid: int
+) -> dict[str, Any]:
+    """Everything the launcher needs, as JSON-ready data; `uid` is the one to drop to when root."""
     ws = _real(workspace)
     return {
         "workspace": ws,
         **plan_mounts(ws, needed_paths(package_root), *state_dirs(policy)),
         "tmpfs_bytes": policy.tmpfs_bytes,
-        "uid": policy.uid,
+        "uid": uid,
         "gid": policy.gid,
         "rlimits": rlimits(policy, lifetime_s),
         "oom_score_adj": 1000,
@@ -236,8 +269,10 @@ def run_confined(
 
     workspace = Workspace.create("probe")
     report_r, report_w = os.pipe()
+    uid = take_worker_uid(policy)
+    proc: subprocess.Popen[bytes] | None = None
     try:
-        spec = launcher_spec(workspace.root, policy, package_root(), lifetime_s=timeout_s)
+        spec = launcher_spec(workspace.root, policy, package_root(), lifetime_s=timeout_s, uid=uid)
         paths = [str(package_root()), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         kept = ("PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", *MULTICAST_OFF_ENV)
         env = {k: os.environ[k] for k in kept if k in os.environ}
@@ -261,6 +296,8 @@ def run_confined(
             if fd >= 0:
                 os.close(fd)
         workspace.remove()
+        if proc is None or proc.poll() is not None:  # a launcher still running keeps its uid taken
+            release_worker_uid(uid)
     return complete(report["layers"]), subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 

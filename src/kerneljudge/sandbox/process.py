@@ -30,6 +30,8 @@ from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
 from kerneljudge.worker import wire
 
+WORKER_USER = "kerneljudge-worker"
+
 # Variables a worker inherits; everything else in the parent's environment stays behind.
 INHERITED_ENV = (
     "PATH",
@@ -193,10 +195,12 @@ class WorkerProcess:
         ]
         pass_fds: tuple[int, ...] = (req_r, resp_w)
         report_r = report_w = None
+        self.uid: int | None = None  # the uid taken for it, given back once it is gone
         if confined:
             report_r, report_w = os.pipe()
             package_root = Path(__file__).resolve().parents[2]
-            spec = confine.launcher_spec(self.workspace.root, self.policy, package_root, limits.lifetime_s)
+            self.uid = confine.take_worker_uid(self.policy)
+            spec = confine.launcher_spec(self.workspace.root, self.policy, package_root, limits.lifetime_s, self.uid)
             argv = confine.wrap_argv(argv, spec, report_w)
             pass_fds += (report_w,)
         self.proc = subprocess.Popen(
@@ -249,6 +253,8 @@ class WorkerProcess:
         env.update(self.workspace.env())
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        # A worker's own uid has no passwd entry; getpass.getuser() (torch's cache paths) reads these first.
+        env["USER"] = env["LOGNAME"] = WORKER_USER
         # Kineto leaves CUPTI attached after a profiling session unless told to tear it down: on an H200 a
         # softmax's back-to-back calls went from 7.6 to 10.8 us each after one traced call (7.1 to 7.3 with
         # teardown). The candidate worker is traced and the reference is not; without this the A/A control
@@ -354,7 +360,9 @@ class WorkerProcess:
                 self.proc.wait(timeout=5)
             except (wire.WireError, subprocess.TimeoutExpired):
                 pass
-        self.kill()
+        if self.kill() is not None and self.uid is not None:  # its processes are gone: the uid may be reused
+            confine.release_worker_uid(self.uid)
+            self.uid = None
         if self.gpu_watch is not None:
             self.gpu_watch.stop()
         self.stdout.join(timeout=5)
