@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -106,6 +107,7 @@ def agreement(first: Path, second: Path) -> dict[str, Any]:
 
     timed = [k for k in common if a[k].timing and a[k].timing.speedup and b[k].timing and b[k].timing.speedup]
     outside = [k for k in timed if not (inside(a[k], b[k]) and inside(b[k], a[k]))]
+    differences = [abs(math.log(a[k].timing.speedup / b[k].timing.speedup)) for k in timed]
     name = {k: f"{a[k].task.name}/{a[k].candidate.name}" for k in common}
     return {
         "stores": [str(first), str(second)],
@@ -115,6 +117,8 @@ def agreement(first: Path, second: Path) -> dict[str, Any]:
         "speedup_outside_interval": [
             f"{name[k]}: {a[k].timing.speedup:.4f}x vs {b[k].timing.speedup:.4f}x" for k in outside
         ],
+        # the largest ratio between the two runs' speedups of one item, as a percentage (0 when none timed)
+        "largest_difference_pct": round(100 * (math.exp(max(differences, default=0.0)) - 1), 2),
     }
 
 
@@ -174,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             f"\n{check['mode']}: {check['items']} items in both runs; status differs for "
             f"{len(check['status_differs'])} {check['status_differs']}; of {check['timed_in_both']} timed in both, "
             f"{len(check['speedup_outside_interval'])} speedups outside the other run's interval "
-            f"{check['speedup_outside_interval']}"
+            f"{check['speedup_outside_interval']}; the largest difference {check['largest_difference_pct']}%"
         )
     return 0
 

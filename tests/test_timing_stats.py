@@ -239,6 +239,31 @@ def test_the_cuda_graph_regime_replays_behind_a_precursor_and_says_when_a_side_c
         run_interleaved(uncapturable, [None], TimingPlan(regime="cuda_graph"), "cuda", random.Random(0), clock)
 
 
+class LaunchBoundSide(GraphSide):
+    """One call behind the short calibration precursor reads the host's 0.25 ms issue of it; a sample of many
+    calls, replayed in a graph, reads the kernel's 2 us (a small Triton kernel on an H200, 2026-11-30)."""
+
+    def __call__(self, request):
+        result = super().__call__(request)
+        if request.calls == 1 and not request.graph:
+            return SampleTimes([0.25] * request.samples, result.host_ms, result.busy_ms)
+        return result
+
+
+def test_samples_are_sized_again_from_a_probe_of_many_calls_when_one_call_read_its_launch():
+    clock = FakeClock()
+    candidate, reference = LaunchBoundSide(clock, 0.002), GraphSide(clock, 0.0025)
+    timing = run_interleaved(
+        {"candidate": candidate, "reference": reference}, [None], TimingPlan(), "cuda", random.Random(0), clock
+    )
+    # Sized from the calibration alone a sample would hold 4 calls (8 us); the probes size it to the 1 ms target.
+    probes = [r for r in candidate.requests if r.graph and not r.measured]
+    assert [r.calls for r in probes] == [4, 500]
+    assert timing.calls_per_sample == {"candidate": 500, "reference": 400}
+    assert all(r.calls == 500 for r in candidate.requests if r.measured)
+    assert timing.speedup == pytest.approx(1.25)
+
+
 @pytest.mark.parametrize("sets", [2, 3, 4])
 def test_timed_calls_rotate_sets_and_no_sample_sees_a_graph_buffer_as_captured(sets):
     for sample in range(6):
