@@ -106,7 +106,8 @@ def read_manifest(path: str | Path) -> list[BatchItem]:
         for key in MANIFEST_KEYS:
             if not isinstance(entry.get(key), str) or not entry[key]:
                 raise ManifestError(f"{where}: {key!r} must be a path (a non-empty string)")
-        items.append(BatchItem(path.parent / entry["task"], path.parent / entry["candidate"], where))
+        task = Path(entry["task"]) if entry["task"].startswith("builtin:") else path.parent / entry["task"]
+        items.append(BatchItem(task, path.parent / entry["candidate"], where))
     return items
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from kerneljudge import __version__
@@ -91,8 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", type=Path, metavar="PATH", help="write the confirmation here")
     t = sub.add_parser("tasks", help="task sets: screen KernelBench-format tasks for flaws that let wrong kernels pass")
     tasks = t.add_subparsers(dest="tasks_command", required=True)
+    listing = tasks.add_parser("list", help="the built-in suite: each task's dtype, shape and edge case (builtin:NAME)")
+    listing.add_argument("--json", type=Path, metavar="PATH", help="write the suite's tasks here")
+    show = tasks.add_parser("show", help="print a built-in task's source, or with --candidate its reference candidate")
+    show.add_argument("name", metavar="builtin:NAME")
+    show.add_argument("--candidate", action="store_true", help="the honest Triton candidate of its operation")
     lint = tasks.add_parser("lint", help="run each task's reference (sandboxed); flag what a wrong kernel could pass")
-    lint.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="task files, or folders searched for *.py")
+    lint.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="task files, folders searched for *.py, or builtin:NAME, builtin:OP, builtin:all",
+    )
     lint.add_argument("--device", choices=DEVICES, default="auto")
     lint.add_argument("--json", type=Path, metavar="PATH", help="write every task's flags and facts here")
     lint.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="per worker step")
@@ -102,11 +114,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    """`tasks lint`: exit 0 when every task is clean, 2 when one is flagged or could not be run."""
+    """`tasks list` and `tasks show`; `tasks lint`: exit 0 when every task is clean, 2 when one is flagged or
+    could not be run."""
     from rich.console import Console
     from rich.table import Table
 
+    from kerneljudge import suite
     from kerneljudge.tasklint import lint_paths, write_json
+
+    if args.tasks_command == "list":
+        listed = Table(title=f"kerneljudge built-in suite ({len(suite.SUITE)} tasks; judge one as builtin:NAME)")
+        for column in ("name", "op", "dtype", "shape"):
+            listed.add_column(column, no_wrap=True)
+        listed.add_column("case")
+        for task in suite.SUITE:
+            listed.add_row(task.name, task.op, task.dtype, "x".join(map(str, task.shape)), task.why)
+        Console().print(listed)
+        print("reference Triton candidates: kerneljudge tasks show builtin:NAME --candidate")
+        if args.json is not None:
+            rows = [
+                {**asdict(task), "name": task.name, "candidate": str(task.candidate_path())} for task in suite.SUITE
+            ]
+            args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        return 0
+    if args.tasks_command == "show":
+        chosen = suite.resolve(args.name)
+        if len(chosen) != 1:
+            raise UsageError(f"{args.name} names {len(chosen)} built-in tasks; give one (kerneljudge tasks list)")
+        print(chosen[0].candidate_path().read_text() if args.candidate else chosen[0].text(), end="")
+        return 0
 
     if args.json is not None and not args.json.parent.is_dir():
         raise UsageError(f"cannot write {args.json}: directory {args.json.parent} does not exist")

@@ -63,6 +63,15 @@ def read_source(path: Path, what: str, error: type[Exception]) -> str:
 
 
 def load_task(path: str | Path) -> Task:
+    """A task file, or one task of the built-in suite named `builtin:NAME`."""
+    if str(path).startswith("builtin:"):
+        from kerneljudge.suite import resolve
+
+        chosen = resolve(str(path))
+        if len(chosen) != 1:
+            names = ", ".join(task.name for task in chosen)
+            raise TaskError(f"{path} names {len(chosen)} built-in tasks ({names}); give one")
+        return parse_task(chosen[0].text(), chosen[0].name, f"builtin:{chosen[0].name}")
     path = Path(path)
     text = read_source(path, "task", TaskError)
     # KernelBench-style folders name the file reference.py; the folder is the better name then.

@@ -272,7 +272,11 @@ def task_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if str(raw).startswith("builtin:"):  # the built-in suite: builtin:NAME, builtin:OP or builtin:all
+            from kerneljudge.suite import resolve
+
+            files.extend(Path(f"builtin:{task.name}") for task in resolve(str(raw)))
+        elif path.is_dir():
             files.extend(sorted(p for p in path.rglob("*.py") if p.is_file()))
         elif path.is_file():
             files.append(path)

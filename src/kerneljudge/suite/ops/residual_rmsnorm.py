@@ -1,0 +1,31 @@
+"""Fused residual add + RMSNorm (vLLM's fused_add_rms_norm): h = x + residual in fp32; returns
+(RMSNorm(h) * weight, h), both in the input's dtype."""
+
+import torch
+import torch.nn as nn
+
+# kerneljudge-suite: parameters
+DTYPE = torch.float32
+SHAPE = (4096, 4096)
+SCALE = 1.0
+# kerneljudge-suite: end
+EPS = 1e-6
+
+
+class Model(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(hidden))
+
+    def forward(self, x, residual):
+        h = x.float() + residual.float()
+        y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        return (y * self.weight).to(x.dtype), h.to(x.dtype)
+
+
+def get_inputs():
+    return [(SCALE * torch.randn(SHAPE)).to(DTYPE), (SCALE * torch.randn(SHAPE)).to(DTYPE)]
+
+
+def get_init_inputs():
+    return [SHAPE[-1]]

@@ -1,0 +1,30 @@
+"""RMSNorm over the last dimension (LLaMA-style): computed in fp32, returned in the input's dtype."""
+
+import torch
+import torch.nn as nn
+
+# kerneljudge-suite: parameters
+DTYPE = torch.float32
+SHAPE = (4096, 4096)
+SCALE = 1.0
+# kerneljudge-suite: end
+EPS = 1e-6
+
+
+class Model(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+        return (y * self.weight).to(x.dtype)
+
+
+def get_inputs():
+    return [(SCALE * torch.randn(SHAPE)).to(DTYPE)]
+
+
+def get_init_inputs():
+    return [SHAPE[-1]]

@@ -1,0 +1,36 @@
+"""Rotary position embedding (GPT-NeoX layout, rotating halves) of x of shape (batch, seq, heads, head_dim):
+computed in fp32, returned in the input's dtype. The angles are buffers fixed by (seq, head_dim)."""
+
+import torch
+import torch.nn as nn
+
+# kerneljudge-suite: parameters
+DTYPE = torch.float32
+SHAPE = (4, 2048, 32, 128)
+SCALE = 1.0
+# kerneljudge-suite: end
+BASE = 10000.0
+
+
+class Model(nn.Module):
+    def __init__(self, seq, head_dim):
+        super().__init__()
+        inv_freq = 1.0 / BASE ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv_freq)
+        self.register_buffer("cos", angles.cos().float())
+        self.register_buffer("sin", angles.sin().float())
+
+    def forward(self, x):
+        half = x.shape[-1] // 2
+        xf = x.float()
+        x1, x2 = xf[..., :half], xf[..., half:]
+        cos, sin = self.cos[None, :, None, :], self.sin[None, :, None, :]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+
+def get_inputs():
+    return [(SCALE * torch.randn(SHAPE)).to(DTYPE)]
+
+
+def get_init_inputs():
+    return [SHAPE[1], SHAPE[3]]
