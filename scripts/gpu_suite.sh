@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [tests|redteam|bench|all]
+#   scripts/gpu_suite.sh run [tests|redteam|bench|batch|suite|sandbox|all]
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
@@ -16,6 +16,10 @@
 #                                `batch`: benchmarks/batch_throughput.py (its table in $OUT/batch_throughput.md,
 #                                its stores and manifest in $OUT/batch/; KJ_BATCH_ARGS adds arguments, default
 #                                "--jobs 4 --limit 32");
+#                                `suite`: benchmarks/suite_candidates.py, the built-in suite's reference Triton
+#                                candidates judged (its table in $OUT/suite_candidates.md, its store in $OUT/suite/;
+#                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"), then `tasks lint` of the tasks
+#                                KJ_LINT_TASKS names (default builtin:all) on the GPU ($OUT/suite_lint.json);
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
@@ -85,6 +89,15 @@ run() {
       2> "$OUT/batch_throughput.log" | tee "$OUT/batch_throughput.md"
     status=${PIPESTATUS[0]}
   fi
+  if [ "$stage" = suite ]; then
+    # shellcheck disable=SC2086  # KJ_SUITE_ARGS holds several arguments
+    python3 benchmarks/suite_candidates.py --device cuda --out "$OUT/suite" ${KJ_SUITE_ARGS:---jobs 4} \
+      2> "$OUT/suite_candidates.log" | tee "$OUT/suite_candidates.md"
+    status=${PIPESTATUS[0]}
+    # shellcheck disable=SC2086  # KJ_LINT_TASKS holds several task names
+    python3 -m kerneljudge tasks lint ${KJ_LINT_TASKS:-builtin:all} --device cuda --json "$OUT/suite_lint.json" \
+      2>&1 | tee "$OUT/suite_lint.txt"
+  fi
   if [ "$stage" = sandbox ]; then
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
     status=${PIPESTATUS[0]}
@@ -104,5 +117,5 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|batch|sandbox|all]" >&2; exit 1 ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|batch|suite|sandbox|all]" >&2; exit 1 ;;
 esac

@@ -1,0 +1,119 @@
+"""The built-in suite's reference Triton candidates, judged: status and speedup per task.
+
+Writes a manifest of every built-in task (`builtin:NAME`, or those named by --only) with its operation's
+reference candidate, judges it with `kerneljudge batch` (enforce mode, strict policy by default) into
+`--out/suite.db`, and prints a Markdown table: per task, its dtype and shape, the status, whether verified,
+the reference's and the candidate's median time per call, the speedup with its interval, and the calls per
+sample. docs/tasks.md keeps the table measured on an H200.
+
+    python benchmarks/suite_candidates.py --device cuda --jobs 4 --out suite-run > table.md
+    python benchmarks/suite_candidates.py --device cpu --small --only builtin:softmax --out cpu-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kerneljudge import suite
+from kerneljudge.batch import BatchItem, lanes_for, run_batch
+from kerneljudge.config import JudgeConfig
+from kerneljudge.store import Store
+
+
+def row(task: suite.SuiteTask, record: Any, shape: tuple[int, ...]) -> dict[str, Any]:
+    timing = record.timing if record.timing and record.timing.measured else None
+    return {
+        "task": task.name,
+        "dtype": task.dtype,
+        "shape": "x".join(map(str, shape)),
+        "status": record.status,
+        "verified": record.verified,
+        "failure": record.failure.summary if record.failure else None,
+        "reference_us": timing.reference.median_ms * 1e3 if timing else None,
+        "candidate_us": timing.candidate.median_ms * 1e3 if timing else None,
+        "speedup": timing.speedup if timing else None,
+        "interval": timing.speedup_interval if timing else None,
+        "calls_per_sample": timing.calls_per_sample if timing else None,
+        "not_timed": None if timing else (record.timing.reason if record.timing else None),
+    }
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| task | dtype | shape | status | verified | reference | candidate | speedup (95% interval) | calls/sample |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["speedup"] is None:
+            timed = ("-", "-", r["not_timed"] or "-", "-")
+        else:
+            low, high = r["interval"] or (r["speedup"], r["speedup"])
+            calls = r["calls_per_sample"]
+            timed = (
+                f"{r['reference_us']:.1f} us",
+                f"{r['candidate_us']:.1f} us",
+                f"{r['speedup']:.3f}x ({low:.3f}-{high:.3f})",
+                f"{calls.get('reference')} / {calls.get('candidate')}",
+            )
+        verdict = r["status"] if not r["failure"] else f"{r['status']}: {r['failure'][:80]}"
+        lines.append(
+            f"| {r['task']} | {r['dtype']} | {r['shape']} | {verdict} | {'yes' if r['verified'] else 'no'} | "
+            + " | ".join(timed)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--mode", default="enforce", choices=("off", "audit", "enforce"))
+    parser.add_argument("--policy", default="strict", choices=("strict", "practical"))
+    parser.add_argument("--jobs", type=int, default=1, help="lanes (per GPU with --gpus)")
+    parser.add_argument("--gpus", help="lanes on these GPUs (as kerneljudge batch --gpus)")
+    parser.add_argument("--only", nargs="+", default=["builtin:all"], help="builtin:NAME, builtin:OP or builtin:all")
+    parser.add_argument("--small", action="store_true", help="judge each task at its small CPU-test shape")
+    parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per worker step")
+    parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: the store and JSON")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    chosen = list(dict.fromkeys(task for spec in args.only for task in suite.resolve(spec)))
+    items = []
+    for task in chosen:
+        path = Path(f"builtin:{task.name}")
+        if args.small:  # a task file at the small shape, beside the store
+            path = args.out / "tasks" / f"{task.name}.py"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(task.text(task.small_shape()))
+        items.append(BatchItem(path, task.candidate_path(), task.name))
+    config = JudgeConfig(
+        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
+    )
+    began = time.monotonic()
+
+    def judged(item: Any, record: Any) -> None:
+        print(f"  +{time.monotonic() - began:5.0f} s  {item.where}: {record.status}", file=sys.stderr, flush=True)
+
+    store = args.out / "suite.db"
+    run_batch(items, config, store, False, judged, lanes_for(args.device, args.gpus, args.jobs))
+    with Store(store) as s:
+        by_name = {record.task.name: record for record in s}
+    rows = [
+        row(task, by_name[task.name], task.small_shape() if args.small else task.shape)
+        for task in chosen
+        if task.name in by_name
+    ]
+    (args.out / "suite.json").write_text(json.dumps(rows, indent=2) + "\n")
+    print(markdown(rows))
+    print(f"\n{sum(r['verified'] for r in rows)} of {len(rows)} verified in {time.monotonic() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
