@@ -24,7 +24,7 @@
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
-#                                records to $OUT/records.tar.gz.
+#                                records and stores to $OUT/results.tar.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,8 +109,11 @@ run() {
     status=${PIPESTATUS[0]}
   fi
   python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
-  # One archive, so that every record comes back from machines that return few files.
-  tar czf "$OUT/records.tar.gz" -C "$OUT" records && rm -r "$records"
+  # One archive of the records and the stores, so that they come back from machines that return few files
+  # (eight at most, seen on 2026-11-30: the stores of a run beyond that were left behind).
+  local packed=(records)
+  for folder in batch suite; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  tar czf "$OUT/results.tar.gz" -C "$OUT" "${packed[@]}" && (cd "$OUT" && rm -r "${packed[@]}")
   [ "$status" -eq 0 ] && [ "$audit_status" -eq 0 ] && [ "$enforce_status" -eq 0 ]
 }
 
