@@ -61,8 +61,8 @@ class SuiteTask:
         return SMALL_CASES.get(self.case, SMALL_SHAPES[self.op])
 
 
-def _dtypes(op: str, shape: tuple[int, ...]) -> list[SuiteTask]:
-    return [SuiteTask(op, dtype, shape) for dtype in TORCH_DTYPES]
+def _dtypes(op: str, shape: tuple[int, ...], scale: float = 1.0) -> list[SuiteTask]:
+    return [SuiteTask(op, dtype, shape, scale=scale) for dtype in TORCH_DTYPES]
 
 
 # 2-D tasks are (rows, width). Edge cases are sized so that the reference still takes more than the ~10 us
@@ -74,10 +74,12 @@ SUITE: tuple[SuiteTask, ...] = (
     SuiteTask("rmsnorm", "fp32", (1, 1048576), "onerow", "one row a million wide: one program walks it in blocks"),
     SuiteTask("rmsnorm", "bf16", (256, 65536), "long", "long rows, wider than one register block"),
     SuiteTask("rmsnorm", "fp32", (4096, 4096), "tiny", "inputs of 1e-3: the mean square meets eps", scale=1e-3),
-    *_dtypes("softmax", (4096, 4096)),
+    # Logits of std 4, as peaked as attention's: with std 1 every probability of a row 4096 wide is under 1e-2,
+    # and zeros would pass KernelBench's atol of 1e-2 (tasks lint's near_zero).
+    *_dtypes("softmax", (4096, 4096), scale=4.0),
     SuiteTask("softmax", "fp32", (8192, 1024), "large", "logits of ~1000: exp overflows without the max", scale=1e3),
-    SuiteTask("softmax", "fp16", (262144, 127), "tail127", "127 columns, masked lanes must not count"),
-    SuiteTask("softmax", "fp32", (256, 65536), "long", "long rows, wider than one register block"),
+    SuiteTask("softmax", "fp16", (262144, 127), "tail127", "127 columns, masked lanes must not count", scale=4.0),
+    SuiteTask("softmax", "fp32", (256, 65536), "long", "long rows, wider than one register block", scale=4.0),
     *_dtypes("layernorm", (4096, 4096)),
     SuiteTask(
         "layernorm", "fp32", (4096, 4096), "offset", "mean 1000, std 1: sum-of-squares variance cancels", offset=1e3

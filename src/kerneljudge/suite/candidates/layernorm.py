@@ -1,6 +1,6 @@
 """Reference Triton candidate for the built-in LayerNorm tasks: one program per row, fp32, the variance
-from deviations around the mean (two passes over the row), so inputs with a large common offset keep
-their precision."""
+from deviations around the mean (a pass for the mean, one for the variance, one for the write), all taken
+relative to the row's first value, so that inputs with a large common offset keep their precision."""
 
 import torch
 import torch.nn as nn
@@ -16,17 +16,21 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, x_stride, out_stride
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * x_stride
     out_row = out_ptr + row * out_stride
+    # Work on x - k, k the row's first value: with a large common offset (mean 1000, std 1) x - k is exact,
+    # and the mean and the deviations keep fp32's precision instead of the offset's.
+    k = tl.load(x_row).to(tl.float32)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        acc += tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-    mean = tl.sum(acc, axis=0) / n_cols
+        mask = cols < n_cols
+        acc += tl.where(mask, tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32) - k, 0.0)
+    shift = tl.sum(acc, axis=0) / n_cols  # mean(x) - k
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK):
         cols = start + tl.arange(0, BLOCK)
         mask = cols < n_cols
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
-        d = tl.where(mask, x - mean, 0.0)
+        d = tl.where(mask, (x - k) - shift, 0.0)
         acc += d * d
     rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
     for start in range(0, n_cols, BLOCK):
@@ -35,7 +39,7 @@ def _layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, x_stride, out_stride
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out_row + cols, ((x - mean) * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_row + cols, (((x - k) - shift) * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 class ModelNew(nn.Module):

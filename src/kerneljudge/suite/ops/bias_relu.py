@@ -10,13 +10,18 @@ SCALE = 1.0
 # kerneljudge-suite: end
 
 
+def wide(t):
+    """fp32 for fp32, fp16 and bf16 inputs; float64 when the judge's oracle runs the model in float64."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 class Model(nn.Module):
     def __init__(self, width):
         super().__init__()
         self.bias = nn.Parameter(0.5 * torch.randn(width))
 
     def forward(self, x):
-        return torch.relu(x.float() + self.bias).to(x.dtype)
+        return torch.relu(wide(x) + self.bias).to(x.dtype)
 
 
 def get_inputs():

@@ -11,12 +11,17 @@ SCALE = 1.0
 # kerneljudge-suite: end
 
 
+def wide(t):
+    """fp32 for fp32, fp16 and bf16 inputs; float64 when the judge's oracle runs the model in float64."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
 
     def forward(self, gate, up):
-        return (F.silu(gate.float()) * up.float()).to(gate.dtype)
+        return (F.silu(wide(gate)) * wide(up)).to(gate.dtype)
 
 
 def get_inputs():
