@@ -71,6 +71,17 @@ def test_metrics_report_what_a_user_checks():
     assert m["worst_index"] == [2] and m["worst_candidate"] == 3.5 and m["worst_expected"] == 3.0
 
 
+def test_the_worst_element_is_found_in_the_full_shape_when_some_positions_are_not_finite():
+    # Where every position is finite the metrics read views; elsewhere the non-finite ones are left out.
+    oracle = torch.zeros(3, 4, dtype=torch.float64)
+    oracle[0, 1] = float("inf")
+    cand = oracle.float()
+    cand[2, 3] = 0.5
+    m = compare_to_oracle(cand, oracle.float(), oracle, tolerance_for(torch.float32)).metrics
+    assert m["worst_index"] == [2, 3] and m["mismatch_count"] == 1 and m["numel"] == 12
+    assert abs(m["mean_abs_error"] - 0.5 / 11) < 1e-12  # over the 11 finite positions
+
+
 def test_nan_where_oracle_is_finite_is_non_finite():
     oracle = torch.ones(8, dtype=torch.float64)
     cand = torch.ones(8)
