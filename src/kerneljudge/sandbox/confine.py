@@ -62,7 +62,7 @@ class SandboxPolicy:
     The address-space cap must stay large: CUDA reserves tens of GiB of virtual memory at start-up, and
     64 GiB was measured to leave it working on an H200 (shared/GPU_NOTES.md). RLIMIT_NPROC counts every
     process and thread of the worker's uid on the machine: with `uid` None (the default) a judge running
-    as root gives each worker a uid of its own (`worker_uid`), so the cap bounds that worker alone.
+    as root gives each worker a uid of its own (`take_worker_uid`), so the cap bounds that worker alone.
     """
 
     enabled: bool = True
