@@ -240,6 +240,7 @@ def problems_from_parquet(paths: Sequence[str | Path], folder: str | Path) -> Pa
 
 def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
     """Load every task and candidate up front, so a bad item stops the batch before anything is judged."""
+    from kerneljudge import gpumode
     from kerneljudge.candidate import load_candidate
     from kerneljudge.task import load_task
 
@@ -251,7 +252,8 @@ def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
             resolved = item.task.resolve()
             if resolved not in tasks:
                 tasks[resolved] = load_task(item.task)
-            prepared.append(Prepared(item, tasks[resolved], load_candidate(item.candidate)))
+            candidate = gpumode.adapt_candidate(tasks[resolved], load_candidate(item.candidate))
+            prepared.append(Prepared(item, tasks[resolved], candidate))
         except UsageError as exc:
             raise ManifestError(f"{where}: {exc}") from None
     return prepared

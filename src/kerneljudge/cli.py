@@ -176,6 +176,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from kerneljudge import gpumode
     from kerneljudge.candidate import load_candidate
     from kerneljudge.confirm import confirm
     from kerneljudge.task import load_task
@@ -187,7 +188,8 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"cannot write the confirmation: directory {args.json.parent} does not exist")
     config = JudgeConfig(device=args.device, mode="audit", policy=args.policy, timeout_s=args.timeout)
-    task, candidate = load_task(args.reference), load_candidate(args.candidate)
+    task = load_task(args.reference)
+    candidate = gpumode.adapt_candidate(task, load_candidate(args.candidate))
     with Console(stderr=True).status("confirming") as status:
         result = confirm(task, candidate, config, args.runs, args.margin, progress=lambda s: status.update(s))
     table = Table(title=f"kerneljudge confirm: margin {args.margin:.0%}")

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
-from kerneljudge import __version__
+from kerneljudge import __version__, gpumode
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import compare_native, compare_replay, compare_to_oracle, tolerance_for
@@ -936,4 +936,5 @@ def judge(
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
+    candidate = gpumode.adapt_candidate(task, candidate)  # a GPU MODE submission: custom_kernel as ModelNew
     return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate, baselines=baselines).run()

@@ -73,6 +73,10 @@ def load_task(path: str | Path) -> Task:
             raise TaskError(f"{path} names {len(chosen)} built-in tasks ({names}); give one")
         return parse_task(chosen[0].text(), chosen[0].name, f"builtin:{chosen[0].name}")
     path = Path(path)
+    if path.is_dir() and (path / "task.yml").is_file():  # a GPU MODE problem folder
+        from kerneljudge import gpumode
+
+        return gpumode.load_task(path)
     text = read_source(path, "task", TaskError)
     # KernelBench-style folders name the file reference.py; the folder is the better name then.
     name = path.parent.name if path.stem == "reference" and path.parent.name else path.stem

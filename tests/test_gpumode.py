@@ -1,0 +1,86 @@
+"""The GPU MODE format: a problem folder (task.yml, reference.py, task.py, a shared utils.py) and a submission
+that defines custom_kernel are judged as a KernelBench task and candidate."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import run_judge
+from kerneljudge import gpumode
+from kerneljudge.batch import read_manifest, run_batch
+from kerneljudge.candidate import load_candidate
+from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import TaskError
+from kerneljudge.store import Store
+from kerneljudge.task import load_task
+
+PROBLEM = Path(__file__).parent / "fixtures" / "gpumode" / "rowscale"
+
+
+def test_a_problem_folder_reduces_to_a_kernelbench_task_whose_trials_draw_their_own_seed():
+    task = load_task(PROBLEM)
+    assert task.name == "rowscale" and task.path == str(PROBLEM)
+    assert "from task import" not in task.text and "from utils import" not in task.text
+    namespace: dict = {}
+    exec(compile(task.text, "rowscale", "exec"), namespace)  # trusted fixture
+    torch.manual_seed(1)
+    x, y = namespace["get_inputs"]()
+    assert x.shape == (7, 300) and y.shape == (7, 300)  # task.yml's first test
+    torch.manual_seed(2)
+    assert not torch.equal(namespace["get_inputs"]()[0], x)  # the judge's seed, not the spec's fixed one
+    out = namespace["Model"]()(x, y)
+    assert out is y and torch.allclose(out, x / x.abs().amax(-1, keepdim=True))
+
+
+def test_a_submission_becomes_a_candidate_and_anything_else_is_left_alone():
+    task = load_task(PROBLEM)
+    submission = load_candidate(PROBLEM / "submission.py")
+    adapted = gpumode.adapt_candidate(task, submission)
+    assert "class ModelNew" in adapted.text and "def custom_kernel" in adapted.text
+    assert "input_t = TypeVar" in adapted.text and "def close" not in adapted.text  # only the helpers it imports
+    assert adapted.name == "submission" and adapted.sha256 != submission.sha256
+    already = load_candidate(Path(__file__).parents[1] / "examples" / "softmax" / "candidate_triton.py")
+    assert gpumode.adapt_candidate(task, already) is already
+    kernelbench = load_task(Path(__file__).parents[1] / "examples" / "softmax" / "reference.py")
+    assert gpumode.adapt_candidate(kernelbench, submission) is submission
+
+
+def test_an_honest_submission_passes_and_a_wrong_one_fails():
+    record = run_judge(PROBLEM, PROBLEM / "submission.py", mode="audit")
+    assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
+    assert "KJ-R023" not in {f.code for f in record.findings}  # it writes its output input, as the reference does
+    wrong = run_judge(PROBLEM, PROBLEM / "submission_wrong.py", mode="audit")
+    assert wrong.status == "FAIL" and wrong.failure_kind == "tolerance", wrong.failure
+
+
+def test_a_batch_keys_submissions_as_judged_and_resumes(tmp_path):
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"task": str(PROBLEM), "candidate": str(PROBLEM / "submission.py")}) + "\n")
+    config = JudgeConfig(device="cpu", mode="audit", policy="practical", timing=False, timeout_s=60.0)
+    first = run_batch(read_manifest(manifest), config, tmp_path / "results.db", progress=False)
+    assert first.judged == 1 and first.passed == 1, first
+    again = run_batch(read_manifest(manifest), config, tmp_path / "results.db", progress=False)
+    assert again.skipped == 1 and again.judged == 0  # the key computed before judging is the record's
+    with Store(tmp_path / "results.db") as store:
+        [record] = list(store)
+    assert record.status == "PASS" and record.candidate.name == "submission"
+
+
+def test_a_broken_problem_is_one_line(tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(PROBLEM, folder)
+    (folder / "task.yml").write_text("tests: [\n")
+    with pytest.raises(TaskError, match=r"task.yml: not YAML"):
+        load_task(folder)
+    (folder / "task.yml").write_text("files: []\n")
+    with pytest.raises(TaskError, match="needs a `tests` list"):
+        load_task(folder)
+    (folder / "task.yml").write_text("tests:\n  - {rows: 2, cols: 3, seed: 1}\n")
+    (folder / "reference.py").write_text("import utils\n" + (PROBLEM / "reference.py").read_text())
+    with pytest.raises(TaskError, match="imports a helper module whole"):
+        load_task(folder)
