@@ -126,8 +126,8 @@ class RecordingGate(LaneGate):
     def work(self):
         return self._span("work", super().work())
 
-    def measure(self):
-        return self._span("measure", super().measure())
+    def measure(self, gpu=None):
+        return self._span("measure", super().measure(gpu))
 
 
 def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_works(tmp_path, tiny_task, monkeypatch):
