@@ -35,8 +35,7 @@ class Problem:
     folder: Path
     reference: str
     helpers: dict[str, str]  # module name -> source, for each helper module the problem ships
-    tests: list[dict[str, Any]]
-    benchmarks: list[dict[str, Any]]
+    tests: list[dict[str, Any]]  # task.yml's tests; the first is the public shape
 
 
 def is_problem(path: str | Path) -> bool:
@@ -68,7 +67,7 @@ def load_problem(folder: str | Path) -> Problem:
         if module not in helpers and (folder / f"{module}.py").is_file():
             helpers[module] = read_source(folder / f"{module}.py", f"GPU MODE file {module}.py", TaskError)
     reference = read_source(folder / "reference.py", "GPU MODE reference", TaskError)
-    return Problem(folder, reference, helpers, tests, list(spec.get("benchmarks") or []))
+    return Problem(folder, reference, helpers, tests)
 
 
 def _body(source: str, where: str) -> tuple[list[str], str]:
