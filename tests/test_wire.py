@@ -105,3 +105,25 @@ def test_read_times_out():
         wire.read_frame(r, 1024, deadline=__import__("time").monotonic() + 0.2)
     os.close(r)
     os.close(w)
+
+
+def test_a_strided_tensor_keeps_its_layout_and_its_gaps_hold_nan():
+    fused = torch.randn(4, 30)
+    view, transposed = fused[:, 10:20], torch.randn(3, 5).t()
+    tree, tensors = wire.pack_values([view, transposed, torch.randn(3, 1).expand(3, 4)])
+    back = wire.unpack_values(tree, wire.decode_tensors(wire.encode_tensors(tensors)))
+    assert back[0].stride() == (30, 1) and torch.equal(back[0], view)
+    assert back[1].stride() == (1, 5) and torch.equal(back[1], transposed)
+    assert back[2].is_contiguous()  # an expand overlaps itself: it travels dense
+    storage = torch.as_strided(back[0], (back[0].untyped_storage().nbytes() // 4,), (1,), 0)
+    assert storage.isnan().sum() == storage.numel() - view.numel()  # everything between the rows
+
+
+@pytest.mark.parametrize(
+    "strides, why",
+    [([1, 1], "overlap"), ([10**9, 1], "reach more"), ([-1, 1], "malformed"), ([1], "malformed"), ("x", "malformed")],
+)
+def test_forged_strides_are_refused(strides, why):
+    tensors = {"t0": torch.zeros(4, 3)}
+    with pytest.raises(wire.WireError, match=why):
+        wire.unpack_values([{"tensor": "t0", "strides": strides}], tensors)

@@ -35,6 +35,7 @@ class JudgeConfig:
     public_seed: int = 42
     public_trials: int = 5
     hidden_trials: int = 5
+    shape_trials: int = 3  # hardened modes: trials at hidden shapes drawn from the task's shape family, if any
     timing: bool = True
     timing_blocks: int = 5
     timing_samples: int = 10
@@ -72,6 +73,8 @@ class JudgeConfig:
             raise ConfigError("hardened modes need at least 5 public and 5 hidden trials")
         if self.public_trials < 1:
             raise ConfigError("public_trials must be at least 1")
+        if self.shape_trials < 0:
+            raise ConfigError("shape_trials must be 0 or more")
         for name in ("timeout_s", "timing_target_ms", "timing_target_rse", "timing_budget_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive")

@@ -34,6 +34,7 @@ from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
+from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, plain, read_family
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
     BUSY_PRECURSOR,
@@ -257,6 +258,8 @@ class Judgment:
         self.traced_calls: list[CallTrace] = []
         self.trace_problems: list[str] = []
         self.trace_summary: dict[str, Any] | None = None
+        self.family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
+        self.family_read = False
 
     # ------------------------------------------------------------ the pipeline
 
@@ -374,12 +377,25 @@ class Judgment:
     def _unsupported(self) -> bool:
         return any(c.required and c.status == "unavailable" for c in self.capabilities.values())
 
-    def _load_reference(self) -> Any:
-        response, values = self._ask("reference", {"op": "load", "seed": self.config.public_seed})
+    def _load_reference(self, shape: dict[str, Any] | None = None) -> Any:
+        """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
+        header: dict[str, Any] = {"op": "load", "seed": self.config.public_seed, "shape": shape}
+        response, values = self._ask("reference", header)
+        where = f" at {describe_shape(shape)}" if shape else ""
         if response.get("type") != "loaded":
             raise JudgeFailed(
-                f"the task failed to {response.get('phase')}: {response.get('exc_type')}: {response.get('message')}"
+                f"the task failed to {response.get('phase')}{where}: {response.get('exc_type')}: "
+                f"{response.get('message')}"
             )
+        if shape is None and not self.family_read and self.config.mode != "off":
+            self.family_read = True
+            try:
+                if response.get("family_error"):
+                    raise MalformedFamily(str(response["family_error"]))
+                self.family = read_family(response.get("family"))
+            except MalformedFamily as exc:
+                if self.config.shape_trials:  # the task asks for shapes the judge cannot draw: the task's fault
+                    raise JudgeFailed(f"the task's shape family is malformed: {exc}") from None
         return values["init_inputs"]
 
     def _start_candidate(self, init_inputs: Any) -> None:
@@ -389,11 +405,18 @@ class Judgment:
             raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
         if str(hello.get("device", "")).split(":")[0] != self.device:
             raise JudgeFailed(f"the workers disagree on the device ({hello.get('device')} vs {self.device})")
-        response, _ = self._candidate_step(
-            lambda: worker.request({"op": "load", "seed": self.config.public_seed}, init_inputs), phase="build"
-        )
+        self._build_candidate(init_inputs)
+
+    def _build_candidate(self, init_inputs: Any, shape: dict[str, Any] | None = None) -> None:
+        """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
+        worker = self.workers["candidate"]
+        header = {"op": "load", "seed": self.config.public_seed}
+        response, _ = self._candidate_step(lambda: worker.request(header, init_inputs), phase="build")
         if response.get("type") == "error":
-            raise CandidateFailed(error_failure(response, "import" if response.get("phase") == "import" else "init"))
+            failure = error_failure(response, "import" if response.get("phase") == "import" else "init")
+            if shape:
+                failure.summary = f"at {describe_shape(shape)}: {failure.summary}"
+            raise CandidateFailed(failure)
         if response.get("type") != "loaded":
             raise CandidateFailed(Failure(kind="crash", phase="build", summary="the candidate worker broke protocol"))
         if self.config.mode != "off":
@@ -437,59 +460,105 @@ class Judgment:
             cand_out = self.call_candidate(
                 inputs, ref_out, phase=f"trial {index}", reuse=index == canary_at, trace=traced and index in trace_at
             )
-            outputs, failure_kind, summary = [], None, "passed"
-            for i, (c, r, o) in enumerate(
-                zip(
-                    cand_out,
-                    reference_signature(ref_out),
-                    reference_signature(oracle_out) if oracle_out is not None else [None] * len(cand_out),
-                    strict=True,
-                )
-            ):
-                tol = tolerance_for(r.dtype, native=native)
-                self.tolerances[str(r.dtype).removeprefix("torch.")] = {
-                    "name": tol.name,
-                    "atol": tol.atol,
-                    "rtol": tol.rtol,
-                    "ref_error_factor": tol.ref_error_factor,
-                }
-                cmp = compare_native(c, r, tol) if native else compare_to_oracle(c, r, o, tol)
-                forensic = (
-                    None
-                    if native
-                    else precision_finding(cmp.metrics, str(r.dtype).removeprefix("torch."), f"{kind} trial {index}")
-                )
-                if forensic is not None:
-                    self.add_findings([forensic])
-                outputs.append({"index": i, "passed": cmp.passed, "summary": cmp.summary, **cmp.metrics})
-                if not cmp.passed and failure_kind is None:
-                    failure_kind, summary = cmp.failure_kind, cmp.summary
-            self.trials.append(
-                TrialRecord(
-                    index=index,
-                    kind=kind,
-                    seed=seed,
-                    passed=failure_kind is None,
-                    failure_kind=failure_kind,
-                    summary=summary,
-                    outputs=outputs,
-                    distribution=None if native else distribution,
-                )
-            )  # type: ignore[arg-type]
-            if failure_kind is not None:
-                raise CandidateFailed(
-                    Failure(
-                        kind=failure_kind,
-                        phase=f"correctness ({kind} trial {index})",  # type: ignore[arg-type]
-                        summary=summary,
-                    )
-                )
+            self._check_trial(index, kind, seed, cand_out, ref_out, oracle_out, None if native else distribution)
             if distribution.get("kind") == "standard" or "rejected" in distribution:
                 self.timing_sets = (self.timing_sets + [(inputs, ref_out, oracle_out)])[-3:]
             if index in replay_at:
                 self._replay(index, inputs, ref_out, oracle_out, cand_out)
-        self.correctness_passed = True
         self.add_findings(degenerate_outputs(oracles))
+        if not native:
+            self._shape_trials()
+        self.correctness_passed = True
+
+    def _check_trial(
+        self,
+        index: int,
+        kind: str,
+        seed: int,
+        cand_out: list[torch.Tensor],
+        ref_out: Any,
+        oracle_out: Any,
+        distribution: dict[str, Any] | None,
+        shape: dict[str, Any] | None = None,
+    ) -> None:
+        """Compare one trial's outputs with the oracle (or natively in `off`), record it, fail on the first miss."""
+        native = self.config.mode == "off"
+        where = f"{kind} trial {index}" + (f" at {describe_shape(shape)}" if shape else "")
+        outputs, failure_kind, summary = [], None, "passed"
+        for i, (c, r, o) in enumerate(
+            zip(
+                cand_out,
+                reference_signature(ref_out),
+                reference_signature(oracle_out) if oracle_out is not None else [None] * len(cand_out),
+                strict=True,
+            )
+        ):
+            tol = tolerance_for(r.dtype, native=native)
+            self.tolerances[str(r.dtype).removeprefix("torch.")] = {
+                "name": tol.name,
+                "atol": tol.atol,
+                "rtol": tol.rtol,
+                "ref_error_factor": tol.ref_error_factor,
+            }
+            cmp = compare_native(c, r, tol) if native else compare_to_oracle(c, r, o, tol)
+            forensic = None if native else precision_finding(cmp.metrics, str(r.dtype).removeprefix("torch."), where)
+            if forensic is not None:
+                self.add_findings([forensic])
+            outputs.append({"index": i, "passed": cmp.passed, "summary": cmp.summary, **cmp.metrics})
+            if not cmp.passed and failure_kind is None:
+                failure_kind, summary = cmp.failure_kind, cmp.summary
+        self.trials.append(
+            TrialRecord(
+                index=index,
+                kind=kind,  # type: ignore[arg-type]
+                seed=seed,
+                passed=failure_kind is None,
+                failure_kind=failure_kind,  # type: ignore[arg-type]
+                summary=summary,
+                outputs=outputs,
+                distribution=distribution,
+                shape={name: plain(tree) for name, tree in shape.items()} if shape else None,
+            )
+        )
+        if failure_kind is not None:
+            raise CandidateFailed(
+                Failure(kind=failure_kind, phase=f"correctness ({where})", summary=summary)  # type: ignore[arg-type]
+            )
+
+    def _shape_trials(self) -> None:
+        """One trial at each of a few hidden shapes of the task's family, both models built again for it.
+
+        A kernel that only handles the public shape (its width baked in, a tail it never masks) fails here.
+        The shapes are drawn now, in the parent; the candidate learns one only from its new init inputs
+        and the inputs it is called with.
+        """
+        count = self.config.shape_trials
+        if self.family is None or count == 0:
+            self.capabilities["hidden_shapes"] = Capability(
+                status="unavailable",
+                required=False,
+                detail="no hidden shapes asked for (shape_trials = 0)"
+                if self.family is not None
+                else "the task declares no shape family (SHAPE_FAMILY or get_shape_family()): "
+                "correct at its public shape only",
+            )
+            return
+        shapes = self.family.draw(count)
+        for shape in shapes:
+            index, label = len(self.trials), describe_shape(shape)
+            self.progress(f"correctness at a hidden shape ({label})")
+            self._build_candidate(self._load_reference(shape), shape)
+            seed = secrets.randbelow(2**32 - 1)
+            inputs, ref_out, oracle_out, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"})
+            cand_out = self.call_candidate(inputs, ref_out, phase=f"shape trial {index} at {label}")
+            self._check_trial(index, "shape", seed, cand_out, ref_out, oracle_out, {"kind": "standard"}, shape)
+        self.capabilities["hidden_shapes"] = Capability(
+            status="available" if shapes else "unavailable",
+            required=False,
+            detail=f"{len(shapes)} hidden shape(s) of a family of {self.family.size}"
+            if shapes
+            else "the task's shape family has no shape but the public one",
+        )
 
     def _reference_trial(
         self, seed: int, oracle: bool, distribution: dict[str, Any]
@@ -884,6 +953,7 @@ class Judgment:
             trials=self.trials,
             replay=self.replay,
             worst=worst,
+            shape_family=self.family.summary() if self.family is not None else None,
         )
         record = Record(
             kerneljudge_version=__version__,

@@ -69,13 +69,14 @@ class Identity(Model):
 
 class TrialRecord(Model):
     index: int
-    kind: Literal["public", "hidden"]
+    kind: Literal["public", "hidden", "shape"]
     seed: int
     passed: bool
     failure_kind: FailureKind | None = None
     summary: str
     outputs: list[dict[str, Any]] = Field(default_factory=list)
     distribution: dict[str, Any] | None = None  # how the hidden trial's inputs were reshaped (H11)
+    shape: dict[str, Any] | None = None  # a shape trial's hidden shape: the task globals it set, and their values
 
 
 class Correctness(Model):
@@ -87,6 +88,8 @@ class Correctness(Model):
     trials: list[TrialRecord] = Field(default_factory=list)
     replay: dict[str, Any] | None = None
     worst: dict[str, Any] | None = None
+    # The task's shape family (form, size, the globals it varies, the public shape); None if it declares none
+    shape_family: dict[str, Any] | None = None
 
 
 class TimingStats(Model):

@@ -19,7 +19,7 @@ import time
 import traceback
 from typing import Any
 
-from kerneljudge.worker import evidence, trace, wire
+from kerneljudge.worker import evidence, family, trace, wire
 
 TEXT_CAP = 4096
 TRACE_CAP = 16384
@@ -73,7 +73,7 @@ def reshape_distribution(torch: Any, inputs: list[Any], variant: dict[str, Any],
         elif variant["kind"] == "heavy_tailed":
             tails = torch.randn(x.shape, generator=generator, dtype=torch.float64)
             wide = wide * torch.exp(float(variant["sigma"]) * tails)
-        out.append(wide.to(x.dtype))
+        out.append(wire.placed(wide.to(x.dtype), strides=wire.layout(x)))  # in the task's layout
     return out
 
 
@@ -152,6 +152,8 @@ class Worker:
         self.graphs: dict[tuple[bool, int, int], Any] = {}  # CUDA graphs of timed samples (`graph_for`)
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
+        self.family: dict[str, Any] = {}  # the task's shape family as described to the parent (reference role)
+        self.family_error: str | None = None
         self.warm_up()
         self.threads_baseline = evidence.python_threads()
 
@@ -189,8 +191,12 @@ class Worker:
             self.torch.cuda.manual_seed_all(seed)
 
     def to_device(self, values: list[Any]) -> list[Any]:
+        """Values on this worker's device, a strided tensor keeping its layout (a plain move would not)."""
         torch = self.torch
-        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        return [
+            (wire.placed(v, self.device) if wire.layout(v) else v.to(self.device)) if isinstance(v, torch.Tensor) else v
+            for v in values
+        ]
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -248,16 +254,32 @@ class Worker:
     # ------------------------------------------------------------ both roles
 
     def op_load(self, header: dict[str, Any], args: Any) -> None:
-        """Import the source and build the model after the public seed (KernelBench's convention)."""
+        """Import the source (once) and build the model after the public seed (KernelBench's convention).
+
+        A later `load` builds the model again without importing: the reference at the hidden shape that
+        `shape` names (its family's globals set first, worker/family.py), the candidate from the init
+        inputs sent with it. The reference's first answer describes the task's shape family.
+        """
         torch = self.torch
         seed = int(header["seed"])
-        try:
-            self.module = load_module(self.source, "kj_" + self.role)
-        except BaseException as exc:  # a SystemExit or KeyboardInterrupt raised by import is a result too
-            self.send(describe_exception("import", exc))
-            return
+        if self.module is None:
+            try:
+                self.module = load_module(self.source, "kj_" + self.role)
+            except BaseException as exc:  # a SystemExit or KeyboardInterrupt raised by import is a result too
+                self.send(describe_exception("import", exc))
+                return
+            if self.role == "reference":
+                try:
+                    self.family = family.describe(self.module)
+                except family.FamilyError as exc:  # the parent decides what a malformed family costs
+                    self.family, self.family_error = {}, str(exc)[:TEXT_CAP]
+        self.model = self.oracle = self.compiled = None
+        self.oracle_dtype = None
+        self.graphs, self.prev_inputs, self.prev_outputs = {}, [], []
         try:
             if self.role == "reference":
+                if header.get("shape") is not None:
+                    family.apply(self.module, header["shape"], self.family.get("public", {}))
                 self.set_seed(seed)
                 init_inputs = list(self.module.get_init_inputs())
                 cls = self.module.Model
@@ -282,16 +304,16 @@ class Worker:
         # The reference's size, for task screening (a candidate's own figures would not be trusted anyway).
         reference = self.role == "reference" and hasattr(self.model, "parameters")
         parameters = list(self.model.parameters()) if reference else []
-        self.send(
-            {
-                "type": "loaded",
-                "init_inputs": tree,
-                "evidence": observed,
-                "parameter_count": sum(p.numel() for p in parameters),
-                "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
-            },
-            tensors,
-        )
+        loaded: dict[str, Any] = {
+            "type": "loaded",
+            "init_inputs": tree,
+            "evidence": observed,
+            "parameter_count": sum(p.numel() for p in parameters),
+            "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
+        }
+        if self.role == "reference":
+            loaded |= {"family": self.family, "family_error": self.family_error}
+        self.send(loaded, tensors)
 
     def op_time(self, header: dict[str, Any], args: Any) -> None:
         """Time `calls` consecutive forwards per sample; report per-call milliseconds.
@@ -458,7 +480,7 @@ class Worker:
             leaves = [inputs[position] for inputs in pool]
             if not isinstance(leaves[0], torch.Tensor) and any(leaf != leaves[0] for leaf in leaves):
                 raise RuntimeError("the input sets differ in a value that is not a tensor; a graph would fix it")
-        static = [[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs] for inputs in pool]
+        static = [[wire.placed(t) if isinstance(t, torch.Tensor) else t for t in inputs] for inputs in pool]
         side = torch.cuda.Stream()  # warm up off the default stream, as graph capture wants
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -608,7 +630,7 @@ class Worker:
         """The reference's output on private copies of the inputs, what it did to them, and the oracle's output."""
         torch = self.torch
         # Private copies: an in-place task must not change the inputs the candidate will get.
-        device_inputs = [x.to(self.device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        device_inputs = [wire.placed(x, self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
         watch = evidence.CallWatch(device_inputs, self.pinned_flags)
         with torch.no_grad():
             out = self.model(*device_inputs)
@@ -660,7 +682,8 @@ class Worker:
                 and isinstance(old, torch.Tensor)
                 and old.shape == new.shape
                 and old.dtype == new.dtype
-                and old.is_contiguous()
+                and old.stride() == new.stride()
+                and (old.is_contiguous() or wire.layout(old) is not None)
             ):
                 old.copy_(new)
                 reused.append(old)

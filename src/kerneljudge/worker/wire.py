@@ -50,6 +50,70 @@ class PeerTimeout(WireError):
     """No complete frame arrived before the deadline."""
 
 
+# ---------------------------------------------------------------- layouts
+
+# A strided tensor's storage may span at most this many times its elements (plus a page of them): a slice of
+# a fused projection spans 3x; a forged layout must not make the reader allocate without bound.
+MAX_SPAN_FACTOR = 16
+SPAN_SLACK = 1 << 16
+
+
+def layout(t: Any) -> list[int] | None:
+    """The strides of a non-contiguous tensor whose elements do not overlap (a slice, a transpose), which
+    the wire keeps; None for a contiguous tensor, or an overlapping one (an expand), which travels dense."""
+    if t.is_contiguous() or t.dim() == 0 or t.numel() == 0 or not _apart(t.shape, t.stride()):
+        return None
+    return list(t.stride())
+
+
+def _apart(shape: Any, strides: Any) -> bool:
+    """No two indices reach one element: walking the dimensions by stride, each steps past the last's reach."""
+    reach = 1
+    for stride, size in sorted((stride, size) for size, stride in zip(shape, strides, strict=True) if size > 1):
+        if stride < reach:
+            return False
+        reach = stride * size
+    return True
+
+
+def span(shape: Any, strides: list[int]) -> int:
+    """Elements of storage a tensor of this shape and these strides reaches."""
+    if any(size == 0 for size in shape):
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))
+
+
+def placed(t: Any, device: Any = None, strides: list[int] | None = None) -> Any:
+    """A copy of `t` on `device` laid out with `strides` (default: the layout `t` has, if kept). The gaps a
+    strided layout leaves hold NaN (zero for integers), so a kernel that ignores the strides reads garbage."""
+    import torch
+
+    strides = layout(t) if strides is None else strides
+    device = t.device if device is None else device
+    if strides is None:
+        return t.to(device, copy=True)
+    fill = float("nan") if t.is_floating_point() or t.is_complex() else 0
+    storage = torch.full((span(t.shape, strides),), fill, dtype=t.dtype, device=device)
+    out = storage.as_strided(tuple(t.shape), tuple(strides))
+    out.copy_(t)
+    return out
+
+
+def _restrided(t: Any, strides: Any) -> Any:
+    """A decoded dense tensor given back the layout its sender described, once the description is checked."""
+    if not (
+        isinstance(strides, list)
+        and len(strides) == t.dim()
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in strides)
+    ):
+        raise WireError(f"malformed strides {strides!r} for a tensor of {t.dim()} dimensions")
+    if span(t.shape, strides) > MAX_SPAN_FACTOR * t.numel() + SPAN_SLACK:
+        raise WireError(f"strides {strides} reach more than {MAX_SPAN_FACTOR}x the tensor's elements")
+    if not _apart(t.shape, strides):
+        raise WireError(f"strides {strides} make elements overlap")
+    return placed(t, strides=strides)
+
+
 # ---------------------------------------------------------------- values <-> JSON
 
 
@@ -63,7 +127,8 @@ def pack_values(values: Any) -> tuple[Any, dict[str, Any]]:
         if isinstance(v, torch.Tensor):
             name = f"t{len(tensors)}"
             tensors[name] = v
-            return {"tensor": name}
+            strides = layout(v)
+            return {"tensor": name} if strides is None else {"tensor": name, "strides": strides}
         if isinstance(v, torch.dtype):
             return {"dtype": str(v).removeprefix("torch.")}
         if v is None or isinstance(v, (bool, int, str)):
@@ -87,10 +152,11 @@ def unpack_values(tree: Any, tensors: dict[str, Any]) -> Any:
         if isinstance(v, list):
             return [unpack(x) for x in v]
         if isinstance(v, dict):
-            if set(v) == {"tensor"}:
+            if set(v) in ({"tensor"}, {"tensor", "strides"}):
                 if v["tensor"] not in tensors:
                     raise WireError(f"frame refers to a missing tensor {v['tensor']!r}")
-                return tensors[v["tensor"]]
+                t = tensors[v["tensor"]]
+                return _restrided(t, v["strides"]) if "strides" in v else t
             if set(v) == {"tuple"} and isinstance(v["tuple"], list):
                 return tuple(unpack(x) for x in v["tuple"])
             if set(v) == {"dtype"} and isinstance(v["dtype"], str):

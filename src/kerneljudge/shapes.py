@@ -1,0 +1,172 @@
+"""A task's shape family on the trusted side: read from the reference worker's description, hidden shapes
+drawn from it at run time.
+
+The reference worker describes the family (kerneljudge/worker/family.py, which documents how a task
+declares one); the parent validates the description like any worker message, draws the hidden shapes
+with the operating system's generator, and names each in a `load` request. The candidate learns a hidden
+shape only from the inputs it is called with. Every value stays in the wire format's JSON form (tuples
+marked), so a shape goes back to the worker exactly as it came.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from kerneljudge.worker import wire
+
+MAX_SHAPES = 4096
+ENUMERATE_BELOW = 4096  # a table of axes with fewer combinations is drawn from without replacement
+
+
+class MalformedFamily(Exception):
+    """The reference worker's description of the family does not have the expected form."""
+
+
+def _key(shape: dict[str, Any]) -> str:
+    return json.dumps(shape, sort_keys=True)
+
+
+def plain(tree: Any) -> Any:
+    """A wire value as plain JSON (tuples as lists), for the record."""
+    value = wire.unpack_values(tree, {})
+
+    def listed(v: Any) -> Any:
+        if isinstance(v, (tuple, list)):
+            return [listed(x) for x in v]
+        return str(v).removeprefix("torch.") if not isinstance(v, (bool, int, float, str, type(None))) else v
+
+    return listed(value)
+
+
+def describe_shape(shape: dict[str, Any]) -> str:
+    """`SHAPE=(7, 4097)`, `batch_size=1, dim=127`: a shape in words, for summaries and progress."""
+    return ", ".join(f"{name}={wire.unpack_values(tree, {})!r}" for name, tree in shape.items())
+
+
+@dataclass(frozen=True)
+class Axis:
+    values: tuple[Any, ...] = ()
+    span: tuple[int, int, int] | None = None  # a range(start, stop, step), sent as its bounds
+
+    def __len__(self) -> int:
+        return len(range(*self.span)) if self.span else len(self.values)
+
+    def pick(self, rng: random.Random) -> Any:
+        if self.span:
+            bounds = range(*self.span)
+            return bounds[rng.randrange(len(bounds))]
+        return self.values[rng.randrange(len(self.values))]
+
+    def all(self) -> list[Any]:
+        return list(range(*self.span)) if self.span else list(self.values)
+
+
+@dataclass(frozen=True)
+class ShapeFamily:
+    """Either axes (hidden shapes combine one value of each) or explicit shapes; `public` is each named
+    global's value in the task as written (the public shape)."""
+
+    public: dict[str, Any]
+    axes: dict[str, Axis] | None = None
+    shapes: tuple[dict[str, Any], ...] | None = None
+
+    @property
+    def size(self) -> int:
+        if self.axes is not None:
+            return math.prod(len(axis) for axis in self.axes.values())
+        return len(self.shapes or ())
+
+    def is_public(self, shape: dict[str, Any]) -> bool:
+        return _key({**self.public, **shape}) == _key(self.public)
+
+    def draw(self, count: int, rng: random.Random | None = None) -> list[dict[str, Any]]:
+        """Up to `count` distinct shapes of the family other than the public one, at random."""
+        rng = rng or secrets.SystemRandom()
+        if self.axes is not None and self.size > ENUMERATE_BELOW:
+            drawn: dict[str, dict[str, Any]] = {}
+            for _ in range(50 * count):
+                if len(drawn) == count:
+                    break
+                shape = {name: axis.pick(rng) for name, axis in self.axes.items()}
+                if not self.is_public(shape):
+                    drawn.setdefault(_key(shape), shape)
+            return list(drawn.values())
+        if self.axes is not None:
+            names = list(self.axes)
+            pool = [
+                dict(zip(names, combo, strict=True))
+                for combo in itertools.product(*(a.all() for a in self.axes.values()))
+            ]
+        else:
+            pool = list(self.shapes or ())
+        unique = {_key(s): s for s in pool if not self.is_public(s)}
+        return rng.sample(list(unique.values()), min(count, len(unique)))
+
+    def summary(self) -> dict[str, Any]:
+        """What the record keeps of the family: its form, size, the globals it varies and the public shape."""
+        return {
+            "form": "axes" if self.axes is not None else "shapes",
+            "size": self.size,
+            "names": list(self.public),
+            "public": {name: plain(tree) for name, tree in self.public.items()},
+        }
+
+
+def _value(tree: Any, where: str) -> Any:
+    try:
+        wire.unpack_values(tree, {})
+    except wire.WireError as exc:
+        raise MalformedFamily(f"{where}: {exc}") from None
+    return tree
+
+
+def _names(mapping: Any, where: str) -> dict[str, Any]:
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and k.isidentifier() for k in mapping):
+        raise MalformedFamily(f"{where} is not a mapping of global names")
+    return mapping
+
+
+def read_family(description: Any) -> ShapeFamily | None:
+    """The family the reference worker described; None when the task declares none."""
+    if description in (None, {}):
+        return None
+    if not isinstance(description, dict):
+        raise MalformedFamily("the family description is not a mapping")
+    public = {k: _value(v, f"public {k}") for k, v in _names(description.get("public"), "public").items()}
+    if "axes" in description:
+        axes = {}
+        for name, axis in _names(description["axes"], "axes").items():
+            if name not in public:
+                raise MalformedFamily(f"axis {name} has no public value")
+            if isinstance(axis, dict) and isinstance(axis.get("range"), list):
+                span = axis["range"]
+                if len(span) != 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in span):
+                    raise MalformedFamily(f"axis {name}: a range needs three integers")
+                if span[2] == 0 or len(range(*span)) == 0:
+                    raise MalformedFamily(f"axis {name}: an empty range")
+                axes[name] = Axis(span=(span[0], span[1], span[2]))
+            elif isinstance(axis, dict) and isinstance(axis.get("values"), list) and 0 < len(axis["values"]):
+                if len(axis["values"]) > MAX_SHAPES:
+                    raise MalformedFamily(f"axis {name}: more than {MAX_SHAPES} values")
+                axes[name] = Axis(values=tuple(_value(v, f"axis {name}") for v in axis["values"]))
+            else:
+                raise MalformedFamily(f"axis {name} is neither a list of values nor a range")
+        if not axes:
+            raise MalformedFamily("a family of no axes")
+        return ShapeFamily(public=public, axes=axes)
+    shapes = description.get("shapes")
+    if not isinstance(shapes, list) or not 0 < len(shapes) <= MAX_SHAPES:
+        raise MalformedFamily(f"the family needs axes or 1 to {MAX_SHAPES} shapes")
+    read = []
+    for i, shape in enumerate(shapes):
+        entries = _names(shape, f"shape {i}")
+        if not entries or any(name not in public for name in entries):
+            raise MalformedFamily(f"shape {i} names a global without a public value, or none")
+        read.append({name: _value(v, f"shape {i}") for name, v in entries.items()})
+    return ShapeFamily(public=public, shapes=tuple(read))
