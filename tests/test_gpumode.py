@@ -54,8 +54,16 @@ def test_an_honest_submission_passes_and_a_wrong_one_fails():
     record = run_judge(PROBLEM, PROBLEM / "submission.py", mode="audit")
     assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
     assert "KJ-R023" not in {f.code for f in record.findings}  # it writes its output input, as the reference does
+    shaped = [t.shape for t in record.correctness.trials if t.kind == "shape"]
+    assert shaped == [{"_KJ_SPEC": [["rows", 1], ["cols", 127], ["seed", 5236]]}]  # the other test, as a hidden shape
     wrong = run_judge(PROBLEM, PROBLEM / "submission_wrong.py", mode="audit")
     assert wrong.status == "FAIL" and wrong.failure_kind == "tolerance", wrong.failure
+
+
+def test_a_submission_for_the_first_test_only_fails_at_the_other():
+    record = run_judge(PROBLEM, PROBLEM / "submission_fixed.py", mode="audit")
+    assert record.status == "FAIL" and record.failure.phase.startswith("shape trial 10"), record.failure
+    assert record.failure_kind == "runtime_error" and "'[7, 300]' is invalid" in record.failure.summary
 
 
 def test_a_batch_keys_submissions_as_judged_and_resumes(tmp_path):

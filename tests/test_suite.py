@@ -29,7 +29,8 @@ def test_the_suite_covers_every_operation_in_every_dtype_with_edge_cases():
         assert suite.SuiteTask(op, "fp32", (1, 1)).candidate_path().is_file()
     assert len(suite.BY_NAME) == len(suite.SUITE)  # names are unique
     cases = {t.case for t in suite.SUITE}
-    assert {"tail127", "onerow", "long", "large", "tiny", "offset", "w2880"} <= cases
+    assert {"tail127", "onerow", "long", "large", "tiny", "offset", "w2880", "strided"} <= cases
+    assert any(shape[0] == 1 for t in suite.SUITE for shape in (t.shape, *t.family))  # one row
 
 
 @pytest.mark.parametrize("task", suite.SUITE, ids=lambda t: t.name)
@@ -41,6 +42,10 @@ def test_each_task_is_a_kernelbench_file_with_its_own_parameters(task):
     namespace: dict = {}
     exec(compile(loaded.text, task.name, "exec"), namespace)  # trusted code of this package
     assert namespace["SHAPE"] == task.shape and str(namespace["DTYPE"]) == DTYPES[task.dtype]
+    assert namespace["SHAPE_FAMILY"] == {"SHAPE": list(task.family)} and task.shape not in task.family
+    if task.strided:  # the input is a slice of a wider buffer
+        (x,) = namespace["get_inputs"]()
+        assert not x.is_contiguous() and x.stride(0) == 3 * task.shape[-1] and x.shape == task.shape
 
 
 def test_builtin_names_resolve_and_a_wrong_one_is_one_line():
@@ -80,7 +85,7 @@ def test_tasks_list_and_show_on_the_command_line(tmp_path):
 
 
 def small(task: suite.SuiteTask):
-    return parse_task(task.text(task.small_shape()), task.name)
+    return parse_task(task.text(task.small_shape(), task.small_family()), task.name)
 
 
 @pytest.mark.parametrize("task", suite.SUITE, ids=lambda t: t.name)
@@ -89,6 +94,8 @@ def test_each_reference_triton_candidate_passes_verified_on_the_cpu_interpreter(
     assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
     assert record.capabilities["triton"].status == "available"
     assert len(record.correctness.trials) >= 3  # hidden trials with other seeds and input distributions
+    shaped = [t for t in record.correctness.trials if t.kind == "shape"]
+    assert len(shaped) == 3 and all(t.passed for t in shaped)  # three hidden shapes of the family
 
 
 def test_a_candidate_that_ignores_the_tail_or_the_max_fails_its_edge_case(tmp_path):

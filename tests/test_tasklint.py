@@ -14,13 +14,14 @@ LINT = FIXTURES / "lint"
 def linted(tmp_path_factory):
     """One lint run over the fixture folder and a clean task, through the command line (CPU)."""
     out = tmp_path_factory.mktemp("lint") / "lint.json"
-    code = main(["tasks", "lint", str(LINT), str(TASKS / "tiny_bias_relu.py"), "--device", "cpu", "--json", str(out)])
+    tasks = [str(TASKS / name) for name in ("tiny_bias_relu.py", "family_bias_relu.py", "family_malformed.py")]
+    code = main(["tasks", "lint", str(LINT), *tasks, "--device", "cpu", "--json", str(out)])
     report = json.loads(out.read_text())
     return code, {t["task"]: t for t in report["tasks"]}, report
 
 
-def flags(task):
-    return sorted(f["id"] for f in task["flags"])
+def flags(task, severity="warning"):
+    return sorted(f["id"] for f in task["flags"] if f["severity"] == severity)
 
 
 def test_each_flaw_is_flagged_by_what_a_wrong_kernel_could_do(linted):
@@ -30,17 +31,31 @@ def test_each_flaw_is_flagged_by_what_a_wrong_kernel_could_do(linted):
     assert flags(tasks["near_zero_output"]) == ["near_zero"]
     assert flags(tasks["shape_only"]) == ["input_independent"]
     assert flags(tasks["unused_weight"]) == ["integer_inputs", "weights_unused"]
-    [stochastic] = tasks["dropout"]["flags"]
+    [stochastic] = [f for f in tasks["dropout"]["flags"] if f["severity"] == "warning"]
     assert stochastic["id"] == "stochastic" and stochastic["evidence"]["mode"] == "training"  # eval mode is fine
 
 
 def test_a_clean_task_passes_with_its_facts(linted):
     _, tasks, report = linted
     clean = tasks["bias_relu"]
-    assert clean["flags"] == [] and clean["clean"] and clean["error"] is None
+    assert flags(clean) == [] and clean["clean"] and clean["error"] is None
+    assert flags(clean, "info") == ["fixed_shape"]  # a note: only its public shape can be checked
     assert clean["facts"]["inputs"] == ["[16, 33] float32"] and clean["facts"]["parameters"] == 33
     assert clean["facts"]["device"] == "cpu" and clean["facts"]["device_us"] is None  # timed on CUDA only
-    assert report["flagged"] == 5 and len(report["tasks"]) == 6
+    assert report["flagged"] == 7 and len(report["tasks"]) == 9
+
+
+def test_a_shape_family_is_checked_at_its_shapes(linted):
+    _, tasks, _ = linted
+    family = tasks["family_bias_relu"]
+    assert family["clean"] and family["flags"] == []  # no fixed_shape note: it declares its shapes
+    facts = family["facts"]["shape_family"]
+    assert facts["size"] == 16 and len(facts["checked"]) == 8 and facts["public"] == {"batch_size": 16, "width": 33}
+    [broken] = [f for f in tasks["family_broken"]["flags"] if f["severity"] == "warning"]
+    assert broken["id"] == "shape_family_broken" and "head_dim=63" in broken["summary"]
+    assert "must be even" in broken["summary"] and len(broken["evidence"]["broken"]) == 1
+    [malformed] = [f for f in tasks["family_malformed"]["flags"] if f["severity"] == "warning"]
+    assert malformed["id"] == "shape_family_malformed" and "'widht'" in malformed["summary"]
 
 
 def test_files_that_are_not_tasks_are_skipped_and_named(linted):

@@ -161,7 +161,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             table.add_row(result.task, "error", result.error)
         else:
             what = "\n".join(f.summary for f in result.flags) or "clean"
-            table.add_row(result.task, ", ".join(f.id for f in result.flags) or "-", what)
+            names = ", ".join(f.id if f.severity == "warning" else f"{f.id} (note)" for f in result.flags)
+            table.add_row(result.task, names or "-", what)
     Console().print(table)
     flagged = sum(not r.clean for r in results)
     print(f"{len(results)} task(s) linted, {flagged} flagged, {len(skipped)} file(s) skipped as not tasks")

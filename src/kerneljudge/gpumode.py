@@ -9,6 +9,7 @@ The reduction writes one source text per side, as a worker needs it: the problem
 (their `from task import ...` / `from utils import ...` lines dropped), then a wrapper. The task's `Model`
 calls `ref_kernel` on the inputs and `get_inputs()` calls `generate_input` with the first `tests` entry,
 its seed replaced by one drawn from the judge's generator so that every trial gets inputs of its own; the
+other tests are the task's shape family, from which the judge checks hidden ones. The
 candidate's `ModelNew` calls `custom_kernel` on the same inputs. The judge's own checks then apply
 unchanged: its oracle and per-dtype tolerance stand in for `check_implementation`, which is not run.
 """
@@ -113,7 +114,8 @@ def _compose(parts: list[tuple[str, str]], wrapper: str) -> str:
 
 
 TASK_WRAPPER = """# ---- kerneljudge's wrapper
-_KJ_SPEC = {spec!r}  # task.yml's first test
+_KJ_SPEC = {spec!r}  # task.yml's first test, as (keyword, value) pairs
+SHAPE_FAMILY = {{"_KJ_SPEC": {family!r}}}  # every test: the judge checks hidden ones
 
 
 def _kj_arguments(data):
@@ -153,7 +155,8 @@ class ModelNew(nn.Module):
 def load_task(folder: str | Path) -> Task:
     problem = load_problem(folder)
     parts = [*_helpers_for(problem.reference, problem), ("reference.py", problem.reference)]
-    text = _compose(parts, TASK_WRAPPER.format(spec=problem.tests[0]))
+    family = [tuple(test.items()) for test in problem.tests]
+    text = _compose(parts, TASK_WRAPPER.format(spec=family[0], family=family))
     return parse_task(text, Path(folder).resolve().name, str(folder))
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -260,6 +260,7 @@ class Judgment:
         self.trace_summary: dict[str, Any] | None = None
         self.family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
         self.family_read = False
+        self.stages_s: dict[str, float] = {}  # wall seconds per stage: waiting (for other lanes), build, ...
 
     # ------------------------------------------------------------ the pipeline
 
@@ -280,23 +281,36 @@ class Judgment:
             logs = {**self.closed_logs, **self._close_workers()}
         return self._record(time.monotonic() - started, logs)
 
+    @contextmanager
+    def _clocked(self, name: str) -> Iterator[None]:
+        """Add the wall time of the block to the record's `stages_s[name]`."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages_s[name] = round(self.stages_s.get(name, 0.0) + time.monotonic() - began, 3)
+
     def _pipeline(self) -> None:
+        waited = time.monotonic()
         with self.gate.work():
-            self._preflight()
-            # Both interpreters start at once (imports take seconds); the candidate's is only told
-            # to import the candidate once the reference has settled the device.
-            self.progress("starting workers")
-            self._spawn("reference", self.config.device, self.task.text)
-            self._spawn("candidate", self.config.device, self.candidate.text)
-            self._start_reference()
-            if self._unsupported():
-                return
-            init_inputs = self._load_reference()
-            self.progress(f"building the candidate on {self.device}")
-            self._start_candidate(init_inputs)
-            if self.config.timing:
-                self._boot_timing_pair()
-            self._correctness()
+            self.stages_s["waiting"] = round(time.monotonic() - waited, 3)
+            with self._clocked("build"):
+                self._preflight()
+                # Both interpreters start at once (imports take seconds); the candidate's is only told
+                # to import the candidate once the reference has settled the device.
+                self.progress("starting workers")
+                self._spawn("reference", self.config.device, self.task.text)
+                self._spawn("candidate", self.config.device, self.candidate.text)
+                self._start_reference()
+                if self._unsupported():
+                    return
+                init_inputs = self._load_reference()
+                self.progress(f"building the candidate on {self.device}")
+                self._start_candidate(init_inputs)
+                if self.config.timing:
+                    self._boot_timing_pair()
+            with self._clocked("correctness"):
+                self._correctness()
         voiding = sorted({f.code for f in self.findings if f.severity == "error"})
         if self.config.timing and self.config.mode == "enforce" and voiding:
             # Fail-closed: the verdict is already FAIL and no figure could stand; timing it would only spend
@@ -307,11 +321,14 @@ class Judgment:
         elif self.config.timing:
             if self.gate is not OPEN_GATE:
                 self.progress("waiting for the other lanes to pause")
+            waited = time.monotonic()
             with self.gate.measure(self.gpu):
-                self.progress("starting a fresh worker pair for timing")
-                self._start_timing_pair()
-                self.progress("timing candidate and reference")
-                self._timing()
+                self.stages_s["waiting"] = round(self.stages_s["waiting"] + time.monotonic() - waited, 3)
+                with self._clocked("timing"):
+                    self.progress("starting a fresh worker pair for timing")
+                    self._start_timing_pair()
+                    self.progress("timing candidate and reference")
+                    self._timing()
         else:
             self.timing = Timing(measured=False, reason="timing disabled by configuration")
 
@@ -981,6 +998,7 @@ class Judgment:
             environment=fingerprint(self.hello),
             logs=logs,
             duration_s=round(duration_s, 3),
+            stages_s=self.stages_s,
         )
         record.rewards = rewards_for(record)
         return record

@@ -18,7 +18,10 @@ flag with an id:
 - `memory`: inputs, outputs and parameters take more than a quarter of the device's memory (the oracle's
   float64 copy, activations and the candidate's own buffers need the rest);
 - `below_timer_floor` (CUDA): the reference runs in under 10 us of device time, less than the launch
-  latency a single-call event pair absorbs (8-14 us on an H200, docs/timing.md).
+  latency a single-call event pair absorbs (8-14 us on an H200, docs/timing.md);
+- `shape_family_malformed`, `shape_family_broken`: the task's shape family cannot be read, or the
+  reference fails (or gives a non-finite output) at one of up to 8 of its shapes; `fixed_shape` (a note,
+  not a flaw): the task declares no family, so only its public shape is ever checked.
 
 A task that cannot be loaded or run gets an `error` instead. docs/tasks.md has the details.
 """
@@ -26,6 +29,7 @@ A task that cannot be loaded or run gets an `error` instead. docs/tasks.md has t
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +42,7 @@ from kerneljudge.checks.screening import digest
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
+from kerneljudge.shapes import MalformedFamily, describe_shape, read_family
 from kerneljudge.task import Task, load_task
 
 NATIVE_ATOL = NATIVE_RTOL = 1e-2  # KernelBench's check: torch.allclose(reference, candidate, 1e-2, 1e-2)
@@ -45,6 +50,7 @@ MEMORY_SHARE = 0.25
 TIMER_FLOOR_MS = 0.010
 DEFAULT_MEMORY_BYTES = 80 * 1024**3  # the CPU has no device memory to read: an 80 GiB GPU's (H100, A100)
 LOAD_SEED, OTHER_LOAD_SEED, SEEDS, RNG_SEEDS = 42, 43, (1, 2), (7, 8)
+FAMILY_SHAPES, FAMILY_DRAW_SEED = 8, 0  # shapes of a task's family the reference is run at
 
 
 @dataclass
@@ -170,6 +176,38 @@ def memory_flag(total_bytes: int, memory_bytes: int) -> LintFlag | None:
     )
 
 
+def family_flags(reference: _Reference, loaded: dict[str, Any]) -> tuple[list[LintFlag], dict[str, Any] | None]:
+    """The shape family's flags, and what the facts keep of it: malformed, absent (a note), or a shape of
+    it where the reference itself fails or gives no finite output (the judge would stop on such a task)."""
+    try:
+        if loaded.get("family_error"):
+            raise MalformedFamily(str(loaded["family_error"]))
+        family = read_family(loaded.get("family"))
+    except MalformedFamily as exc:
+        return [LintFlag("shape_family_malformed", "warning", f"the shape family is malformed: {exc}")], None
+    if family is None:
+        summary = (
+            "no shape family: correctness is checked at the public shape only, so a kernel specialised to it "
+            "passes (declare SHAPE_FAMILY, docs/tasks.md)"
+        )
+        return [LintFlag("fixed_shape", "info", summary)], None
+    shapes = family.draw(FAMILY_SHAPES, random.Random(FAMILY_DRAW_SEED))  # the same shapes every lint
+    broken: list[dict[str, str]] = []
+    for shape in shapes:
+        try:
+            reference.load(LOAD_SEED, shape)
+            outputs = reference.trial(SEEDS[0])[1]
+            if not all(bool(torch.isfinite(t).all()) for t in outputs if t.is_floating_point()):
+                raise TaskError("its output is not finite")
+        except TaskError as exc:
+            broken.append({"shape": describe_shape(shape), "error": str(exc)[:300]})
+    facts = {**family.summary(), "checked": [describe_shape(s) for s in shapes]}
+    if not broken:
+        return [], facts
+    summary = f"the reference fails at {len(broken)} of {len(shapes)} shapes of its family, {broken[0]['shape']}: "
+    return [LintFlag("shape_family_broken", "warning", summary + broken[0]["error"], {"broken": broken})], facts
+
+
 class _Reference:
     """The task's reference in a sandboxed worker: load it, run trials, time it."""
 
@@ -188,8 +226,8 @@ class _Reference:
             raise TaskError(f"the reference failed to {what}: {response.get('exc_type')}: {response.get('message')}")
         return response, out
 
-    def load(self, seed: int) -> dict[str, Any]:
-        return self.ask({"op": "load", "seed": seed}, expect="loaded")[0]
+    def load(self, seed: int, shape: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.ask({"op": "load", "seed": seed, "shape": shape}, expect="loaded")[0]
 
     def trial(
         self, seed: int, train: bool = False, rng_seed: int | None = None
@@ -234,6 +272,7 @@ def lint_task(task: Task, device: str = "auto", timeout_s: float = 180.0, memory
         device_ms = reference.device_ms(inputs) if cuda else None
         reference.load(OTHER_LOAD_SEED)
         runs["other_init"] = reference.trial(SEEDS[0])[1]
+        shape_flags, family_facts = family_flags(reference, loaded)
     except (TaskError, WorkerFailure) as exc:
         result.error = str(exc)
         return result
@@ -248,8 +287,9 @@ def lint_task(task: Task, device: str = "auto", timeout_s: float = 180.0, memory
         "parameters": int(loaded.get("parameter_count") or 0),
         "bytes": total,
         "device_us": None if device_ms is None else round(device_ms * 1e3, 3),
+        "shape_family": family_facts,
     }
-    result.flags = input_flags(inputs) + output_flags(runs, result.facts["parameters"])
+    result.flags = input_flags(inputs) + output_flags(runs, result.facts["parameters"]) + shape_flags
     memory = memory_bytes or int(reference.hello.get("gpu_memory_bytes") or 0) or DEFAULT_MEMORY_BYTES
     too_big = memory_flag(total, memory)
     if too_big is not None:

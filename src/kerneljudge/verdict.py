@@ -182,6 +182,9 @@ class Record(Model):
     environment: dict[str, Any] = Field(default_factory=dict)
     logs: dict[str, WorkerLog] = Field(default_factory=dict)
     duration_s: float
+    # Wall seconds per stage: waiting (for a batch's other lanes), build, correctness (shape trials included)
+    # and timing (its fresh worker pair included)
+    stages_s: dict[str, float] = Field(default_factory=dict)
 
     def reward(self, spec: str) -> Reward | None:
         return next((r for r in self.rewards if r.spec == spec), None)

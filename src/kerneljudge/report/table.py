@@ -55,11 +55,14 @@ def verdict_table(record: Record) -> Table:
     c = record.correctness
     if c.checked:
         passed = sum(t.passed for t in c.trials)
+        words = {"public": "public", "hidden": "hidden", "shape": "at hidden shapes"}
         kinds = ", ".join(
-            f"{sum(t.kind == k for t in c.trials)} {k}"
-            for k in ("public", "hidden")
+            f"{sum(t.kind == k for t in c.trials)} {word}"
+            for k, word in words.items()
             if any(t.kind == k for t in c.trials)
         )
+        if c.shape_family is None and record.config.get("mode") != "off":
+            kinds += "; no shape family declared"
         row(
             "correctness",
             f"{passed}/{len(c.trials)} trials passed ({kinds}); "

@@ -33,14 +33,22 @@ class SuiteTask:
     why: str = "a production-like width"
     scale: float = 1.0  # the inputs' standard deviation
     offset: float = 0.0  # the inputs' mean (LayerNorm only)
+    strided: bool = False  # the input is a slice of a wider buffer (RMSNorm, softmax and LayerNorm)
 
     @property
     def name(self) -> str:
         return "_".join(part for part in (self.op, self.dtype, self.case) if part)
 
-    def text(self, shape: tuple[int, ...] | None = None) -> str:
-        """The task's source; `shape` overrides the public shape (the CPU tests judge small ones)."""
+    @property
+    def family(self) -> tuple[tuple[int, ...], ...]:
+        """The shapes a kernel for this task must handle; the judge checks hidden ones drawn from them."""
+        return FAMILIES[self.op]
+
+    def text(self, shape: tuple[int, ...] | None = None, family: tuple[tuple[int, ...], ...] | None = None) -> str:
+        """The task's source; `shape` and `family` override the public shape and the shape family (the CPU
+        tests judge small ones)."""
         source = (HERE / "ops" / f"{self.op}.py").read_text()
+        shapes = "".join(f"        {s!r},\n" for s in family or self.family)
         lines = [
             "# kerneljudge-suite: parameters",
             f"# built-in task {self.name}: {self.why}",
@@ -50,8 +58,18 @@ class SuiteTask:
         ]
         if "OFFSET = " in source:
             lines.append(f"OFFSET = {self.offset!r}")
+        lines += ["# The shapes a kernel must handle (hidden ones are checked)", "SHAPE_FAMILY = {"]
+        lines.append(f'    "SHAPE": [\n{shapes}    ]\n}}')
+        if "STRIDED = " in source:
+            lines.append(f"STRIDED = {self.strided!r}")
+        elif self.strided:
+            raise TaskError(f"operation {self.op} has no strided variant")
         block = "\n".join(lines) + "\n# kerneljudge-suite: end\n"
         return PARAMETERS.sub(lambda _: block, source, count=1)
+
+    def small_family(self) -> tuple[tuple[int, ...], ...]:
+        """The family at shapes the CPU's Triton interpreter runs in seconds."""
+        return SMALL_FAMILIES[self.op]
 
     def candidate_path(self) -> Path:
         return HERE / "candidates" / f"{self.op}.py"
@@ -65,6 +83,8 @@ def _dtypes(op: str, shape: tuple[int, ...], scale: float = 1.0) -> list[SuiteTa
     return [SuiteTask(op, dtype, shape, scale=scale) for dtype in TORCH_DTYPES]
 
 
+STRIDED_WHY = "the input is a slice of a fused projection: rows 3 x width apart, not contiguous"
+
 # 2-D tasks are (rows, width). Edge cases are sized so that the reference still takes more than the ~10 us
 # timer floor on an H200 (tasks lint checks it on a GPU): a 127-column tail over many rows, not a few.
 SUITE: tuple[SuiteTask, ...] = (
@@ -74,17 +94,20 @@ SUITE: tuple[SuiteTask, ...] = (
     SuiteTask("rmsnorm", "fp32", (1, 1048576), "onerow", "one row a million wide: one program walks it in blocks"),
     SuiteTask("rmsnorm", "bf16", (256, 65536), "long", "long rows, wider than one register block"),
     SuiteTask("rmsnorm", "fp32", (4096, 4096), "tiny", "inputs of 1e-3: the mean square meets eps", scale=1e-3),
+    SuiteTask("rmsnorm", "bf16", (4096, 4096), "strided", STRIDED_WHY, strided=True),
     # Logits of std 4, as peaked as attention's: with std 1 every probability of a row 4096 wide is under 1e-2,
     # and zeros would pass KernelBench's atol of 1e-2 (tasks lint's near_zero).
     *_dtypes("softmax", (4096, 4096), scale=4.0),
     SuiteTask("softmax", "fp32", (8192, 1024), "large", "logits of ~1000: exp overflows without the max", scale=1e3),
     SuiteTask("softmax", "fp16", (262144, 127), "tail127", "127 columns, masked lanes must not count", scale=4.0),
     SuiteTask("softmax", "fp32", (256, 65536), "long", "long rows, wider than one register block", scale=4.0),
+    SuiteTask("softmax", "fp16", (4096, 4096), "strided", STRIDED_WHY, scale=4.0, strided=True),
     *_dtypes("layernorm", (4096, 4096)),
     SuiteTask(
         "layernorm", "fp32", (4096, 4096), "offset", "mean 1000, std 1: sum-of-squares variance cancels", offset=1e3
     ),
     SuiteTask("layernorm", "fp16", (262144, 127), "tail127", "127 columns: masked lanes must not count"),
+    SuiteTask("layernorm", "fp32", (4096, 4096), "strided", STRIDED_WHY, strided=True),
     *_dtypes("residual_rmsnorm", (4096, 4096)),
     SuiteTask("residual_rmsnorm", "bf16", (16384, 2880), "w2880", "gpt-oss's hidden width, two outputs"),
     *_dtypes("swiglu", (4096, 8192)),
@@ -117,6 +140,28 @@ SMALL_CASES = {
     "long": (2, 9000),
     "h5d96": (2, 6, 5, 96),
 }
+
+
+# The shape family of each operation (SHAPE_FAMILY in its tasks; a judgment checks three hidden shapes drawn
+# from it): one row and one column, tails under and just over the power-of-two blocks, production widths,
+# the looped path past 8192; small, so the extra trials cost little. RoPE's are (batch, seq, heads, head_dim).
+ROWS_FAMILY = (
+    (1, 1),
+    (1, 127),
+    (3, 4097),
+    (8, 128),
+    (64, 2880),
+    (257, 1000),
+    (2, 8193),
+    (1, 65536),
+    (300, 4096),
+    (16, 8192),
+)
+ROPE_FAMILY = ((1, 1, 1, 2), (1, 7, 3, 64), (2, 33, 5, 96), (1, 128, 8, 128), (3, 17, 2, 256), (1, 300, 1, 80))
+FAMILIES = {op: ROPE_FAMILY if op == "rope" else ROWS_FAMILY for op in OPS}
+# The same edges at sizes the CPU's Triton interpreter runs in seconds (the CPU tests).
+SMALL_ROWS_FAMILY = ((1, 1), (1, 127), (3, 33), (2, 300), (2, 9000))
+SMALL_FAMILIES = {op: ((1, 1, 1, 2), (1, 7, 3, 64), (2, 5, 5, 96)) if op == "rope" else SMALL_ROWS_FAMILY for op in OPS}
 
 
 def resolve(spec: str) -> list[SuiteTask]:

@@ -23,7 +23,10 @@ class FamilyError(Exception):
 
 
 def _plain(value: Any, where: str) -> Any:
-    tree, tensors = wire.pack_values(value)
+    try:
+        tree, tensors = wire.pack_values(value)
+    except TypeError as exc:  # a mapping, an object: not a value the wire carries
+        raise FamilyError(f"{where}: {exc}") from None
     if tensors:
         raise FamilyError(f"{where} holds a tensor; a shape is plain values that get_inputs reads")
     return tree

@@ -7,6 +7,22 @@ import torch.nn as nn
 DTYPE = torch.float32
 SHAPE = (4096, 4096)
 SCALE = 1.0
+# The shapes a kernel must handle (hidden ones are checked)
+SHAPE_FAMILY = {
+    "SHAPE": [
+        (1, 1),
+        (1, 127),
+        (3, 4097),
+        (8, 128),
+        (64, 2880),
+        (257, 1000),
+        (2, 8193),
+        (1, 65536),
+        (300, 4096),
+        (16, 8192),
+    ]
+}
+STRIDED = False
 # kerneljudge-suite: end
 EPS = 1e-6
 
@@ -28,7 +44,12 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [(SCALE * torch.randn(SHAPE)).to(DTYPE)]
+    # STRIDED: x is the middle third of a buffer three times as wide (a slice of a fused projection),
+    # its rows 3 * width apart; the gaps are not part of x.
+    width = SHAPE[-1]
+    buffer = (*SHAPE[:-1], 3 * width) if STRIDED else SHAPE
+    x = (SCALE * torch.randn(buffer)).to(DTYPE)
+    return [x[..., width : 2 * width] if STRIDED else x]
 
 
 def get_init_inputs():
