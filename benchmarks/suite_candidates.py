@@ -8,6 +8,10 @@ sample. docs/tasks.md keeps the table measured on an H200.
 
     python benchmarks/suite_candidates.py --device cuda --jobs 4 --out suite-run > table.md
     python benchmarks/suite_candidates.py --device cpu --small --only builtin:softmax --out cpu-run
+    python benchmarks/suite_candidates.py --out suite-run --table-only    # the table of a store, judging nothing
+
+A store already in --out is resumed: its judged tasks are skipped (same configuration and machine), so a run
+cut short by a time limit goes on where it stopped.
 """
 
 from __future__ import annotations
@@ -40,13 +44,17 @@ def row(task: suite.SuiteTask, record: Any, shape: tuple[int, ...]) -> dict[str,
         "interval": timing.speedup_interval if timing else None,
         "calls_per_sample": timing.calls_per_sample if timing else None,
         "not_timed": None if timing else (record.timing.reason if record.timing else None),
+        "shape_trials": [t.shape for t in record.correctness.trials if t.kind == "shape"],
+        "duration_s": record.duration_s,
+        "stages_s": record.stages_s,
     }
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| task | dtype | shape | status | verified | reference | candidate | speedup (95% interval) | calls/sample |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | dtype | shape | status | verified | hidden shapes | reference | candidate | speedup (95% interval) "
+        "| calls/sample | wall (correctness, timing) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["speedup"] is None:
@@ -61,10 +69,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                 f"{calls.get('reference')} / {calls.get('candidate')}",
             )
         verdict = r["status"] if not r["failure"] else f"{r['status']}: {r['failure'][:80]}"
+        shapes = ", ".join("x".join(map(str, s["SHAPE"])) for s in r["shape_trials"] if "SHAPE" in s) or "-"
+        stages = r["stages_s"]
+        wall = f"{r['duration_s']:.0f} s ({stages.get('correctness', 0):.0f}, {stages.get('timing', 0):.0f})"
         lines.append(
             f"| {r['task']} | {r['dtype']} | {r['shape']} | {verdict} | {'yes' if r['verified'] else 'no'} | "
-            + " | ".join(timed)
-            + " |"
+            f"{shapes} | " + " | ".join(timed) + f" | {wall} |"
         )
     return "\n".join(lines)
 
@@ -80,17 +90,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="judge each task at its small CPU-test shape")
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per worker step")
-    parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: the store and JSON")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="a folder for the store and JSON; a store there is resumed"
+    )
+    parser.add_argument("--table-only", action="store_true", help="judge nothing: the table of the store in --out")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     chosen = list(dict.fromkeys(task for spec in args.only for task in suite.resolve(spec)))
     items = []
     for task in chosen:
         path = Path(f"builtin:{task.name}")
-        if args.small:  # a task file at the small shape, beside the store
+        if args.small:  # a task file at the small shape and family, beside the store
             path = args.out / "tasks" / f"{task.name}.py"
             path.parent.mkdir(exist_ok=True)
-            path.write_text(task.text(task.small_shape()))
+            path.write_text(task.text(task.small_shape(), task.small_family()))
         items.append(BatchItem(path, task.candidate_path(), task.name))
     config = JudgeConfig(
         device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
@@ -101,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  +{time.monotonic() - began:5.0f} s  {item.where}: {record.status}", file=sys.stderr, flush=True)
 
     store = args.out / "suite.db"
-    run_batch(items, config, store, False, judged, lanes_for(args.device, args.gpus, args.jobs))
+    if not args.table_only:
+        run_batch(items, config, store, False, judged, lanes_for(args.device, args.gpus, args.jobs))
     with Store(store) as s:
         by_name = {record.task.name: record for record in s}
     rows = [

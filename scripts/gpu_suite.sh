@@ -18,8 +18,10 @@
 #                                "--jobs 4 --limit 32");
 #                                `suite`: benchmarks/suite_candidates.py, the built-in suite's reference Triton
 #                                candidates judged (its table in $OUT/suite_candidates.md, its store in $OUT/suite/;
-#                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"), then `tasks lint` of the tasks
-#                                KJ_LINT_TASKS names (default builtin:all) on the GPU ($OUT/suite_lint.json);
+#                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"; KJ_SUITE_LIMIT_S stops it after
+#                                that many seconds, KJ_SUITE_RESUME names a results.tar.gz or folder whose store it
+#                                goes on from), then `tasks lint` of the tasks KJ_LINT_TASKS names (default
+#                                builtin:all; "none" skips it) on the GPU ($OUT/suite_lint.json);
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
@@ -90,13 +92,25 @@ run() {
     status=${PIPESTATUS[0]}
   fi
   if [ "$stage" = suite ]; then
+    # A store carried from an earlier call (KJ_SUITE_RESUME: a results.tar.gz, or a folder holding suite.db)
+    # is resumed; KJ_SUITE_LIMIT_S stops the judging after that many seconds (the store keeps what finished).
+    mkdir -p "$OUT/suite"
+    if [ -f "${KJ_SUITE_RESUME:-}" ]; then
+      tar xzf "$KJ_SUITE_RESUME" -C "$OUT" suite/suite.db || true
+    elif [ -d "${KJ_SUITE_RESUME:-}" ]; then
+      cp "$KJ_SUITE_RESUME/suite.db" "$OUT/suite/"
+    fi
     # shellcheck disable=SC2086  # KJ_SUITE_ARGS holds several arguments
-    python3 benchmarks/suite_candidates.py --device cuda --out "$OUT/suite" ${KJ_SUITE_ARGS:---jobs 4} \
-      2> "$OUT/suite_candidates.log" | tee "$OUT/suite_candidates.md"
+    timeout "${KJ_SUITE_LIMIT_S:-86400}" python3 benchmarks/suite_candidates.py --device cuda --out "$OUT/suite" \
+      ${KJ_SUITE_ARGS:---jobs 4} 2> "$OUT/suite_candidates.log" | tee "$OUT/suite_candidates.md"
     status=${PIPESTATUS[0]}
-    # shellcheck disable=SC2086  # KJ_LINT_TASKS holds several task names
-    python3 -m kerneljudge tasks lint ${KJ_LINT_TASKS:-builtin:all} --device cuda --json "$OUT/suite_lint.json" \
-      2>&1 | tee "$OUT/suite_lint.txt"
+    [ "$status" -eq 124 ] && python3 benchmarks/suite_candidates.py --out "$OUT/suite" --table-only \
+      | tee "$OUT/suite_candidates.md"
+    if [ "${KJ_LINT_TASKS:-builtin:all}" != none ]; then
+      # shellcheck disable=SC2086  # KJ_LINT_TASKS holds several task names
+      python3 -m kerneljudge tasks lint ${KJ_LINT_TASKS:-builtin:all} --device cuda --json "$OUT/suite_lint.json" \
+        2>&1 | tee "$OUT/suite_lint.txt"
+    fi
   fi
   if [ "$stage" = sandbox ]; then
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"

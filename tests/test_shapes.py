@@ -1,8 +1,11 @@
 """Shape families (hidden shapes drawn from what a task declares) and strided inputs: the judge's verdicts."""
 
+import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import CANDIDATES, TASKS, run_judge
 from kerneljudge.shapes import MalformedFamily, describe_shape, read_family
@@ -41,6 +44,26 @@ def test_a_large_table_is_drawn_from_without_enumerating_it():
     family = read_family({"axes": {"n": {"range": [1, 10**9, 1]}}, "public": {"n": 5}})
     assert family.size == 10**9 - 1
     assert len(family.draw(3)) == 3
+
+
+AXIS = st.one_of(
+    st.lists(st.integers(1, 50), min_size=1, max_size=6, unique=True).map(lambda v: {"values": v}),
+    st.tuples(st.integers(1, 20), st.integers(1, 40), st.integers(1, 3))
+    .filter(lambda r: r[0] < r[1])
+    .map(lambda r: {"range": [r[0], r[1], r[2]]}),
+)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(st.dictionaries(st.sampled_from(["rows", "cols", "heads"]), AXIS, min_size=1), st.integers(1, 8), st.randoms())
+def test_drawn_shapes_are_in_the_family_distinct_and_never_public(axes, count, rng):
+    values = {n: a["values"] if "values" in a else list(range(*a["range"])) for n, a in axes.items()}
+    public = {n: v[0] for n, v in values.items()}
+    family = read_family({"axes": axes, "public": public})
+    combos = [dict(zip(values, c, strict=True)) for c in itertools.product(*values.values())]
+    shapes = family.draw(count, rng)
+    assert all(s in combos and s != public for s in shapes)
+    assert len({describe_shape(s) for s in shapes}) == len(shapes) == min(count, len(combos) - 1)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,13 @@ import torch
 from kerneljudge import __version__, gpumode
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
-from kerneljudge.checks.correctness import compare_native, compare_replay, compare_to_oracle, tolerance_for
+from kerneljudge.checks.correctness import (
+    OracleCheck,
+    compare_native,
+    compare_replay,
+    compare_to_oracle,
+    tolerance_for,
+)
 from kerneljudge.checks.outputs import check_received, check_structure, reference_signature
 from kerneljudge.checks.precision import precision_finding
 from kerneljudge.checks.runtime import call_findings, import_findings
@@ -253,6 +259,7 @@ class Judgment:
         self.tolerances: dict[str, Any] = {}
         self.timing_sets: list[tuple[Any, Any, Any]] = []  # (inputs, reference output, oracle output)
         self.timed_checks = 0
+        self.set_checks: dict[int, list[OracleCheck]] = {}  # per timing set, its outputs' oracle checks
         self.declared_kernels: list[dict[str, Any]] = []
         self.reference_evidence: Any = None
         self.traced_calls: list[CallTrace] = []
@@ -871,10 +878,11 @@ class Judgment:
             problem = check_received(values.get("captured"), {**response, "unreadable": "not sent"})
         if problem is not None:
             raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
-        for c, r, o in zip(
-            values["captured"], reference_signature(ref_out), reference_signature(oracle_out), strict=True
-        ):
-            cmp = compare_to_oracle(c, r, o, tolerance_for(r.dtype))
+        if set_index not in self.set_checks:  # what does not depend on the candidate, computed once per set
+            pairs = zip(reference_signature(ref_out), reference_signature(oracle_out), strict=True)
+            self.set_checks[set_index] = [OracleCheck(r, o, tolerance_for(r.dtype)) for r, o in pairs]
+        for c, check in zip(values["captured"], self.set_checks[set_index], strict=True):
+            cmp = check.compare(c)
             if not cmp.passed:
                 raise CandidateFailed(
                     Failure(kind=cmp.failure_kind, phase="timing", summary=f"{phase}: {cmp.summary}")  # type: ignore[arg-type]
