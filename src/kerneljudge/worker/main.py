@@ -170,6 +170,7 @@ class Worker:
         self.prev_outputs: list[Any] = []
         self.family: dict[str, Any] = {}  # the task's shape family as described to the parent (reference role)
         self.family_error: str | None = None
+        self.shaped = False  # the task's globals are set to a hidden shape of its family
         self.warm_up()
         self.threads_baseline = evidence.python_threads()
 
@@ -294,8 +295,9 @@ class Worker:
         self.graphs, self.prev_inputs, self.prev_outputs = {}, [], []
         try:
             if self.role == "reference":
-                if header.get("shape") is not None:
-                    family.apply(self.module, header["shape"], self.family.get("public", {}))
+                if header.get("shape") is not None or self.shaped:  # a hidden shape, or back to the public one
+                    family.apply(self.module, header.get("shape") or {}, self.family.get("public", {}))
+                    self.shaped = header.get("shape") is not None
                 self.set_seed(seed)
                 init_inputs = list(self.module.get_init_inputs())
                 cls = self.module.Model
