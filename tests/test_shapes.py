@@ -148,3 +148,13 @@ def test_a_strided_input_reaches_the_candidate_strided():
     assert dense.status == "PASS", dense.failure  # right for contiguous inputs
     strided = run_judge(TASKS / "strided_bias_relu.py", CANDIDATES / "ignores_strides.py")
     assert strided.status == "FAIL" and strided.failure.kind in ("non_finite", "tolerance"), strided.failure
+
+
+def test_the_command_line_can_ask_for_the_public_shape_only(capsys):
+    from kerneljudge.cli import main
+
+    task, candidate = str(TASKS / "family_bias_relu.py"), str(CANDIDATES / "fixed_width.py")
+    common = ["judge", task, candidate, "--device", "cpu", "--policy", "practical", "--no-timing", "--quiet"]
+    assert main([*common, "--shape-trials", "0"]) == 0  # right at the public width, and nothing else is asked
+    assert main([*common, "--shape-trials", "-1"]) == 1
+    assert capsys.readouterr().err.strip().endswith("shape_trials must be 0 or more")

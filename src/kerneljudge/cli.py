@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--json", type=Path, metavar="PATH", help="write the verdict record here")
     j.add_argument("--no-timing", action="store_true", help="check correctness only")
     j.add_argument(
+        "--shape-trials",
+        type=int,
+        default=JudgeConfig.shape_trials,
+        metavar="N",
+        help="hidden shapes of the task's shape family to check (default 3; 0: the public shape only)",
+    )
+    j.add_argument(
         "--timing-method",
         choices=TIMING_METHODS,
         default="auto",
@@ -228,6 +235,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         policy=args.policy,
         timeout_s=args.timeout,
         timing=not args.no_timing,
+        shape_trials=args.shape_trials,
         timing_method=args.timing_method,
         timing_regime=args.regime,
         timing_l2_flush=not args.warm_cache,
