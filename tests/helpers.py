@@ -38,6 +38,15 @@ SCHEMA_PATH = ROOT / "docs" / "schema" / "record.schema.json"
 _validator = None
 
 
+def malformed_family_task(folder: Path) -> Path:
+    """family_bias_relu.py with a typo in its family (an axis named `widht`, which the task does not define)."""
+    text = (TASKS / "family_bias_relu.py").read_text().replace('"width": [', '"widht": [')
+    assert '"widht"' in text
+    path = folder / "family_malformed.py"
+    path.write_text(text)
+    return path
+
+
 def validate_record(record: Record) -> dict:
     """Validate a record's JSON against the published schema (not the models that wrote it)."""
     global _validator

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import CANDIDATES, TASKS, run_judge
+from helpers import CANDIDATES, TASKS, malformed_family_task, run_judge
 from kerneljudge.shapes import MalformedFamily, describe_shape, read_family
 
 AXES = {
@@ -132,8 +132,8 @@ def test_native_mode_checks_the_public_shape_only():
     assert record.status == "PASS" and not [t for t in record.correctness.trials if t.kind == "shape"]
 
 
-def test_a_malformed_family_is_the_tasks_fault():
-    record = run_judge(TASKS / "family_malformed.py", CANDIDATES / "honest_torch.py")
+def test_a_malformed_family_is_the_tasks_fault(tmp_path):
+    record = run_judge(malformed_family_task(tmp_path), CANDIDATES / "honest_torch.py")
     assert record.status == "ERROR" and not record.valid
     assert "widht" in record.failure.summary and "does not define" in record.failure.summary
 

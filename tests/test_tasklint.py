@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from helpers import FIXTURES, TASKS
+from helpers import FIXTURES, TASKS, malformed_family_task
 from kerneljudge.cli import main
 
 LINT = FIXTURES / "lint"
@@ -13,8 +13,9 @@ LINT = FIXTURES / "lint"
 @pytest.fixture(scope="module")
 def linted(tmp_path_factory):
     """One lint run over the fixture folder and a clean task, through the command line (CPU)."""
-    out = tmp_path_factory.mktemp("lint") / "lint.json"
-    tasks = [str(TASKS / name) for name in ("tiny_bias_relu.py", "family_bias_relu.py", "family_malformed.py")]
+    folder = tmp_path_factory.mktemp("lint")
+    out = folder / "lint.json"
+    tasks = [str(TASKS / "tiny_bias_relu.py"), str(TASKS / "family_bias_relu.py"), str(malformed_family_task(folder))]
     code = main(["tasks", "lint", str(LINT), *tasks, "--device", "cpu", "--json", str(out)])
     report = json.loads(out.read_text())
     return code, {t["task"]: t for t in report["tasks"]}, report

@@ -40,7 +40,7 @@ from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, plain, read_family
+from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
     BUSY_PRECURSOR,
@@ -414,9 +414,7 @@ class Judgment:
         if shape is None and not self.family_read and self.config.mode != "off":
             self.family_read = True
             try:
-                if response.get("family_error"):
-                    raise MalformedFamily(str(response["family_error"]))
-                self.family = read_family(response.get("family"))
+                self.family = family_from(response)
             except MalformedFamily as exc:
                 if self.config.shape_trials:  # the task asks for shapes the judge cannot draw: the task's fault
                     raise JudgeFailed(f"the task's shape family is malformed: {exc}") from None

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kerneljudge.worker import wire
+from kerneljudge.worker.family import MAX_SHAPES
 
-MAX_SHAPES = 4096
 ENUMERATE_BELOW = 4096  # a table of axes with fewer combinations is drawn from without replacement
 
 
@@ -130,6 +130,14 @@ def _names(mapping: Any, where: str) -> dict[str, Any]:
     if not isinstance(mapping, dict) or not all(isinstance(k, str) and k.isidentifier() for k in mapping):
         raise MalformedFamily(f"{where} is not a mapping of global names")
     return mapping
+
+
+def family_from(loaded: dict[str, Any]) -> ShapeFamily | None:
+    """The family a reference worker's `loaded` answer describes, None when the task declares none; a
+    MalformedFamily when the worker found it malformed or describes it wrongly."""
+    if loaded.get("family_error"):
+        raise MalformedFamily(str(loaded["family_error"]))
+    return read_family(loaded.get("family"))
 
 
 def read_family(description: Any) -> ShapeFamily | None:

@@ -42,7 +42,7 @@ from kerneljudge.checks.screening import digest
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.shapes import MalformedFamily, describe_shape, read_family
+from kerneljudge.shapes import MalformedFamily, describe_shape, family_from
 from kerneljudge.task import Task, load_task
 
 NATIVE_ATOL = NATIVE_RTOL = 1e-2  # KernelBench's check: torch.allclose(reference, candidate, 1e-2, 1e-2)
@@ -180,9 +180,7 @@ def family_flags(reference: _Reference, loaded: dict[str, Any]) -> tuple[list[Li
     """The shape family's flags, and what the facts keep of it: malformed, absent (a note), or a shape of
     it where the reference itself fails or gives no finite output (the judge would stop on such a task)."""
     try:
-        if loaded.get("family_error"):
-            raise MalformedFamily(str(loaded["family_error"]))
-        family = read_family(loaded.get("family"))
+        family = family_from(loaded)
     except MalformedFamily as exc:
         return [LintFlag("shape_family_malformed", "warning", f"the shape family is malformed: {exc}")], None
     if family is None:

@@ -73,7 +73,8 @@ def reshape_distribution(torch: Any, inputs: list[Any], variant: dict[str, Any],
         elif variant["kind"] == "heavy_tailed":
             tails = torch.randn(x.shape, generator=generator, dtype=torch.float64)
             wide = wide * torch.exp(float(variant["sigma"]) * tails)
-        out.append(wire.placed(wide.to(x.dtype), strides=wire.layout(x)))  # in the task's layout
+        strides = wire.layout(x)  # a strided input keeps the task's layout
+        out.append(wide.to(x.dtype) if strides is None else wire.placed(wide.to(x.dtype), strides=strides))
     return out
 
 
