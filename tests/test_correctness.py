@@ -160,3 +160,46 @@ def test_the_timed_output_check_defers_to_the_full_comparison_where_the_oracle_i
     assert check.compare(ref.clone()).passed
     swapped = torch.tensor([1.0, float("-inf"), float("inf")])
     assert check.compare(swapped).failure_kind == "non_finite"  # -inf for +inf is caught, as in the full check
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000])
+def test_the_comparison_piece_by_piece_decides_and_measures_as_in_one_pass(monkeypatch, chunk):
+    """Outputs of billions of elements are compared in pieces (CHUNK); every figure, the worst element's
+    index among them, must come out as one pass over the whole tensor gives it."""
+    from kerneljudge.checks import correctness
+
+    g = torch.Generator().manual_seed(3)
+    oracle = torch.randn(37, 53, generator=g, dtype=torch.float64)
+    oracle[5, 7] = float("nan")
+    ref = oracle.float()
+    cand = ref + 1e-6 * torch.randn(37, 53, generator=g)
+    cand[5, 7] = float("nan")
+    cand[30, 50] += 0.5  # the worst element, in a late piece
+    cand[2, 3] += 0.1
+    tol = tolerance_for(torch.float32)
+    whole = compare_to_oracle(cand, ref, oracle, tol)
+    monkeypatch.setattr(correctness, "CHUNK", chunk)
+    pieces = compare_to_oracle(cand, ref, oracle, tol)
+    assert (pieces.passed, pieces.failure_kind) == (whole.passed, whole.failure_kind) == (False, "tolerance")
+    for key, value in whole.metrics.items():
+        expected = pytest.approx(value, rel=1e-9) if isinstance(value, float) else value
+        assert pieces.metrics[key] == expected, key
+    assert pieces.metrics["worst_index"] == [30, 50] and pieces.metrics["mismatch_count"] == 2
+    check = OracleCheck(ref, oracle, tol)
+    assert not check.compare(cand).passed and check.compare(ref).passed
+    assert compare_replay(cand, cand.clone(), ref, oracle, tol).passed
+
+
+def test_a_scalar_output_and_integer_and_boolean_outputs_compare():
+    """A mean loss is a 0-dim tensor; argmax gives int64 indices, a mask is bool: those compare exactly."""
+    oracle = torch.tensor(0.25, dtype=torch.float64)
+    tol = tolerance_for(torch.float32)
+    assert compare_to_oracle(torch.tensor(0.25), torch.tensor(0.25), oracle, tol).passed
+    wrong = compare_to_oracle(torch.tensor(0.3), torch.tensor(0.25), oracle, tol)
+    assert not wrong.passed and wrong.metrics["worst_index"] == []
+    labels = torch.tensor([3, 1, 4])
+    assert compare_to_oracle(labels.clone(), labels, labels, tol).passed
+    off_by_one = compare_to_oracle(labels + torch.tensor([0, 0, 1]), labels, labels, tol)
+    assert not off_by_one.passed and off_by_one.metrics["mismatch_count"] == 1
+    mask = torch.tensor([True, False])
+    assert not compare_to_oracle(~mask, mask, mask, tol).passed

@@ -111,7 +111,7 @@ def test_skipped_layers_are_left_out_and_recorded_the_rest_still_apply(skip):
     policy = SandboxPolicy(skip_layers=frozenset(skip))
     worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=policy)
     try:
-        hello, _ = worker.receive()
+        hello = worker.receive()
     finally:
         worker.close()
     assert hello["type"] == "hello"
@@ -134,7 +134,7 @@ def test_a_layer_that_cannot_be_set_up_is_recorded_or_fatal():
     broken = SandboxPolicy(max_open_files=2**40)
     worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=broken)
     try:
-        hello, _ = worker.receive()
+        hello = worker.receive()
     finally:
         worker.close()
     assert hello["type"] == "hello" and worker.sandbox_layers["resource_limits"]["status"] == "missing"

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.gpu
 def test_cuda_works_inside_every_layer():
     worker = WorkerProcess("reference", "cuda", "", WorkerLimits(step_timeout_s=300))
     try:
-        hello, _ = worker.receive()
+        hello = worker.receive()
     finally:
         worker.close()
     assert hello["cuda_available"], hello

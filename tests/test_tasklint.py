@@ -34,6 +34,10 @@ def test_each_flaw_is_flagged_by_what_a_wrong_kernel_could_do(linted):
     assert flags(tasks["unused_weight"]) == ["integer_inputs", "weights_unused"]
     [stochastic] = [f for f in tasks["dropout"]["flags"] if f["severity"] == "warning"]
     assert stochastic["id"] == "stochastic" and stochastic["evidence"]["mode"] == "training"  # eval mode is fine
+    # the mask is a bool input (integer_inputs), and it never reaches the output
+    assert flags(tasks["unused_input"]) == ["input_unused", "integer_inputs"]
+    [unused] = [f for f in tasks["unused_input"]["flags"] if f["id"] == "input_unused"]
+    assert unused["evidence"] == {"input": 1}
 
 
 def test_a_clean_task_passes_with_its_facts(linted):
@@ -43,7 +47,7 @@ def test_a_clean_task_passes_with_its_facts(linted):
     assert flags(clean, "info") == ["fixed_shape"]  # a note: only its public shape can be checked
     assert clean["facts"]["inputs"] == ["[16, 33] float32"] and clean["facts"]["parameters"] == 33
     assert clean["facts"]["device"] == "cpu" and clean["facts"]["device_us"] is None  # timed on CUDA only
-    assert report["flagged"] == 7 and len(report["tasks"]) == 9
+    assert report["flagged"] == 8 and len(report["tasks"]) == 10
 
 
 def test_a_shape_family_is_checked_at_its_shapes(linted):

@@ -1,4 +1,5 @@
-"""The wire format: values round-trip, frames are capped, garbage is refused, nothing is unpickled."""
+"""The wire format and the shared-memory channels: values round-trip, frames and tensors are capped, garbage
+is refused, nothing is unpickled, a read-only end cannot write."""
 
 import os
 import struct
@@ -7,21 +8,38 @@ import threading
 import pytest
 import torch
 
-from kerneljudge.worker import wire
+from kerneljudge.worker import channel, wire
 
 
-def roundtrip(header, blob=b"", max_blob_bytes=1 << 30):
+def roundtrip(header):
     r, w = os.pipe()
-    writer = threading.Thread(target=lambda: (wire.write_frame(w, header, blob), os.close(w)))
+    writer = threading.Thread(target=lambda: (wire.write_frame(w, header), os.close(w)))
     writer.start()
     try:
-        return wire.read_frame(r, max_blob_bytes)
+        return wire.read_frame(r)
     finally:
         writer.join()
         os.close(r)
 
 
-def test_values_round_trip_with_tensors_of_every_common_dtype():
+@pytest.fixture
+def ends():
+    """A channel's writing end and a read-only end of it, as the parent hands them to two processes."""
+    writer = channel.create("candidate_in", 1 << 24)
+    reader = channel.reader(writer)
+    yield channel.Channels([writer]), channel.Channels([reader])
+    for end in (writer, reader):
+        os.close(end.fd)
+
+
+def through(ends, values):
+    """Values written by one end and read back by the other, after their header crossed a pipe."""
+    tree, described = ends[0].put("candidate_in", values)
+    header = roundtrip({"values": tree, "tensors": described})
+    return ends[1].get(header["values"], header["tensors"])
+
+
+def test_values_round_trip_with_tensors_of_every_common_dtype(ends):
     values = [
         torch.randn(3, 4),
         torch.arange(5),
@@ -33,21 +51,27 @@ def test_values_round_trip_with_tensors_of_every_common_dtype():
         "text",
         (1, torch.zeros(1, dtype=torch.float16)),
         [True, torch.float32],
+        torch.tensor(3.5),  # a scalar loss: 0-dim
+        torch.tensor([True, False]),
+        torch.randn(2, dtype=torch.complex64),
+        torch.empty(0, 3),
     ]
-    tree, tensors = wire.pack_values(values)
-    header, blob = roundtrip({"values": tree}, wire.encode_tensors(tensors))
-    back = wire.unpack_values(header["values"], wire.decode_tensors(blob))
+    back = through(ends, values)
     assert torch.equal(back[0], values[0]) and torch.equal(back[1], values[1]) and back[2].dtype == torch.bfloat16
     assert back[3:5] == [7, 2.5] and back[5] != back[5] and back[6:8] == [None, "text"]
     assert isinstance(back[8], tuple) and back[8][1].dtype == torch.float16
     assert back[9] == [True, torch.float32]
+    assert back[10].shape == () and back[10].item() == 3.5
+    assert back[11].dtype == torch.bool and back[11].tolist() == [True, False]
+    assert torch.equal(back[12], values[12]) and back[13].shape == (0, 3)
 
 
-def test_tensors_arrive_with_their_own_storage():
+def test_tensors_arrive_with_their_own_storage(ends):
     base = torch.arange(10.0)
-    _, tensors = wire.pack_values([base[:5], base[5:]])
-    decoded = wire.decode_tensors(wire.encode_tensors(tensors))
-    assert torch.equal(decoded["t0"], base[:5]) and torch.equal(decoded["t1"], base[5:])
+    back = through(ends, [base[:5], base[5:]])
+    assert torch.equal(back[0], base[:5]) and torch.equal(back[1], base[5:])
+    back[0].zero_()  # a read is a copy: the channel and the sender's tensor are untouched
+    assert torch.equal(through(ends, [base])[0], base)
 
 
 def test_unsupported_values_are_refused():
@@ -55,11 +79,11 @@ def test_unsupported_values_are_refused():
         wire.pack_values([object()])
 
 
-def test_oversized_blob_is_refused_before_reading():
+def test_an_oversized_header_is_refused_before_reading():
     r, w = os.pipe()
-    os.write(w, struct.pack("<4sIQ", wire.MAGIC, 2, 10**12) + b"{}")
+    os.write(w, struct.pack("<4sI", wire.MAGIC, 10**9) + b"{}")
     with pytest.raises(wire.FrameTooLarge):
-        wire.read_frame(r, max_blob_bytes=1024)
+        wire.read_frame(r)
     os.close(r)
     os.close(w)
 
@@ -68,8 +92,8 @@ def test_oversized_blob_is_refused_before_reading():
     "payload",
     [
         b"NOPE" + b"\0" * 12,
-        struct.pack("<4sIQ", b"KJW1", 5, 0) + b"[1,2]",
-        struct.pack("<4sIQ", b"KJW1", 4, 0) + b"\xff\xfe{}",
+        struct.pack("<4sI", b"KJW2", 5) + b"[1,2]",
+        struct.pack("<4sI", b"KJW2", 4) + b"\xff\xfe{}",
     ],
 )
 def test_malformed_frames_are_refused(payload):
@@ -77,19 +101,55 @@ def test_malformed_frames_are_refused(payload):
     os.write(w, payload)
     os.close(w)
     with pytest.raises(wire.WireError):
-        wire.read_frame(r, max_blob_bytes=1024)
+        wire.read_frame(r)
     os.close(r)
 
 
-def test_a_pickle_in_the_blob_is_not_unpickled():
+def test_a_pickle_in_a_channel_is_only_bytes(ends):
     import pickle
 
     class Boom:
         def __reduce__(self):
             return (os.system, ("echo pwned",))
 
-    with pytest.raises(wire.WireError):
-        wire.decode_tensors(pickle.dumps(Boom()))
+    data = torch.frombuffer(bytearray(pickle.dumps(Boom())), dtype=torch.uint8)
+    described = ends[0].write("candidate_in", {"t0": data})
+    assert torch.equal(ends[1].read(described["t0"]), data)  # read back as bytes, never loaded
+    with pytest.raises(channel.ChannelError, match="unsupported dtype"):
+        ends[1].read({**described["t0"], "dtype": "object"})
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"offset": (1 << 24) - 8}, "outside"),
+        ({"nbytes": 7}, "do not hold"),
+        ({"shape": [-1]}, "malformed shape"),
+        ({"shape": [1] * 17}, "malformed shape"),
+        ({"offset": -4096}, "malformed offset"),
+        ({"channel": "reference_out"}, "no channel"),
+    ],
+)
+def test_forged_descriptions_are_refused(ends, change, why):
+    described = ends[0].write("candidate_in", {"t0": torch.zeros(4)})["t0"]
+    with pytest.raises(channel.ChannelError, match=why):
+        ends[1].read({**described, **change})
+
+
+def test_a_read_only_end_cannot_write(ends):
+    with pytest.raises(channel.ChannelError, match="writable"):
+        ends[1].write("candidate_in", {"t0": torch.zeros(4)})
+    import mmap
+
+    read_only = ends[1].endpoints["candidate_in"].fd
+    with pytest.raises(PermissionError):  # the descriptor itself refuses a shared writable mapping
+        mmap.mmap(read_only, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def test_a_cap_on_the_tensors_a_value_names(ends):
+    tree, described = ends[0].put("candidate_in", [torch.zeros(1024)])
+    with pytest.raises(channel.ChannelError, match="exceed the cap"):
+        ends[1].get(tree, described, max_bytes=1000)
 
 
 def test_unknown_tensor_reference_is_refused():
@@ -102,16 +162,15 @@ def test_unknown_tensor_reference_is_refused():
 def test_read_times_out():
     r, w = os.pipe()
     with pytest.raises(wire.PeerTimeout):
-        wire.read_frame(r, 1024, deadline=__import__("time").monotonic() + 0.2)
+        wire.read_frame(r, deadline=__import__("time").monotonic() + 0.2)
     os.close(r)
     os.close(w)
 
 
-def test_a_strided_tensor_keeps_its_layout_and_its_gaps_hold_nan():
+def test_a_strided_tensor_keeps_its_layout_and_its_gaps_hold_nan(ends):
     fused = torch.randn(4, 30)
     view, transposed = fused[:, 10:20], torch.randn(3, 5).t()
-    tree, tensors = wire.pack_values([view, transposed, torch.randn(3, 1).expand(3, 4)])
-    back = wire.unpack_values(tree, wire.decode_tensors(wire.encode_tensors(tensors)))
+    back = through(ends, [view, transposed, torch.randn(3, 1).expand(3, 4)])
     assert back[0].stride() == (30, 1) and torch.equal(back[0], view)
     assert back[1].stride() == (1, 5) and torch.equal(back[1], transposed)
     assert back[2].is_contiguous()  # an expand overlaps itself: it travels dense

@@ -431,6 +431,20 @@ class BaselineCache:
         return {name: side for name, side in sides.items() if side is not None}
 
 
+def short_of_memory(record: Record) -> bool:
+    """The judgment ran out of device or host memory (the reference did not fit, or the candidate failed
+    allocating): with other lanes holding memory that says nothing about the task or the candidate."""
+    runs_here = record.capabilities.get("task_runs_here")
+    if runs_here is not None and "free memory" in runs_here.detail:
+        return True
+    failure = record.failure
+    return (
+        failure is not None
+        and failure.kind in ("runtime_error", "crash", "judge_error")
+        and ("out of memory" in failure.summary.lower() or "outofmemoryerror" in failure.summary.lower())
+    )
+
+
 def run_batch(
     items: Sequence[BatchItem],
     config: JudgeConfig,
@@ -442,7 +456,9 @@ def run_batch(
     """Judge every item not already in the store, storing each record as it completes.
 
     `lanes`: one judgment at a time per lane, side by side (`lanes_for`); more than one lane share a
-    `LaneGate`, so no lane measures while another works. `progress`: live counts and an ETA (rich) on
+    `LaneGate`, so no lane measures while another works. A judgment that ran short of memory while other
+    lanes were at work (`short_of_memory`) is not stored: it is judged again once every lane is done, alone.
+    `progress`: live counts and an ETA (rich) on
     stdout; None shows them when stdout is a terminal. `on_record` is called after each judged item's
     record is stored.
     """
@@ -468,6 +484,7 @@ def run_batch(
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
+    alone: list[tuple[Prepared, StoreKey]] = []  # judged again once the lanes are done (short of memory)
 
     def lane(index: int, gpu: str | None, bar: _Progress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
@@ -492,6 +509,11 @@ def run_batch(
                 record = judge(
                     entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate, baselines=baselines
                 )
+                if todo is not retry and len(lanes) > 1 and short_of_memory(record):
+                    with lock:
+                        alone.append((entry, key))
+                        bar.note(f"{entry.task.name}/{entry.candidate.name}: short of memory; judged again alone")
+                    continue
                 # The record's own key is what is stored; it differs from `key` only when the
                 # judgment saw another environment (its reference worker failed before saying hello).
                 own.put(record)
@@ -507,6 +529,7 @@ def run_batch(
         except BaseException as exc:  # stop the other lanes at their next item, and re-raise below
             failures.append(exc)
 
+    retry: queue.SimpleQueue[tuple[Prepared, StoreKey]] = queue.SimpleQueue()
     with _Progress(show, todo.qsize(), counts) as bar:
         if len(lanes) == 1:
             lane(0, lanes[0], bar)
@@ -518,6 +541,11 @@ def run_batch(
                 thread.start()
             for thread in threads:
                 thread.join()
+            if alone and not failures:
+                for entry in alone:
+                    retry.put(entry)
+                todo, gate = retry, None
+                lane(0, lanes[0], bar)
     if failures:
         raise failures[0]
     return counts

@@ -105,7 +105,7 @@ def probe(
 
     worker = WorkerProcess("reference", device, "", WorkerLimits(step_timeout_s=timeout_s), policy=policy, gpu=gpu)
     try:
-        hello, _ = worker.receive(timeout_s=worker.limits.start_timeout_s)
+        hello = worker.receive(timeout_s=worker.limits.start_timeout_s)
         return hello, worker.sandbox_layers
     finally:
         worker.close()

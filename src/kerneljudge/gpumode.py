@@ -24,7 +24,7 @@ from typing import Any
 from kerneljudge import pyast
 from kerneljudge.candidate import Candidate
 from kerneljudge.errors import TaskError, UsageError
-from kerneljudge.task import Task, parse_task, read_source
+from kerneljudge.task import Task, defined_names, parse_task, read_source
 
 MARKER = "# kerneljudge: a GPU MODE problem reduced to KernelBench's format"
 HELPERS = ("task", "utils")  # the problem's modules that reference and submission import from
@@ -165,10 +165,8 @@ def adapt_candidate(task: Task, candidate: Candidate) -> Candidate:
     anything else is returned as it is."""
     if MARKER not in task.text.splitlines()[:10]:
         return candidate
-    try:
-        names = {
-            node.name for node in pyast.parse(candidate.text).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-        }
+    try:  # `custom_kernel = torch.compile(_custom_kernel)` defines it as well as a `def` does
+        names = defined_names(pyast.parse(candidate.text))
     except SyntaxError:
         return candidate  # the judge reports the syntax error
     if "ModelNew" in names or "custom_kernel" not in names:

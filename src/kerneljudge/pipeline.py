@@ -14,24 +14,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import torch
 
 from kerneljudge import __version__, gpumode
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
-from kerneljudge.checks.correctness import (
-    OracleCheck,
-    compare_native,
-    compare_replay,
-    compare_to_oracle,
-    tolerance_for,
-)
-from kerneljudge.checks.outputs import check_received, check_structure, reference_signature
+from kerneljudge.checks.correctness import Tolerance, tolerance_for
+from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes, signature_items
 from kerneljudge.checks.precision import precision_finding
 from kerneljudge.checks.runtime import call_findings, import_findings
 from kerneljudge.checks.screening import degenerate_outputs
+from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call, timed_versus_traced
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
@@ -39,7 +34,7 @@ from kerneljudge.preflight import preflight
 from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailable
-from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing.basic import (
@@ -70,6 +65,7 @@ from kerneljudge.verdict import (
     WorkerLog,
     decide_status,
 )
+from kerneljudge.worker import wire
 from kerneljudge.worker.wire import timed_set
 
 COMPILE_ERROR_TYPES = {
@@ -100,6 +96,10 @@ class CandidateFailed(Exception):
 
 class JudgeFailed(Exception):
     """The judge (or the trusted task) failed: the record is invalid and punishes nobody."""
+
+
+class TaskUnsupported(Exception):
+    """The task's reference cannot run on this machine (checks/support.py): UNSUPPORTED, with the reason."""
 
 
 def kernelbench_trial_seeds(public_seed: int, count: int) -> list[int]:
@@ -257,11 +257,14 @@ class Judgment:
         self.correctness_checked = False
         self.correctness_passed = False
         self.tolerances: dict[str, Any] = {}
-        self.timing_sets: list[tuple[Any, Any, Any]] = []  # (inputs, reference output, oracle output)
+        # The trials whose inputs the timing pool makes again (seed and distribution), and the reference
+        # output's signature (dtype and shape of each item) at the public shape.
+        self.timing_sets: list[dict[str, Any]] = []
+        self.signature: dict[str, Any] = {}
         self.timed_checks = 0
-        self.set_checks: dict[int, list[OracleCheck]] = {}  # per timing set, its outputs' oracle checks
         self.declared_kernels: list[dict[str, Any]] = []
         self.reference_evidence: Any = None
+        self.trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
         self.traced_calls: list[CallTrace] = []
         self.trace_problems: list[str] = []
         self.trace_summary: dict[str, Any] | None = None
@@ -279,6 +282,8 @@ class Judgment:
             self.failure = exc.failure
         except JudgeFailed as exc:
             self.failure = Failure(kind="judge_error", phase="judge", summary=str(exc))
+        except TaskUnsupported as exc:
+            self.capabilities["task_runs_here"] = Capability(status="unavailable", required=True, detail=str(exc))
         except Exception as exc:  # a bug in the judge must not become the candidate's verdict
             self.failure = Failure(kind="judge_error", phase="judge", summary=f"{type(exc).__name__}: {exc}")
         finally:
@@ -306,8 +311,7 @@ class Judgment:
                 # Both interpreters start at once (imports take seconds); the candidate's is only told
                 # to import the candidate once the reference has settled the device.
                 self.progress("starting workers")
-                self._spawn("reference", self.config.device, self.task.text)
-                self._spawn("candidate", self.config.device, self.candidate.text)
+                self.workers = self._new_pair(self.config.device)
                 self._start_reference()
                 if self._unsupported():
                     return
@@ -391,12 +395,19 @@ class Judgment:
 
     def _reference_hello(self) -> dict[str, Any]:
         try:
-            hello, _ = self.workers["reference"].receive(timeout_s=self.limits.start_timeout_s)
+            hello = self.workers["reference"].receive(timeout_s=self.limits.start_timeout_s)
         except WorkerFailure as exc:
             raise JudgeFailed(f"the reference worker did not start: {exc}") from None
         if hello.get("type") != "hello":
             raise JudgeFailed("the reference worker did not say hello")
         return hello
+
+    def _task_failed(self, response: dict[str, Any], what: str) -> NoReturn:
+        """The reference failed: the task cannot run here (UNSUPPORTED) or it is broken (a judge error)."""
+        reason = unsupported_reason(response, self.device)
+        if reason is not None:
+            raise TaskUnsupported(reason)
+        raise JudgeFailed(f"{what}: {response.get('exc_type')}: {response.get('message')}")
 
     def _unsupported(self) -> bool:
         return any(c.required and c.status == "unavailable" for c in self.capabilities.values())
@@ -407,10 +418,7 @@ class Judgment:
         response, values = self._ask("reference", header)
         where = f" at {describe_shape(shape)}" if shape else ""
         if response.get("type") != "loaded":
-            raise JudgeFailed(
-                f"the task failed to {response.get('phase')}{where}: {response.get('exc_type')}: "
-                f"{response.get('message')}"
-            )
+            self._task_failed(response, f"the task failed to {response.get('phase')}{where}")
         if shape is None and not self.family_read and self.config.mode != "off":
             self.family_read = True
             try:
@@ -422,7 +430,7 @@ class Judgment:
 
     def _start_candidate(self, init_inputs: Any) -> None:
         worker = self.workers["candidate"]
-        hello, _ = self._candidate_step(lambda: worker.receive(timeout_s=self.limits.start_timeout_s), phase="start")
+        hello = self._candidate_step(lambda: worker.receive(timeout_s=self.limits.start_timeout_s), phase="start")
         if hello.get("type") != "hello":
             raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
         if str(hello.get("device", "")).split(":")[0] != self.device:
@@ -463,7 +471,7 @@ class Judgment:
         hidden = [] if native else [secrets.randbelow(2**32 - 1) for _ in range(self.config.hidden_trials)]
         plan = [("public", s) for s in public] + [("hidden", s) for s in hidden]
         distributions = [{"kind": "standard"}] * len(public) + hidden_distributions(len(hidden))
-        oracles: list[list[torch.Tensor]] = []
+        screens: list[list[Any]] = []
         replay_at = set() if native else {0, len(public) + secrets.randbelow(len(hidden))}
         # Canary: one later hidden trial's new values arrive in the previous call's input storage (H01).
         canary_at = len(public) + 1 + secrets.randbelow(len(hidden) - 1) if len(hidden) >= 2 else None
@@ -474,61 +482,82 @@ class Judgment:
         self.correctness_checked = True
         for index, (kind, seed) in enumerate(plan):
             self.progress(f"correctness trial {index + 1}/{len(plan)} ({kind})")
-            inputs, ref_out, oracle_out, distribution = self._reference_trial(
-                seed, oracle=not native, distribution=distributions[index]
+            inputs, distribution = self._reference_trial(seed, oracle=not native, distribution=distributions[index])
+            if self.trial_screen is not None:
+                screens.append(self.trial_screen)
+            cand = self.call_candidate(
+                inputs, phase=f"trial {index}", reuse=index == canary_at, trace=traced and index in trace_at
             )
-            if oracle_out is not None:
-                oracles.append(reference_signature(oracle_out))
-            cand_out = self.call_candidate(
-                inputs, ref_out, phase=f"trial {index}", reuse=index == canary_at, trace=traced and index in trace_at
-            )
-            self._check_trial(index, kind, seed, cand_out, ref_out, oracle_out, None if native else distribution)
+            self._check_trial(index, kind, seed, cand, None if native else distribution, keep=index in replay_at)
             if distribution.get("kind") == "standard" or "rejected" in distribution:
-                self.timing_sets = (self.timing_sets + [(inputs, ref_out, oracle_out)])[-3:]
+                self.timing_sets = (self.timing_sets + [{"seed": seed, "variant": distribution}])[-3:]
             if index in replay_at:
-                self._replay(index, inputs, ref_out, oracle_out, cand_out)
-        self.add_findings(degenerate_outputs(oracles))
+                self._replay(index, inputs)
+        self.add_findings(degenerate_outputs(screens))
         if not native:
             self._shape_trials()
         self.correctness_passed = True
+
+    def _tolerances(self, native: bool = False) -> list[Tolerance]:
+        """The tolerance of each output, by its dtype (docs/tolerances.md), recorded as it is chosen."""
+        chosen = []
+        for item in signature_items(self.signature):
+            tol = tolerance_for(getattr(torch, item["dtype"]), native=native)
+            self.tolerances[item["dtype"]] = {
+                "name": tol.name,
+                "atol": tol.atol,
+                "rtol": tol.rtol,
+                "ref_error_factor": tol.ref_error_factor,
+            }
+            chosen.append(tol)
+        return chosen
+
+    def _compare(self, slot: str, cand: dict[str, Any], method: str, keep: bool = False, key: str = "values") -> list:
+        """The reference worker's comparison of the candidate's outputs (`cand`, its response: the outputs lie
+        in its outbox) with slot `slot`; a list of results, one per output."""
+        tols = self._tolerances(native=method == "native")
+        header = {
+            "op": "compare",
+            "slot": slot,
+            "method": method,
+            "keep": keep,
+            "tolerances": [
+                {"atol": t.atol, "rtol": t.rtol, "ref_error_factor": t.ref_error_factor, "name": t.name} for t in tols
+            ],
+        }
+        names = wire.tensor_names(cand[key])
+        placed = (cand[key], {n: cand["tensors"][n] for n in names})
+        response, _ = self._ask("reference", header, placed=placed)
+        if response.get("type") != "compared":
+            raise JudgeFailed(
+                f"the reference worker could not compare the outputs: {response.get('exc_type')}: "
+                f"{response.get('message')}"
+            )
+        return list(response["results"])
 
     def _check_trial(
         self,
         index: int,
         kind: str,
         seed: int,
-        cand_out: list[torch.Tensor],
-        ref_out: Any,
-        oracle_out: Any,
+        cand: dict[str, Any],
         distribution: dict[str, Any] | None,
         shape: dict[str, Any] | None = None,
+        keep: bool = False,
     ) -> None:
         """Compare one trial's outputs with the oracle (or natively in `off`), record it, fail on the first miss."""
         native = self.config.mode == "off"
         where = f"{kind} trial {index}" + (f" at {describe_shape(shape)}" if shape else "")
         outputs, failure_kind, summary = [], None, "passed"
-        for i, (c, r, o) in enumerate(
-            zip(
-                cand_out,
-                reference_signature(ref_out),
-                reference_signature(oracle_out) if oracle_out is not None else [None] * len(cand_out),
-                strict=True,
-            )
-        ):
-            tol = tolerance_for(r.dtype, native=native)
-            self.tolerances[str(r.dtype).removeprefix("torch.")] = {
-                "name": tol.name,
-                "atol": tol.atol,
-                "rtol": tol.rtol,
-                "ref_error_factor": tol.ref_error_factor,
-            }
-            cmp = compare_native(c, r, tol) if native else compare_to_oracle(c, r, o, tol)
-            forensic = None if native else precision_finding(cmp.metrics, str(r.dtype).removeprefix("torch."), where)
+        results = self._compare("trial", cand, "native" if native else "oracle", keep=keep)
+        for i, (result, item) in enumerate(zip(results, signature_items(self.signature), strict=True)):
+            metrics = dict(result.get("metrics") or {})
+            forensic = None if native else precision_finding(metrics, item["dtype"], where)
             if forensic is not None:
                 self.add_findings([forensic])
-            outputs.append({"index": i, "passed": cmp.passed, "summary": cmp.summary, **cmp.metrics})
-            if not cmp.passed and failure_kind is None:
-                failure_kind, summary = cmp.failure_kind, cmp.summary
+            outputs.append({"index": i, "passed": bool(result["passed"]), "summary": result["summary"], **metrics})
+            if not result["passed"] and failure_kind is None:
+                failure_kind, summary = result["failure_kind"], result["summary"]
         self.trials.append(
             TrialRecord(
                 index=index,
@@ -571,9 +600,9 @@ class Judgment:
             self.progress(f"correctness at a hidden shape ({label})")
             self._build_candidate(self._load_reference(shape), shape)
             seed = secrets.randbelow(2**32 - 1)
-            inputs, ref_out, oracle_out, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"})
-            cand_out = self.call_candidate(inputs, ref_out, phase=f"shape trial {index} at {label}")
-            self._check_trial(index, "shape", seed, cand_out, ref_out, oracle_out, {"kind": "standard"}, shape)
+            inputs, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"})
+            cand = self.call_candidate(inputs, phase=f"shape trial {index} at {label}")
+            self._check_trial(index, "shape", seed, cand, {"kind": "standard"}, shape)
         self.capabilities["hidden_shapes"] = Capability(
             status="available" if shapes else "unavailable",
             required=False,
@@ -582,36 +611,47 @@ class Judgment:
             else "the task's shape family has no shape but the public one",
         )
 
-    def _reference_trial(
-        self, seed: int, oracle: bool, distribution: dict[str, Any]
-    ) -> tuple[list[Any], Any, Any, dict[str, Any]]:
-        header = {"op": "trial", "seed": seed, "oracle": oracle, "variant": distribution}
-        response, values = self._ask("reference", header)
+    def _reference_trial(self, seed: int, oracle: bool, distribution: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """One trial in the reference worker: its inputs go straight to the candidate's inbox, its outputs and
+        the oracle's stay in the worker (slot "trial"). The inputs' (tree, descriptions) and the distribution."""
+        header = {
+            "op": "trial",
+            "seed": seed,
+            "oracle": oracle,
+            "variant": distribution,
+            "slot": "trial",
+            "inputs_to": "candidate",
+            "on_device": self.config.mode != "off",  # KernelBench makes inputs on the host: `off` does too
+        }
+        response, _ = self._ask("reference", header)
         if response.get("type") != "trial":
-            raise JudgeFailed(
-                f"the reference failed on seed {seed}: {response.get('exc_type')}: {response.get('message')}"
-            )
-        inputs, ref_out, oracle_out = values["values"]
+            self._task_failed(response, f"the reference failed on seed {seed}")
+        self.signature = dict(response.get("signature") or {})
+        values = [item for item in signature_items(self.signature) if "dtype" not in item]
+        if values:
+            raise JudgeFailed(f"the reference returns a {values[0].get('type')}, not a tensor: nothing to compare")
         if oracle:
             self.oracle_dtype = response.get("oracle_dtype")
+        self.trial_screen = response.get("screen")
         self.reference_evidence = response.get("evidence")
-        return inputs, ref_out, oracle_out, dict(response.get("variant") or distribution)
+        return (response["inputs"], response["input_tensors"]), dict(response.get("variant") or distribution)
 
     def call_candidate(
-        self, inputs: list[Any], ref_out: Any, phase: str, reuse: bool = False, trace: bool = False
-    ) -> list[torch.Tensor]:
-        """One candidate call on fresh copies of inputs (or, for a canary, the previous storage), maybe traced."""
-        expected_bytes = sum(t.numel() * t.element_size() for t in reference_signature(ref_out))
+        self, inputs: tuple[Any, dict[str, Any]], phase: str, reuse: bool = False, trace: bool = False
+    ) -> dict[str, Any]:
+        """One candidate call on the inputs the reference wrote to its inbox (or, for a canary, on the previous
+        storage), maybe traced; its response, whose outputs lie in its outbox, checked against the signature."""
+        size = expected_bytes(self.signature)
         worker = self.workers["candidate"]
         header = {
             "op": "call",
             "reuse_inputs": reuse,
-            "poison_bytes": 2 * expected_bytes,
+            "poison_bytes": 2 * size,
             "reread_s": self.config.reread_delay_s,
             "trace": trace,
         }
-        response, values = self._candidate_step(
-            lambda: worker.request(header, inputs, max_blob_bytes=2 * expected_bytes + (1 << 20)), phase=phase
+        response, _ = self._candidate_step(
+            lambda: worker.request(header, placed=inputs, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
         )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, phase))
@@ -619,12 +659,14 @@ class Judgment:
             self.add_findings(call_findings(response.get("evidence"), self.reference_evidence, phase))
         if trace:
             self._keep_trace(response.get("evidence"), phase)
-        problem = check_structure(response, ref_out, self.device or "cpu")
+        problem = check_structure(response, self.signature, self.device or "cpu")
         if problem is None and response.get("type") == "output":
-            problem = check_received(values.get("values"), response)
+            problem = check_received(response)
+        if problem is None:
+            self._candidate_step(lambda: worker.described(response, ["values"], 2 * size + (1 << 20)), phase=phase)
         if problem is not None:
             raise CandidateFailed(Failure(kind=problem.kind, phase=phase, summary=problem.summary))  # type: ignore[arg-type]
-        return values["values"]
+        return response
 
     def _keep_trace(self, evidence: Any, phase: str) -> None:
         try:
@@ -654,25 +696,21 @@ class Judgment:
             ),
         )
 
-    def _replay(self, index: int, inputs: list[Any], ref_out: Any, oracle_out: Any, first: list[torch.Tensor]) -> None:
-        again = self.call_candidate(inputs, ref_out, phase=f"replay of trial {index}")
-        results = [
-            compare_replay(a, b, r, o, tolerance_for(r.dtype))
-            for a, b, r, o in zip(
-                first, again, reference_signature(ref_out), reference_signature(oracle_out), strict=True
-            )
-        ]
-        worst = next((r for r in results if not r.passed), None) or max(
-            results, key=lambda r: r.metrics.get("differing_elements", 0)
+    def _replay(self, index: int, inputs: tuple[Any, dict[str, Any]]) -> None:
+        again = self.call_candidate(inputs, phase=f"replay of trial {index}")
+        results = self._compare("trial", again, "replay")
+        worst = next((r for r in results if not r["passed"]), None) or max(
+            results, key=lambda r: r["metrics"].get("differing_elements", 0)
         )
-        replays = (self.replay or {}).get("trials", []) + [{"trial": index, "summary": worst.summary, **worst.metrics}]
+        entry = {"trial": index, "summary": worst["summary"], **worst["metrics"]}
+        replays = (self.replay or {}).get("trials", []) + [entry]
         self.replay = {"trials": replays, "bitwise_identical": all(r["differing_elements"] == 0 for r in replays)}
-        if not worst.passed:
+        if not worst["passed"]:
             raise CandidateFailed(
-                Failure(kind="nondeterministic", phase=f"replay of trial {index}", summary=worst.summary)
+                Failure(kind="nondeterministic", phase=f"replay of trial {index}", summary=worst["summary"])
             )
-        if worst.metrics.get("differing_elements"):
-            self.findings.append(finding("KJ-C001", "info", evidence={"trial": index, **worst.metrics}))
+        if worst["metrics"].get("differing_elements"):
+            self.findings.append(finding("KJ-C001", "info", evidence={"trial": index, **worst["metrics"]}))
 
     # ------------------------------------------------------------ timing
 
@@ -725,8 +763,8 @@ class Judgment:
                     header["capture"] = [secrets.randbelow(request.samples), position]
                 began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
                 if role == "candidate":
-                    response, values = self._candidate_step(
-                        lambda: self.workers["candidate"].request(header), phase="timing"
+                    response, _ = self._candidate_step(
+                        lambda: self.workers["candidate"].request(header, fetch=()), phase="timing"
                     )
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "graph_unsupported":
@@ -734,9 +772,9 @@ class Judgment:
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:
-                        self._check_timed_output(response, values, timed_set(*header["capture"], len(request.inputs)))
+                        self._check_timed_output(response, timed_set(*header["capture"], len(request.inputs)))
                 else:
-                    response, _ = self._ask("reference", header)
+                    response, _ = self._ask("reference", header, fetch=())
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "graph_unsupported":
                         raise GraphUnsupported(f"the {role} side: {response.get('message')}")
@@ -762,8 +800,8 @@ class Judgment:
 
             return time_side
 
-        pool = [[inputs for inputs, _, _ in sets]]
-        self._stage(pool[0])
+        pool = [[None] * len(sets)]  # the sets stay in the workers (`_stage`); requests name them by position
+        self._stage(sets)
         timed_regime = regime if self.device == "cuda" else HOST_CLOCK
         cached = {
             name: entry
@@ -773,7 +811,7 @@ class Judgment:
         sides = {"candidate": side("candidate")} | ({} if "reference" in cached else {"reference": side("reference")})
         compile_error = None
         if self.config.timing_compile and method == INTERLEAVED and "compiled" not in cached:
-            compile_error = self._compile_reference(sets[0][0])
+            compile_error = self._compile_reference()
             if compile_error is None:
                 sides["compiled"] = side("compiled", compiled=True)
         monitor, monitor_error = (None, None)
@@ -826,22 +864,28 @@ class Judgment:
                 ]
             )
 
-    def _stage(self, pool: list[Any]) -> None:
-        """Send the timing pool to both workers once; every timing request then names it."""
-        response, _ = self._ask("reference", {"op": "stage"}, pool)
+    def _stage(self, sets: list[dict[str, Any]]) -> None:
+        """Make the timing pool once: the reference worker makes the sets' inputs again (from their seeds and
+        distributions), keeps their outputs and the oracle's to check timed calls, and writes them to the
+        candidate's inbox; every timing request then names the pool."""
+        header = {"op": "stage", "sets": sets, "on_device": self.config.mode != "off"}
+        response, _ = self._ask("reference", header)
         if response.get("type") != "staged":
-            raise JudgeFailed(f"the reference worker could not stage the timing inputs: {response.get('message')}")
-        response, _ = self._candidate_step(lambda: self.workers["candidate"].request({"op": "stage"}, pool), "timing")
+            self._task_failed(response, "the reference worker could not stage the timing inputs")
+        placed = (response["inputs"], response["input_tensors"])
+        response, _ = self._candidate_step(
+            lambda: self.workers["candidate"].request({"op": "stage"}, placed=placed, fetch=()), "timing"
+        )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
         if response.get("type") != "staged":
             raise CandidateFailed(Failure(kind="crash", phase="timing", summary="the candidate worker broke protocol"))
 
-    def _compile_reference(self, inputs: Any) -> str | None:
+    def _compile_reference(self) -> str | None:
         """Compile the reference under torch.compile in its worker (never timed); why not, when it fails."""
         try:
             response, _ = self.workers["reference"].request(
-                {"op": "compile"}, inputs, timeout_s=COMPILE_TIMEOUT_FACTOR * self.config.timeout_s
+                {"op": "compile"}, timeout_s=COMPILE_TIMEOUT_FACTOR * self.config.timeout_s
             )
         except WorkerFailure as exc:
             raise JudgeFailed(f"the reference worker failed while compiling: {exc}") from None
@@ -860,47 +904,64 @@ class Judgment:
         buffers = secrets.SystemRandom().sample(range(sets), min(2, sets))
         for buffer in buffers:
             header = {"op": "recheck", "calls": calls, "graph_keep": keep, "buffer": buffer, "compiled": False}
-            response, values = self._candidate_step(lambda h=header: self.workers["candidate"].request(h), "timing")
+            response, _ = self._candidate_step(
+                lambda h=header: self.workers["candidate"].request(h, fetch=()), "timing"
+            )
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
             what = f"plain call on graph buffer {buffer} after the replays"
-            self._check_timed_output(response, values, buffer, what=what)
+            self._check_timed_output(response, buffer, what=what)
 
-    def _check_timed_output(self, response: dict[str, Any], values: Any, set_index: int, what: str = "") -> None:
+    def _check_timed_output(self, response: dict[str, Any], set_index: int, what: str = "") -> None:
         """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
-        _, ref_out, oracle_out = self.timing_sets[set_index]
         phase = f"timing ({what or f'timed call {self.timed_checks}'})"
         self.timed_checks += 1
-        problem = check_structure(response, ref_out, self.device or "cpu")
+        problem = check_structure(response, self.signature, self.device or "cpu")
         if problem is None:
-            problem = check_received(values.get("captured"), {**response, "unreadable": "not sent"})
+            problem = check_received({**response, "unreadable": "not sent"}, key="captured")
+        if problem is None:
+            size = expected_bytes(self.signature)
+            worker = self.workers["candidate"]
+            self._candidate_step(lambda: worker.described(response, ["captured"], 2 * size + (1 << 20)), "timing")
         if problem is not None:
             raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
-        if set_index not in self.set_checks:  # what does not depend on the candidate, computed once per set
-            pairs = zip(reference_signature(ref_out), reference_signature(oracle_out), strict=True)
-            self.set_checks[set_index] = [OracleCheck(r, o, tolerance_for(r.dtype)) for r, o in pairs]
-        for c, check in zip(values["captured"], self.set_checks[set_index], strict=True):
-            cmp = check.compare(c)
-            if not cmp.passed:
+        for result in self._compare(f"pool{set_index}", response, "timed", key="captured"):
+            if not result["passed"]:
                 raise CandidateFailed(
-                    Failure(kind=cmp.failure_kind, phase="timing", summary=f"{phase}: {cmp.summary}")  # type: ignore[arg-type]
+                    Failure(kind=result["failure_kind"], phase="timing", summary=f"{phase}: {result['summary']}")  # type: ignore[arg-type]
                 )
 
     # ------------------------------------------------------------ workers
 
-    def _new_worker(self, role: str, device: str, source: str) -> WorkerProcess:
+    def _new_pair(self, device: str) -> dict[str, WorkerProcess]:
+        """A reference and a candidate worker; the reference holds the candidate's channels (it writes the
+        candidate's inputs and reads its outputs), never the other way round."""
+        channels = WorkerChannels("candidate", self.limits.max_message_bytes)
+        pair: dict[str, WorkerProcess] = {}
         try:
-            return WorkerProcess(role, device, source, self.limits, policy=self.sandbox, gpu=self.gpu)
+            pair["reference"] = WorkerProcess(
+                "reference", device, self.task.text, self.limits, policy=self.sandbox, gpu=self.gpu, peer=channels
+            )
+            pair["candidate"] = WorkerProcess(
+                "candidate", device, self.candidate.text, self.limits, self.sandbox, self.gpu, channels=channels
+            )
         except SandboxUnavailable as exc:
-            raise JudgeFailed(f"the {role} worker cannot be sandboxed as required: {exc}") from None
+            for worker in pair.values():
+                worker.close()
+            channels.close()
+            raise JudgeFailed(f"a worker cannot be sandboxed as required: {exc}") from None
+        return pair
 
-    def _spawn(self, role: str, device: str, source: str) -> WorkerProcess:
-        self.workers[role] = worker = self._new_worker(role, device, source)
-        return worker
-
-    def _ask(self, role: str, header: dict[str, Any], values: Any = None) -> tuple[dict[str, Any], Any]:
+    def _ask(
+        self,
+        role: str,
+        header: dict[str, Any],
+        values: Any = None,
+        placed: Any = None,
+        fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
+    ) -> tuple[dict[str, Any], Any]:
         try:
-            return self.workers[role].request(header, values)
+            return self.workers[role].request(header, values, placed=placed, fetch=fetch)
         except WorkerFailure as exc:
             raise JudgeFailed(f"the {role} worker failed: {exc}") from None
 
@@ -934,9 +995,7 @@ class Judgment:
         before the lanes' gate holds the others back for it. Until loaded, the pair runs no task or
         candidate code.
         """
-        device = self.device or "cpu"
-        self.booting["reference"] = self._new_worker("reference", device, self.task.text)
-        self.booting["candidate"] = self._new_worker("candidate", device, self.candidate.text)
+        self.booting = self._new_pair(self.device or "cpu")
 
     def _close_workers(self) -> dict[str, WorkerLog]:
         logs = {}

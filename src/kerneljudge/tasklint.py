@@ -3,11 +3,14 @@
 Each task's reference runs in a sandboxed reference worker, as in a judgment, never in this process. The
 worker builds the model after seed 42 and runs it on the inputs of seeds 1 and 2, on seed 1's inputs again
 with the random state reseeded (once in eval mode, twice in training mode, with two states), and once
-more after building the model from seed 43. The checks, each a
-flag with an id:
+more after building the model from seed 43, and once per input with that input from seed 2. Outputs
+stay in the worker, which describes them (a fingerprint, magnitudes, whether a constant passes KernelBench's
+check): multi-GiB outputs never cross to this process. The checks, each a flag with an id:
 
 - `input_independent`: the output is identical for two input seeds: a constant, or a function of the
   inputs' shapes only, passes without reading them;
+- `input_unused`: replacing one input by another seed's (the others kept) leaves the output identical: a
+  kernel that never reads that input passes;
 - `near_zero`: zeros pass KernelBench's check (`allclose`, atol = rtol = 1e-2) on this output;
 - `near_constant`: the output's mean, as a constant, passes that check;
 - `weights_unused`: the model has parameters, yet another initialisation gives the same output;
@@ -29,16 +32,15 @@ A task that cannot be loaded or run gets an `error` instead. docs/tasks.md has t
 from __future__ import annotations
 
 import json
+import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from kerneljudge.checks.outputs import reference_signature
-from kerneljudge.checks.screening import digest
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
@@ -74,26 +76,20 @@ class TaskLint:
         return self.error is None and not any(f.severity == "warning" for f in self.flags)
 
 
-def _tensors(values: Any) -> list[torch.Tensor]:
-    return [t for t in reference_signature(values) if isinstance(t, torch.Tensor)]
+def same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Two screened outputs with the same fingerprint: identical but by chance."""
+    return a is not None and b is not None and a["fingerprint"] == b["fingerprint"]
 
 
-def _bytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _passes_native(candidate: torch.Tensor, reference: torch.Tensor) -> bool:
-    return bool(torch.allclose(reference.double(), candidate.double(), atol=NATIVE_ATOL, rtol=NATIVE_RTOL))
-
-
-def output_flags(runs: dict[str, list[torch.Tensor]], parameter_count: int) -> list[LintFlag]:
+def output_flags(runs: dict[str, list[dict[str, Any]]], parameter_count: int) -> list[LintFlag]:
     """The flags that compare outputs. `runs`: "seed1", "seed2", "seed1_again", "train1", "train2" and
-    "other_init" (seed 1's inputs, the model built from another seed), each the reference's outputs."""
+    "other_init" (seed 1's inputs, the model built from another seed), each the reference worker's screen
+    of every output (worker/reference.py: fingerprint, max_abs, mean, zeros_pass, mean_passes)."""
     flags: list[LintFlag] = []
     base = runs["seed1"]
     for i, out in enumerate(base):
         where = f"output {i}" if len(base) > 1 else "the output"
-        if i < len(runs["seed2"]) and digest(out) == digest(runs["seed2"][i]):
+        if i < len(runs["seed2"]) and same(out, runs["seed2"][i]):
             flags.append(
                 LintFlag(
                     "input_independent",
@@ -102,27 +98,27 @@ def output_flags(runs: dict[str, list[torch.Tensor]], parameter_count: int) -> l
                     {"output": i},
                 )
             )
-        if out.is_floating_point() and out.numel() > 0:
-            if _passes_native(torch.zeros_like(out), out):
-                flags.append(
-                    LintFlag(
-                        "near_zero",
-                        "warning",
-                        f"zeros pass KernelBench's check on {where} (max |value| {out.abs().max().item():.3g})",
-                        {"output": i, "max_abs": out.abs().max().item()},
-                    )
+        if out is None or "zeros_pass" not in out:
+            continue
+        if out["zeros_pass"]:
+            flags.append(
+                LintFlag(
+                    "near_zero",
+                    "warning",
+                    f"zeros pass KernelBench's check on {where} (max |value| {out['max_abs']:.3g})",
+                    {"output": i, "max_abs": out["max_abs"]},
                 )
-            elif out.numel() > 1 and _passes_native(torch.full_like(out, out.double().mean().item()), out):
-                mean = out.double().mean().item()
-                flags.append(
-                    LintFlag(
-                        "near_constant",
-                        "warning",
-                        f"a constant (the mean, {mean:.4g}) passes KernelBench's check on {where}",
-                        {"output": i, "mean": mean, "std": out.double().std().item()},
-                    )
+            )
+        elif out["mean_passes"] and int(math.prod(out["fingerprint"][-1])) > 1:
+            flags.append(
+                LintFlag(
+                    "near_constant",
+                    "warning",
+                    f"a constant (the mean, {out['mean']:.4g}) passes KernelBench's check on {where}",
+                    {"output": i, "mean": out["mean"], "std": out["std"]},
                 )
-    if parameter_count > 0 and all(digest(a) == digest(b) for a, b in zip(base, runs["other_init"], strict=False)):
+            )
+    if parameter_count > 0 and all(same(a, b) for a, b in zip(base, runs["other_init"], strict=False)):
         flags.append(
             LintFlag(
                 "weights_unused",
@@ -132,7 +128,7 @@ def output_flags(runs: dict[str, list[torch.Tensor]], parameter_count: int) -> l
             )
         )
     for mode, first, second in (("eval", "seed1", "seed1_again"), ("training", "train1", "train2")):
-        differs = [i for i, (a, b) in enumerate(zip(runs[first], runs[second], strict=False)) if digest(a) != digest(b)]
+        differs = [i for i, (a, b) in enumerate(zip(runs[first], runs[second], strict=False)) if not same(a, b)]
         if differs:
             hint = " (dropout or another random op: KernelBench's harness keeps training mode)"
             hint = hint if mode == "training" else ""
@@ -148,20 +144,45 @@ def output_flags(runs: dict[str, list[torch.Tensor]], parameter_count: int) -> l
     return flags
 
 
-def input_flags(inputs: Sequence[Any]) -> list[LintFlag]:
+def unused_input_flags(base: list[dict[str, Any]], swapped: dict[int, tuple[bool | None, list[Any]]]) -> list[LintFlag]:
+    """`swapped[k]`: whether input k of seed 2 differs from seed 1's, and the outputs' screens with it in place.
+    An input that changed while every output stayed the same is never read (or does not matter)."""
     flags = []
-    for i, value in enumerate(inputs):
-        if isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex()):
+    for k, (differs, screens) in sorted(swapped.items()):
+        if not differs or len(screens) != len(base):
+            continue
+        if all(same(a, b) for a, b in zip(base, screens, strict=True)):
+            flags.append(
+                LintFlag(
+                    "input_unused",
+                    "warning",
+                    f"input {k} from another seed leaves every output identical: a kernel that never reads it passes",
+                    {"input": k},
+                )
+            )
+    return flags
+
+
+def input_flags(kinds: Sequence[dict[str, Any]]) -> list[LintFlag]:
+    flags = []
+    for i, kind in enumerate(kinds):
+        dtype = kind.get("dtype")
+        if dtype is not None and not (dtype.startswith("float") or dtype.startswith("bfloat") or "complex" in dtype):
             flags.append(
                 LintFlag(
                     "integer_inputs",
                     "warning",
-                    f"input {i} is {str(value.dtype).removeprefix('torch.')}: a harness that casts inputs to a "
-                    "float precision changes it",
-                    {"input": i, "dtype": str(value.dtype).removeprefix("torch.")},
+                    f"input {i} is {dtype}: a harness that casts inputs to a float precision changes it",
+                    {"input": i, "dtype": dtype},
                 )
             )
     return flags
+
+
+def _nbytes(kind: dict[str, Any]) -> int:
+    if "dtype" not in kind:
+        return 0
+    return int(math.prod(kind["shape"])) * torch.empty((), dtype=getattr(torch, kind["dtype"])).element_size()
 
 
 def memory_flag(total_bytes: int, memory_bytes: int) -> LintFlag | None:
@@ -194,8 +215,8 @@ def family_flags(reference: _Reference, loaded: dict[str, Any]) -> tuple[list[Li
     for shape in shapes:
         try:
             reference.load(LOAD_SEED, shape)
-            outputs = reference.trial(SEEDS[0])[1]
-            if not all(bool(torch.isfinite(t).all()) for t in outputs if t.is_floating_point()):
+            screens = reference.trial(SEEDS[0])["screen"]
+            if not all(s is None or s.get("finite", True) for s in screens):
                 raise TaskError("its output is not finite")
         except TaskError as exc:
             broken.append({"shape": describe_shape(shape), "error": str(exc)[:300]})
@@ -212,7 +233,7 @@ class _Reference:
     def __init__(self, task: Task, device: str, timeout_s: float) -> None:
         limits = WorkerLimits(step_timeout_s=timeout_s)
         self.worker = WorkerProcess("reference", device, task.text, limits, policy=confine.policy_for("auto"))
-        hello, _ = self.worker.receive(timeout_s=limits.start_timeout_s)
+        hello = self.worker.receive(timeout_s=limits.start_timeout_s)
         if hello.get("type") != "hello":
             raise WorkerFailure("the reference worker did not start")
         self.hello = hello
@@ -228,16 +249,18 @@ class _Reference:
         return self.ask({"op": "load", "seed": seed, "shape": shape}, expect="loaded")[0]
 
     def trial(
-        self, seed: int, train: bool = False, rng_seed: int | None = None
-    ) -> tuple[list[Any], list[torch.Tensor]]:
-        header = {"op": "trial", "seed": seed, "oracle": False, "train": train, "rng_seed": rng_seed}
-        _, values = self.ask(header, expect="trial")
-        inputs, out, _ = values["values"]
-        return list(inputs), _tensors(out)
+        self, seed: int, train: bool = False, rng_seed: int | None = None, swap: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """One run; the worker's response: "screen" per output, "input_kinds", "swapped", "signature"."""
+        header = {
+            "op": "trial", "seed": seed, "oracle": False, "train": train, "rng_seed": rng_seed, "slot": "lint",
+            "stats": True, "swap": swap, "on_device": True,
+        }  # fmt: skip
+        return self.ask(header, expect="trial")[0]
 
-    def device_ms(self, inputs: list[Any]) -> float:
+    def device_ms(self) -> float:
         """Median device time of one call, behind a GPU-busy precursor (launch latency hidden)."""
-        self.ask({"op": "stage"}, [inputs], expect="staged")
+        self.ask({"op": "stage", "sets": [{"seed": SEEDS[0]}], "on_device": True}, expect="staged")
         header = {
             "op": "time", "calls": 1, "samples": 20, "warmup": 3, "flush_bytes": 0, "precursor_ms": 0.5,
             "method": "events", "compiled": False, "staged": True,
@@ -259,35 +282,45 @@ def lint_task(task: Task, device: str = "auto", timeout_s: float = 180.0, memory
         return result
     try:
         loaded = reference.load(LOAD_SEED)
-        inputs, first = reference.trial(SEEDS[0])
+        first = reference.trial(SEEDS[0])
         # The same inputs again with the random state reseeded, in eval and in training mode: a reference
         # with its own random ops (dropout) answers otherwise.
-        runs = {"seed1": first, "seed2": reference.trial(SEEDS[1])[1]}
-        runs["seed1_again"] = reference.trial(SEEDS[0], rng_seed=RNG_SEEDS[0])[1]
-        runs["train1"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[0])[1]
-        runs["train2"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[1])[1]
+        runs = {"seed1": first["screen"], "seed2": reference.trial(SEEDS[1])["screen"]}
+        runs["seed1_again"] = reference.trial(SEEDS[0], rng_seed=RNG_SEEDS[0])["screen"]
+        runs["train1"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[0])["screen"]
+        runs["train2"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[1])["screen"]
+        swapped = {}
+        for k, kind in enumerate(first["input_kinds"]):
+            if "dtype" in kind and len(first["input_kinds"]) > 1:
+                response = reference.trial(SEEDS[0], swap={"seed": SEEDS[1], "position": k})
+                swapped[k] = (response["swapped"], response["screen"])
         cuda = bool(reference.hello.get("cuda_available")) and device != "cpu"
-        device_ms = reference.device_ms(inputs) if cuda else None
+        device_ms = reference.device_ms() if cuda else None
         reference.load(OTHER_LOAD_SEED)
-        runs["other_init"] = reference.trial(SEEDS[0])[1]
+        runs["other_init"] = reference.trial(SEEDS[0])["screen"]
         shape_flags, family_facts = family_flags(reference, loaded)
     except (TaskError, WorkerFailure) as exc:
         result.error = str(exc)
         return result
     finally:
         reference.close()
-    tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)]
-    total = _bytes(tensors_in) + _bytes(first) + int(loaded.get("parameter_bytes") or 0)
+    kinds, outputs = first["input_kinds"], first["signature"]["items"]
+    total = sum(_nbytes(k) for k in kinds) + sum(_nbytes(o) for o in outputs) + int(loaded.get("parameter_bytes") or 0)
     result.facts = {
         "device": "cuda" if cuda else "cpu",
-        "inputs": [f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in tensors_in],
-        "outputs": [f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}" for t in first],
+        "inputs": [f"{k['shape']} {k['dtype']}" for k in kinds if "dtype" in k],
+        "outputs": [f"{o['shape']} {o['dtype']}" for o in outputs if "dtype" in o],
         "parameters": int(loaded.get("parameter_count") or 0),
         "bytes": total,
         "device_us": None if device_ms is None else round(device_ms * 1e3, 3),
         "shape_family": family_facts,
     }
-    result.flags = input_flags(inputs) + output_flags(runs, result.facts["parameters"]) + shape_flags
+    result.flags = (
+        input_flags(kinds)
+        + output_flags(runs, result.facts["parameters"])
+        + unused_input_flags(runs["seed1"], swapped)
+        + shape_flags
+    )
     memory = memory_bytes or int(reference.hello.get("gpu_memory_bytes") or 0) or DEFAULT_MEMORY_BYTES
     too_big = memory_flag(total, memory)
     if too_big is not None:

@@ -1,6 +1,8 @@
 """Numerical correctness: a candidate's output against the float64 oracle.
 
-Pure functions over CPU tensors. The oracle is first rounded to the output's
+Pure functions over tensors on any device: they run in the reference worker, on
+the device where the outputs lie, piece by piece (CHUNK elements) so that a
+multi-GiB output costs bounded memory. The oracle is first rounded to the output's
 dtype, which is the best answer representable there (and overflows where the
 task's own dtype overflows). An element passes when
 
@@ -16,6 +18,7 @@ magnitude above that slack. docs/tolerances.md gives the reasons for each number
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,66 +75,108 @@ class Comparison:
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype comparisons compute in: float32 for outputs of 32 bits or fewer, whose values, and the
     differences between close ones, it holds exactly (Sterbenz); float64 for float64. Half the bytes of
-    float64 for every pass over outputs that may hold tens of millions of elements."""
+    float64 for every pass over outputs that may hold billions of elements."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _finite_mask_problem(
-    cand: torch.Tensor, oracle: torch.Tensor, c_fin: torch.Tensor, o_fin: torch.Tensor
-) -> str | None:
-    if bool(c_fin.all()) and bool(o_fin.all()):
-        return None
-    bad = c_fin != o_fin
-    both_nonfinite = ~c_fin & ~o_fin
-    # Same kind of non-finite where both are non-finite: NaN with NaN, +inf with +inf.
-    bad |= both_nonfinite & ~((torch.isnan(cand) & torch.isnan(oracle)) | (cand == oracle))
-    count = int(bad.sum())
+# Elements per piece of a pass: the comparison runs in the reference worker, on the device, over outputs of up
+# to billions of elements (KernelBench's level 1), and its temporaries must stay a small multiple of this.
+CHUNK = 1 << 24
+
+
+def pieces(*tensors: torch.Tensor, work: torch.dtype | None = None) -> Iterator[tuple[int, list[torch.Tensor]]]:
+    """(offset, flat pieces of every tensor at that offset), each piece in `work` dtype when given."""
+    flats = [t.reshape(-1) for t in tensors]
+    numel = flats[0].numel() if flats else 0
+    for start in range(0, numel, CHUNK):
+        pieces = [f[start : start + CHUNK] for f in flats]
+        yield start, [p.to(work) if work is not None else p for p in pieces]
+
+
+def _nonfinite_problem(cand: torch.Tensor, oracle: torch.Tensor) -> str | None:
+    """Where the candidate and the oracle disagree on being finite (NaN with NaN and +inf with +inf agree)."""
+    count = 0
+    for _, (c, o) in pieces(cand, oracle):
+        c_fin, o_fin = torch.isfinite(c), torch.isfinite(o)
+        if bool(c_fin.all()) and bool(o_fin.all()):
+            continue
+        bad = c_fin != o_fin
+        both_nonfinite = ~c_fin & ~o_fin
+        bad |= both_nonfinite & ~((torch.isnan(c) & torch.isnan(o)) | (c == o))
+        count += int(bad.sum())
     if not count:
         return None
     return f"{count} element(s) are NaN/Inf where the oracle is not (or the reverse)"
 
 
-def error_metrics(
-    cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, tol: Tolerance, finite: torch.Tensor | None = None
-) -> dict[str, Any]:
-    """Error statistics of cand and ref against oracle (same dtype and shape; `finite`: where both cand and
-    oracle are finite, computed here if not given).
+def _finite(c: torch.Tensor, o: torch.Tensor) -> torch.Tensor | None:
+    """The positions of one piece where candidate and oracle are finite (None: all of them)."""
+    mask = torch.isfinite(c) & torch.isfinite(o)
+    return None if bool(mask.all()) else mask
 
-    Each figure is one pass over tensors that may hold tens of millions of elements, in the parent, for
-    every output of every trial: views where every position is finite (no masked copies), the difference
-    computed once, sums of squares by norms, no gathers.
+
+def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
+    """Error statistics of cand and ref against oracle (same shape; computed in the work dtype of the
+    candidate's), over the positions where cand and oracle are both finite.
+
+    Two passes of pieces: the first finds what the rule's bound depends on (the reference's largest error,
+    the oracle's RMS), the second counts against it. Sums and norms accumulate in float64.
     """
-    if finite is None:
-        finite = torch.isfinite(oracle) & torch.isfinite(cand)
-    all_finite = bool(finite.all())
-    if all_finite:
-        c, o, r = cand.reshape(-1), oracle.reshape(-1), ref.reshape(-1)
-    else:
-        c, o, r = cand[finite], oracle[finite], ref[finite]
-    count = c.numel()
-    diff = c - o
-    err = diff.abs()
-    ref_err = torch.nan_to_num((r - o).abs_(), nan=0.0, posinf=0.0)
-    ref_max = float(ref_err.max()) if count else 0.0
+    work = work_dtype(cand.dtype)
+    count, ref_max, o_sq, ref_sq = 0, 0.0, 0.0, 0.0
+    for _, (c, o, r) in pieces(cand, oracle, ref, work=work):
+        mask = _finite(c, o)
+        if mask is not None:
+            o, r = o[mask], r[mask]
+        count += o.numel()
+        if o.numel():
+            ref_err = torch.nan_to_num((r - o).abs_(), nan=0.0, posinf=0.0)
+            ref_max = max(ref_max, float(ref_err.max()))
+            ref_sq += float(torch.linalg.vector_norm(ref_err, dtype=torch.float64)) ** 2
+            o_sq += float(torch.linalg.vector_norm(o, dtype=torch.float64)) ** 2
     slack = tol.ref_error_factor * ref_max
-    o_norm = float(torch.linalg.vector_norm(o)) if count else 0.0
-    oracle_rms = o_norm / count**0.5 if count else 0.0
+    oracle_rms = (o_sq / count) ** 0.5 if count else 0.0
+    ref_rmse = (ref_sq / count) ** 0.5 if count else 0.0
     atol = min(tol.atol, SCALE_FLOOR * oracle_rms)
-    o_abs = o.abs()
-    bound = o_abs.mul(tol.rtol).add_(atol + slack)
-    over = err > bound
-    mismatches = int(over.sum())
-    significant = o_abs > atol
-    rmse = float(torch.linalg.vector_norm(err)) / count**0.5 if count else 0.0
-    ref_rmse = float(torch.linalg.vector_norm(ref_err)) / count**0.5 if count else 0.0
-    c_norm = float(torch.linalg.vector_norm(c)) if count else 0.0
-    cosine = 1.0 if c_norm == o_norm == 0.0 else float(torch.dot(c, o) / max(c_norm * o_norm, 1e-300))
-    relative = torch.where(significant, err / o_abs, 0.0) if count else err
+    mismatches, max_err, max_rel, sum_err, err_sq, c_sq, dot, sum_diff, spread = 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0
+    worst: tuple[float, int, float, float] | None = None  # (excess over the bound, flat index, cand, expected)
+    for start, (c, o) in pieces(cand, oracle, work=work):
+        mask = _finite(c, o)
+        positions = torch.nonzero(mask).reshape(-1) if mask is not None else None
+        if mask is not None:
+            c, o = c[mask], o[mask]
+        if not o.numel():
+            continue
+        diff = c - o
+        err = diff.abs()
+        o_abs = o.abs()
+        bound = o_abs.mul(tol.rtol).add_(atol + slack)
+        over = err > bound
+        n_over = int(over.sum())
+        mismatches += n_over
+        max_err = max(max_err, float(err.max()))
+        significant = o_abs > atol
+        max_rel = max(max_rel, float(torch.where(significant, err / o_abs, 0.0).max()))
+        sum_err += float(err.sum(dtype=torch.float64))
+        err_sq += float(torch.linalg.vector_norm(err, dtype=torch.float64)) ** 2
+        c_sq += float(torch.linalg.vector_norm(c, dtype=torch.float64)) ** 2
+        dot += float(torch.dot(c.double(), o.double())) if work != torch.float64 else float(torch.dot(c, o))
+        sum_diff += float(diff.sum(dtype=torch.float64))
+        spread += int((err > 4.0 * ref_rmse).sum())
+        if n_over:
+            excess = (err - bound).masked_fill_(~over, float("-inf"))
+            k = int(torch.argmax(excess))
+            if worst is None or float(excess[k]) > worst[0]:
+                index = start + (int(positions[k]) if positions is not None else k)
+                worst = (float(excess[k]), index, float(c[k]), float(o[k]))
+    o_norm, c_norm = o_sq**0.5, c_sq**0.5
+    rmse = (err_sq / count) ** 0.5 if count else 0.0
+    cosine = 1.0 if c_norm == o_norm == 0.0 else dot / max(c_norm * o_norm, 1e-300)
     metrics: dict[str, Any] = {
         "numel": int(cand.numel()),
-        "max_abs_error": float(err.max()) if count else 0.0,
-        "max_rel_error": float(relative.max()) if count else 0.0,
-        "mean_abs_error": float(err.mean()) if count else 0.0,
+        "max_abs_error": max_err,
+        "max_rel_error": max_rel,
+        "mean_abs_error": sum_err / count if count else 0.0,
         "rmse": rmse,
         "cosine_similarity": min(cosine, 1.0),
         "mismatch_count": mismatches,
@@ -140,35 +185,37 @@ def error_metrics(
         "error_ratio": rmse / ref_rmse if ref_rmse > 0 else (1.0 if rmse == 0 else None),
         "slack": slack,
         "atol": atol,
-        "signed_mean_error": float(diff.mean()) if count else 0.0,
+        "signed_mean_error": sum_diff / count if count else 0.0,
         # Fraction of elements measurably worse than the reference's typical error: rounding in a lower
         # precision touches most elements, skipped work only some.
-        "error_spread": int((err > 4.0 * ref_rmse).sum()) / count if count else 0.0,
+        "error_spread": spread / count if count else 0.0,
         "oracle_rms": oracle_rms,
     }
-    if mismatches:
-        flat = int(torch.argmax((err - bound).masked_fill_(~over, float("-inf"))))
-        full_index = flat if all_finite else torch.nonzero(finite.reshape(-1))[flat].item()
-        metrics["worst_index"] = [int(i) for i in torch.unravel_index(torch.tensor(full_index), cand.shape)]
-        metrics["worst_candidate"] = float(c[flat])
-        metrics["worst_expected"] = float(o[flat])
+    if worst is not None:
+        metrics["worst_index"] = [int(i) for i in torch.unravel_index(torch.tensor(worst[1]), cand.shape)]
+        metrics["worst_candidate"] = worst[2]
+        metrics["worst_expected"] = worst[3]
     return metrics
+
+
+def compare_exact(cand: torch.Tensor, ref: torch.Tensor) -> Comparison:
+    """Integer and boolean outputs (labels, indices, masks, counts): equal element by element, or wrong."""
+    mismatches = sum(int((c != r).sum()) for _, (c, r) in pieces(cand, ref))
+    metrics = {"numel": int(cand.numel()), "mismatch_count": mismatches}
+    if mismatches:
+        return Comparison(False, "tolerance", f"{mismatches} of {cand.numel()} integer elements differ", metrics)
+    return Comparison(True, None, "exact match", metrics)
 
 
 def compare_to_oracle(cand: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, tol: Tolerance) -> Comparison:
     """Compare one candidate output with the oracle, using the reference's own error as slack."""
     if not (cand.is_floating_point() or cand.is_complex()):
-        mismatches = int((cand != ref).sum())
-        metrics = {"numel": int(cand.numel()), "mismatch_count": mismatches}
-        if mismatches:
-            return Comparison(False, "tolerance", f"{mismatches} of {cand.numel()} integer elements differ", metrics)
-        return Comparison(True, None, "exact match", metrics)
-    work = work_dtype(cand.dtype)
-    rounded = oracle.to(cand.dtype).to(work)  # the best answer the output's dtype can hold
-    c, r = cand.to(work), ref.to(work)
-    c_fin, o_fin = torch.isfinite(c), torch.isfinite(rounded)
-    problem = _finite_mask_problem(c, rounded, c_fin, o_fin)
-    metrics = error_metrics(c, rounded, r, tol, finite=c_fin & o_fin)
+        return compare_exact(cand, ref)
+    if cand.is_complex():
+        return compare_to_oracle(torch.view_as_real(cand), torch.view_as_real(ref), torch.view_as_real(oracle), tol)
+    rounded = oracle.to(cand.dtype)  # the best answer the output's dtype can hold
+    problem = _nonfinite_problem(cand, rounded)
+    metrics = error_metrics(cand, rounded, ref, tol)
     if problem:
         return Comparison(False, "non_finite", problem, metrics)
     if metrics["mismatch_count"]:
@@ -184,46 +231,56 @@ def compare_to_oracle(cand: torch.Tensor, ref: torch.Tensor, oracle: torch.Tenso
 
 class OracleCheck:
     """Pass or fail of many candidate outputs against one reference and oracle output, as compare_to_oracle
-    decides it, with what does not depend on the candidate (the rounded oracle and the bound) computed once:
-    a timed call's output is checked this way in every timing block, in a few passes. Where the oracle or
-    the candidate has a non-finite element, or an element is out of bounds, compare_to_oracle decides and
-    describes the outcome itself."""
+    decides it, with what does not depend on the candidate (the rounded oracle, the bound's constant part)
+    computed once: a timed call's output is checked this way in every timing block, in one pass. Where the
+    oracle or the candidate has a non-finite element, or an element is out of bounds, compare_to_oracle
+    decides and describes the outcome itself."""
 
     def __init__(self, ref: torch.Tensor, oracle: torch.Tensor, tol: Tolerance) -> None:
         self.ref, self.oracle, self.tol = ref, oracle, tol
         self.fast = ref.is_floating_point()
         if not self.fast:
             return
-        work = work_dtype(ref.dtype)
-        self.rounded = oracle.to(ref.dtype).to(work)
-        self.fast = bool(torch.isfinite(self.rounded).all())
+        self.rounded = oracle.to(ref.dtype)
+        self.fast = all(bool(torch.isfinite(o).all()) for _, (o,) in pieces(self.rounded))
         if self.fast:  # the slack and the absolute floor as compare_to_oracle computes them for a finite output
-            probe = error_metrics(self.rounded, self.rounded, ref.to(work), tol, finite=torch.ones((), dtype=bool))
-            self.bound = self.rounded.abs().mul_(tol.rtol).add_(probe["atol"] + probe["slack"])
+            probe = error_metrics(self.rounded, self.rounded, ref, tol)
+            self.constant = probe["atol"] + probe["slack"]
 
     def compare(self, cand: torch.Tensor) -> Comparison:
         if self.fast and cand.dtype == self.ref.dtype and cand.shape == self.ref.shape:
-            c = cand.to(self.rounded.dtype)
-            if bool(torch.isfinite(c).all()) and not bool(((c - self.rounded).abs_() > self.bound).any()):
+            work = work_dtype(cand.dtype)
+            within = True
+            for _, (c, o) in pieces(cand, self.rounded, work=work):
+                bound = o.abs().mul_(self.tol.rtol).add_(self.constant)
+                if not bool(torch.isfinite(c).all()) or bool(((c - o).abs_() > bound).any()):
+                    within = False
+                    break
+            if within:
                 return Comparison(True, None, "within tolerance", {"numel": int(cand.numel())})
         return compare_to_oracle(cand, self.ref, self.oracle, self.tol)
 
 
 def compare_native(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
-    """KernelBench's check, exactly: torch.allclose(reference, candidate, atol, rtol)."""
-    diff = (ref.double() - cand.double()).abs()
+    """KernelBench's check, exactly: torch.allclose(reference, candidate, atol, rtol), piece by piece."""
+    max_diff, sum_diff, ok = 0.0, 0.0, True
+    try:
+        for _, (r, c) in pieces(ref, cand):
+            diff = (r.double() - c.double()).abs()
+            if diff.numel():
+                max_diff = max(max_diff, float(diff.max()))
+                sum_diff += float(diff.sum())
+            ok = ok and bool(torch.allclose(r, c, atol=tol.atol, rtol=tol.rtol))
+    except RuntimeError as exc:
+        return Comparison(False, "tolerance", f"allclose failed: {exc}", {"numel": int(cand.numel())})
     metrics = {
         "numel": int(cand.numel()),
-        "max_abs_error": float(diff.max()) if diff.numel() else 0.0,
-        "mean_abs_error": float(diff.mean()) if diff.numel() else 0.0,
+        "max_abs_error": max_diff,
+        "mean_abs_error": sum_diff / cand.numel() if cand.numel() else 0.0,
     }
-    try:
-        ok = bool(torch.allclose(ref, cand, atol=tol.atol, rtol=tol.rtol))
-    except RuntimeError as exc:
-        return Comparison(False, "tolerance", f"allclose failed: {exc}", metrics)
     if ok:
         return Comparison(True, None, "allclose", metrics)
-    return Comparison(False, "tolerance", f"not allclose (max abs difference {metrics['max_abs_error']:.3g})", metrics)
+    return Comparison(False, "tolerance", f"not allclose (max abs difference {max_diff:.3g})", metrics)
 
 
 def compare_replay(
@@ -235,10 +292,10 @@ def compare_replay(
     units in the last place of the values involved, plus the reference's own
     error slack. A race that reads unfinished or uninitialised data differs by far more.
     """
-    a, b = first.double(), second.double()
-    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
-    differing = int((~same).sum())
-    metrics: dict[str, Any] = {"numel": int(a.numel()), "differing_elements": differing}
+    differing = 0
+    for _, (a, b) in pieces(first, second):
+        differing += int((~((a == b) | (torch.isnan(a) & torch.isnan(b)))).sum())
+    metrics: dict[str, Any] = {"numel": int(first.numel()), "differing_elements": differing}
     if not differing:
         return Comparison(True, None, "bitwise identical", {**metrics, "max_abs_difference": 0.0})
     if not first.is_floating_point():
@@ -248,16 +305,22 @@ def compare_replay(
             f"{differing} integer element(s) changed between two runs on the same inputs",
             metrics,
         )
-    diff = torch.nan_to_num((a - b).abs(), nan=float("inf"))
-    metrics["max_abs_difference"] = float(diff.max())
-    o = oracle.to(first.dtype).double()
-    slack = error_metrics(a, o, ref.double(), tol)["slack"]
-    finite = torch.isfinite(o)
-    scale = float(o[finite].abs().mean()) if finite.any() else 0.0
+    rounded = oracle.to(first.dtype)
+    slack = error_metrics(first, rounded, ref, tol)["slack"]
+    finite_sum, finite_count = 0.0, 0
+    for _, (o,) in pieces(rounded, work=torch.float64):
+        finite = o[torch.isfinite(o)]
+        finite_sum += float(finite.abs().sum())
+        finite_count += finite.numel()
+    scale = finite_sum / finite_count if finite_count else 0.0
     eps = torch.finfo(first.dtype).eps
-    bound = ROUNDING_ULPS * eps * (torch.nan_to_num(o.abs(), posinf=0.0) + scale) + slack
-    beyond = int((diff > bound).sum())
-    metrics.update(beyond_rounding=beyond, slack=slack)
+    max_difference, beyond = 0.0, 0
+    for _, (a, b, o) in pieces(first, second, rounded, work=torch.float64):
+        diff = torch.nan_to_num((a - b).abs(), nan=float("inf"))
+        max_difference = max(max_difference, float(diff.max()))
+        bound = ROUNDING_ULPS * eps * (torch.nan_to_num(o.abs(), posinf=0.0) + scale) + slack
+        beyond += int((diff > bound).sum())
+    metrics.update(max_abs_difference=max_difference, beyond_rounding=beyond, slack=slack)
     if beyond:
         return Comparison(
             False,

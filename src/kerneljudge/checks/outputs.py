@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 
 @dataclass(frozen=True)
 class StructureProblem:
@@ -21,22 +19,38 @@ class StructureProblem:
     evidence: dict[str, Any]
 
 
-def reference_signature(output: Any) -> list[torch.Tensor]:
-    return list(output) if isinstance(output, (tuple, list)) else [output]
+def signature_items(signature: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reference output's items as its worker described them: {"dtype", "shape"} per tensor."""
+    return list(signature.get("items") or [])
 
 
-def check_structure(response: dict[str, Any], reference_output: Any, device_type: str) -> StructureProblem | None:
+def expected_bytes(signature: dict[str, Any]) -> int:
+    """The bytes the reference's outputs take: what a correct candidate's output takes too."""
+    import torch
+
+    total = 0
+    for item in signature_items(signature):
+        if "dtype" in item:
+            numel = 1
+            for size in item["shape"]:
+                numel *= size
+            total += numel * torch.empty((), dtype=getattr(torch, item["dtype"])).element_size()
+    return total
+
+
+def check_structure(response: dict[str, Any], signature: dict[str, Any], device_type: str) -> StructureProblem | None:
+    """The candidate's output, as its worker described it, against the reference's `signature`."""
     items = response.get("items")
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         return StructureProblem("output_type", "the worker's output description is malformed", {})
-    expected = reference_signature(reference_output)
-    ref_is_sequence = isinstance(reference_output, (tuple, list))
+    expected = signature_items(signature)
+    ref_is_sequence = signature.get("container") in ("tuple", "list")
     cand_is_sequence = response.get("container") in ("tuple", "list")
     if ref_is_sequence != cand_is_sequence or len(items) != len(expected):
         return StructureProblem(
             "output_type",
             f"returned {response.get('container')!s} with {len(items)} item(s); expected "
-            f"{type(reference_output).__name__} with {len(expected)}",
+            f"{signature.get('container')} with {len(expected)}",
             {"container": response.get("container"), "count": len(items), "expected_count": len(expected)},
         )
     for index, (item, ref) in enumerate(zip(items, expected, strict=True)):
@@ -53,34 +67,35 @@ def check_structure(response: dict[str, Any], reference_output: Any, device_type
                 f"{where} is on {item.get('device')}, expected {device_type}",
                 {"index": index, "device": item.get("device"), "expected": device_type},
             )
-        want_dtype = str(ref.dtype).removeprefix("torch.")
-        if item.get("dtype") != want_dtype:
+        if item.get("dtype") != ref["dtype"]:
             return StructureProblem(
                 "dtype_mismatch",
-                f"{where} has dtype {item.get('dtype')}, expected {want_dtype}",
-                {"index": index, "dtype": item.get("dtype"), "expected": want_dtype},
+                f"{where} has dtype {item.get('dtype')}, expected {ref['dtype']}",
+                {"index": index, "dtype": item.get("dtype"), "expected": ref["dtype"]},
             )
-        if item.get("shape") != list(ref.shape):
+        if item.get("shape") != ref["shape"]:
             return StructureProblem(
                 "shape_mismatch",
-                f"{where} has shape {item.get('shape')}, expected {list(ref.shape)}",
-                {"index": index, "shape": item.get("shape"), "expected": list(ref.shape)},
+                f"{where} has shape {item.get('shape')}, expected {ref['shape']}",
+                {"index": index, "shape": item.get("shape"), "expected": ref["shape"]},
             )
     return None
 
 
-def check_received(values: Any, response: dict[str, Any]) -> StructureProblem | None:
-    """The tensors that arrived must match what the worker described (a lying worker is caught here)."""
-    items = response["items"]
-    if values is None:
+def check_received(response: dict[str, Any], key: str = "values") -> StructureProblem | None:
+    """The tensors the worker wrote must be the ones it described (a lying worker is caught here)."""
+    items, tree, described = response["items"], response.get(key), response.get("tensors") or {}
+    if tree is None:
         return StructureProblem("output_type", f"the output could not be read: {response.get('unreadable')}", {})
-    if not isinstance(values, list) or len(values) != len(items):
+    if not isinstance(tree, list) or len(tree) != len(items):
         return StructureProblem("output_type", "the output tensors sent do not match their description", {})
-    for item, tensor in zip(items, values, strict=True):
+    for item, leaf in zip(items, tree, strict=True):
+        description = described.get(leaf.get("tensor")) if isinstance(leaf, dict) else None
         if (
-            not isinstance(tensor, torch.Tensor)
-            or list(tensor.shape) != item["shape"]
-            or str(tensor.dtype).removeprefix("torch.") != item["dtype"]
+            not isinstance(description, dict)
+            or description.get("shape") != item["shape"]
+            or description.get("dtype") != item["dtype"]
+            or set(leaf) - {"tensor", "strides"}
         ):
             return StructureProblem("output_type", "the output tensors sent do not match their description", {})
     return None

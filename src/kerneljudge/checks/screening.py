@@ -9,36 +9,24 @@ withholds the verified result all the same.
 
 from __future__ import annotations
 
-import hashlib
-
-import torch
+from typing import Any
 
 from kerneljudge.checks.catalog import finding
 from kerneljudge.verdict import Finding
 
 
-def digest(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()).hexdigest()
-
-
-def _constant(t: torch.Tensor) -> bool:
-    if t.numel() <= 1:
-        return False
-    flat = t.detach().reshape(-1)
-    return bool((flat == flat[0]).all())
-
-
-def degenerate_outputs(trials: list[list[torch.Tensor]]) -> list[Finding]:
-    """`trials[k][i]` is the oracle's output i in trial k (at least two trials with different inputs)."""
+def degenerate_outputs(trials: list[list[dict[str, Any] | None]]) -> list[Finding]:
+    """`trials[k][i]` is the reference worker's screen of the oracle's output i in trial k (at least two
+    trials with different inputs): its fingerprint and whether it is constant (worker/reference.py)."""
     if len(trials) < 2:
         return []
     found = []
     for i in range(len(trials[0])):
-        outputs = [t[i] for t in trials if i < len(t) and isinstance(t[i], torch.Tensor)]
+        outputs = [t[i] for t in trials if i < len(t) and isinstance(t[i], dict)]
         if len(outputs) < 2:
             continue
-        constant = all(_constant(o) for o in outputs)
-        same = len({digest(o) for o in outputs}) == 1
+        constant = all(o.get("constant") for o in outputs)
+        same = len({repr(o.get("fingerprint")) for o in outputs}) == 1
         if constant or same:
             why = "is constant in every trial" if constant else f"is identical in all {len(outputs)} trials"
             found.append(

@@ -28,7 +28,7 @@ from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
-from kerneljudge.worker import wire
+from kerneljudge.worker import channel, wire
 
 WORKER_USER = "kerneljudge-worker"
 
@@ -57,7 +57,9 @@ class WorkerLimits:
     start_timeout_s: float = 300.0
     lifetime_s: float = 1800.0
     log_cap_bytes: int = 64 * 1024
-    max_message_bytes: int = 2 * 1024**3
+    # The capacity of each shared-memory channel (sparse: it costs memory only as far as written). KernelBench's
+    # level 1 has 16 GiB inputs, and a timing pool holds three input sets.
+    max_message_bytes: int = 64 * 1024**3
 
 
 class WorkerFailure(Exception):
@@ -86,6 +88,20 @@ class WorkerOversized(WorkerFailure):
     """The worker announced a message larger than the output it could legitimately send."""
 
     kind = "shape_mismatch"
+
+
+class WorkerChannels:
+    """The parent's read-write endpoints of one worker's two channels, `<role>_in` and `<role>_out`
+    (worker/channel.py); a reference worker is also handed the candidate's, as its peer."""
+
+    def __init__(self, role: str, capacity_bytes: int) -> None:
+        self.role = role
+        self.inbox = channel.create(f"{role}_in", capacity_bytes)
+        self.outbox = channel.create(f"{role}_out", capacity_bytes)
+        self.access = channel.Channels([self.inbox, self.outbox])
+
+    def close(self) -> None:
+        self.access.close()
 
 
 class StreamCapture(threading.Thread):
@@ -161,8 +177,13 @@ class WorkerProcess:
         limits: WorkerLimits,
         policy: SandboxPolicy | None = None,
         gpu: str | None = None,
+        channels: WorkerChannels | None = None,
+        peer: WorkerChannels | None = None,
     ) -> None:
         self.role = role
+        # Its own channels (made here unless given), and for a reference worker the candidate's: it writes a
+        # trial's inputs straight into the candidate's inbox and reads its outputs to compare them.
+        self.channels = channels or WorkerChannels(role, limits.max_message_bytes)
         self.limits = limits
         self.policy = policy or confine.DEFAULT_POLICY
         confined = self.policy.enabled and (device == "cpu" or self.policy.confine_cuda)
@@ -193,7 +214,12 @@ class WorkerProcess:
             "--resp-fd",
             str(resp_w),
         ]
-        pass_fds: tuple[int, ...] = (req_r, resp_w)
+        granted = [channel.reader(self.channels.inbox), self.channels.outbox]
+        if peer is not None:
+            granted += [peer.inbox, channel.reader(peer.outbox)]
+        for endpoint in granted:
+            argv += ["--channel", endpoint.argument()]
+        pass_fds: tuple[int, ...] = (req_r, resp_w, *(e.fd for e in granted))
         report_r = report_w = None
         self.uid: int | None = None  # the uid taken for it, given back once it is gone
         if confined:
@@ -213,7 +239,7 @@ class WorkerProcess:
             env=self._env(device, gpu),
             start_new_session=True,
         )
-        for fd in (req_r, resp_w, report_w):
+        for fd in (req_r, resp_w, report_w, *(e.fd for e in granted if not e.writable)):
             if fd is not None:
                 os.close(fd)
         self.stdout = StreamCapture(self.proc.stdout, limits.log_cap_bytes)
@@ -269,15 +295,10 @@ class WorkerProcess:
 
     # ------------------------------------------------------------ talking
 
-    def receive(
-        self, max_blob_bytes: int | None = None, timeout_s: float | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
         deadline = self._deadline(timeout_s)
         try:
-            header, blob = wire.read_frame(
-                self._resp_r, max_blob_bytes if max_blob_bytes is not None else self.limits.max_message_bytes, deadline
-            )
-            return header, wire.decode_tensors(blob)
+            return wire.read_frame(self._resp_r, deadline)
         except wire.PeerTimeout:
             self.kill()
             raise WorkerTimeout(f"the {self.role} worker gave no answer within its time limit") from None
@@ -294,32 +315,61 @@ class WorkerProcess:
         self,
         header: dict[str, Any],
         values: Any = None,
-        max_blob_bytes: int | None = None,
+        max_bytes: int | None = None,
         timeout_s: float | None = None,
+        placed: tuple[Any, dict[str, Any]] | None = None,
+        fetch: tuple[str, ...] = ("values", "inputs", "init_inputs", "captured"),
     ) -> tuple[dict[str, Any], Any]:
-        """Send one request and return the response header and its unpacked values."""
-        tree, tensors = wire.pack_values(values if values is not None else [])
+        """Send one request and return the response header and the values it names under `fetch`, read from
+        the worker's channel (at most `max_bytes` of tensors, else WorkerOversized).
+
+        `values` are written to the worker's inbox; `placed` is (tree, descriptions) of values already
+        there (a trial's inputs the reference worker wrote for the candidate).
+        """
+        inbox = self.channels.inbox.name
+        tree, described = placed if placed is not None else self.channels.access.put(inbox, values or [])
         try:
-            wire.write_frame(
-                self._req_w, {**header, "args": tree}, wire.encode_tensors(tensors), self._deadline(timeout_s)
-            )
+            wire.write_frame(self._req_w, {**header, "args": tree, "tensors": described}, self._deadline(timeout_s))
         except wire.PeerTimeout:
             self.kill()
             raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
         except wire.WireError:
             returncode = self.kill()
             raise WorkerCrashed(self._died(returncode), returncode) from None
-        response, response_tensors = self.receive(max_blob_bytes, timeout_s)
+        response = self.receive(timeout_s)
+        keys = [k for k in fetch if k in response]
+        self.described(response, keys, max_bytes)
         try:
-            unpacked = {
-                k: wire.unpack_values(v, response_tensors)
-                for k, v in response.items()
-                if k in ("values", "init_inputs", "captured")
-            }
-        except wire.WireError as exc:
+            unpacked = {k: self.channels.access.get(response[k], response.get("tensors"), "cpu") for k in keys}
+        except (wire.WireError, channel.ChannelError) as exc:
             self.kill()
             raise WorkerProtocolError(f"the {self.role} worker sent malformed values: {exc}") from None
         return response, unpacked
+
+    def described(self, response: dict[str, Any], keys: list[str], max_bytes: int | None = None) -> int:
+        """Check that the tensors the response names under `keys` lie in this worker's outbox and add up to at
+        most `max_bytes`; their byte count. A worker that breaks this is killed (WorkerOversized, or a
+        protocol error)."""
+        descriptions = response.get("tensors") or {}
+        try:
+            names = set().union(*(wire.tensor_names(response[k]) for k in keys if k in response))
+            if not isinstance(descriptions, dict) or names - set(descriptions):
+                raise channel.ChannelError("a value refers to an undescribed tensor")
+            total = 0
+            for name in names:
+                if descriptions[name].get("channel") != self.channels.outbox.name:
+                    raise channel.ChannelError(f"tensor {name!r} does not lie in {self.channels.outbox.name}")
+                total += self.channels.access.check(descriptions[name])[4]
+        except (channel.ChannelError, AttributeError) as exc:
+            self.kill()
+            raise WorkerProtocolError(f"the {self.role} worker described its tensors wrongly: {exc}") from None
+        if max_bytes is not None and total > max_bytes:
+            self.kill()
+            raise WorkerOversized(
+                f"the {self.role} worker sent an oversized message: {total} bytes of tensors, "
+                f"where at most {max_bytes} could be legitimate"
+            )
+        return total
 
     def _deadline(self, timeout_s: float | None) -> float:
         now = time.monotonic()
@@ -356,7 +406,7 @@ class WorkerProcess:
         """Ask the worker to exit, kill what remains, and remove its workspace."""
         if not self.dead and self.proc.poll() is None:
             try:
-                wire.write_frame(self._req_w, {"op": "exit"}, b"", time.monotonic() + 1.0)
+                wire.write_frame(self._req_w, {"op": "exit"}, time.monotonic() + 1.0)
                 self.proc.wait(timeout=5)
             except (wire.WireError, subprocess.TimeoutExpired):
                 pass
@@ -375,6 +425,7 @@ class WorkerProcess:
         if self.workspace_changes is None:
             self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
         self.workspace.remove()
+        self.channels.close()
 
     def logs(self) -> dict[str, Any]:
         return {

@@ -1,10 +1,11 @@
 """The wire format between the trusted parent and a worker.
 
-A frame is a fixed prefix (magic, header length, blob length), a JSON header and
-a blob of tensors in the safetensors format. Nothing is ever unpickled: the
-header is JSON, the blob is parsed by safetensors, and both sides cap lengths
-before reading. This module is imported by the worker, so it imports only the
-standard library, torch and safetensors.
+A frame is a fixed prefix (magic, header length) and a JSON header. Tensors do
+not travel in frames: they lie in shared-memory channels (worker/channel.py) and
+a header describes where (`tensors`: name -> channel, offset, dtype, shape).
+Nothing is ever unpickled: the header is JSON, a tensor is raw bytes whose
+description the reader checks, and lengths are capped before reading. This
+module is imported by the worker, so it imports only the standard library and torch.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import struct
 import time
 from typing import Any
 
-MAGIC = b"KJW1"
-PREFIX = struct.Struct("<4sIQ")
+MAGIC = b"KJW2"
+PREFIX = struct.Struct("<4sI")
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 
 
@@ -144,6 +145,30 @@ def pack_values(values: Any) -> tuple[Any, dict[str, Any]]:
     return pack(values), tensors
 
 
+def prefixed(tree: Any, prefix: str) -> Any:
+    """A packed tree whose tensor names carry a prefix (values packed apart that share one message)."""
+    if isinstance(tree, list):
+        return [prefixed(x, prefix) for x in tree]
+    if isinstance(tree, dict):
+        if isinstance(tree.get("tensor"), str):
+            return {**tree, "tensor": prefix + tree["tensor"]}
+        if isinstance(tree.get("tuple"), list):
+            return {"tuple": [prefixed(x, prefix) for x in tree["tuple"]]}
+    return tree
+
+
+def tensor_names(tree: Any) -> set[str]:
+    """The tensor names a packed tree refers to (malformed parts are left to unpack_values)."""
+    if isinstance(tree, list):
+        return set().union(*(tensor_names(x) for x in tree)) if tree else set()
+    if isinstance(tree, dict):
+        if isinstance(tree.get("tensor"), str):
+            return {tree["tensor"]}
+        if isinstance(tree.get("tuple"), list):
+            return tensor_names(tree["tuple"])
+    return set()
+
+
 def unpack_values(tree: Any, tensors: dict[str, Any]) -> Any:
     """Inverse of pack_values; unknown tensor names and shapes of tree raise WireError."""
     import torch
@@ -174,35 +199,13 @@ def unpack_values(tree: Any, tensors: dict[str, Any]) -> Any:
     return unpack(tree)
 
 
-def encode_tensors(tensors: dict[str, Any]) -> bytes:
-    """Serialize CPU copies of tensors with safetensors (each gets its own storage)."""
-    if not tensors:
-        return b""
-    from safetensors.torch import save
-
-    return save({k: t.detach().to("cpu").contiguous().clone() for k, t in tensors.items()})
-
-
-def decode_tensors(blob: bytes) -> dict[str, Any]:
-    if not blob:
-        return {}
-    from safetensors.torch import load
-
-    try:
-        return load(blob)
-    except Exception as exc:  # safetensors raises its own error types
-        raise WireError(f"tensor blob is not valid safetensors: {exc}") from None
-
-
 # ---------------------------------------------------------------- frames
 
 
-def write_frame(fd: int, header: dict[str, Any], blob: bytes = b"", deadline: float | None = None) -> None:
+def write_frame(fd: int, header: dict[str, Any], deadline: float | None = None) -> None:
     """Write one frame; with a deadline the peer must drain the pipe in time."""
     data = json.dumps(header, allow_nan=False).encode()
-    _write_all(fd, PREFIX.pack(MAGIC, len(data), len(blob)) + data, deadline)
-    if blob:
-        _write_all(fd, blob, deadline)
+    _write_all(fd, PREFIX.pack(MAGIC, len(data)) + data, deadline)
 
 
 def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
@@ -224,27 +227,20 @@ def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
         view = view[n:]
 
 
-def read_frame(
-    fd: int,
-    max_blob_bytes: int,
-    deadline: float | None = None,
-    max_header_bytes: int = MAX_HEADER_BYTES,
-) -> tuple[dict[str, Any], bytes]:
+def read_frame(fd: int, deadline: float | None = None, max_header_bytes: int = MAX_HEADER_BYTES) -> dict[str, Any]:
     """Read one frame; deadline is a time.monotonic() value or None to wait forever."""
-    magic, header_len, blob_len = PREFIX.unpack(_read_exact(fd, PREFIX.size, deadline))
+    magic, header_len = PREFIX.unpack(_read_exact(fd, PREFIX.size, deadline))
     if magic != MAGIC:
         raise WireError("frame does not start with the protocol magic")
     if header_len > max_header_bytes:
         raise FrameTooLarge("header", header_len, max_header_bytes)
-    if blob_len > max_blob_bytes:
-        raise FrameTooLarge("tensor blob", blob_len, max_blob_bytes)
     try:
         header = json.loads(_read_exact(fd, header_len, deadline))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WireError(f"frame header is not JSON: {exc}") from None
     if not isinstance(header, dict):
         raise WireError("frame header is not a JSON object")
-    return header, _read_exact(fd, blob_len, deadline)
+    return header
 
 
 def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:

@@ -1,0 +1,337 @@
+"""Conformance: the public task sets judged as their authors intend (docs/conformance.md).
+
+KernelBench, levels 1-3: every problem judged with its own reference as the candidate (the `Model` class
+renamed `ModelNew`, nothing else changed) in enforce mode under the practical policy. Each must be PASS
+and verified, or UNSUPPORTED with a one-line reason where the problem truly cannot run on this machine: a
+FAIL is a false reject, an ERROR a judge error. A stratified sample (`--timed`, spread evenly over each
+level) is judged with timing too: reference against itself, so no judgment may claim a win or a loss
+beyond the 2% margin. `tasks lint` runs over every problem (`--lint`).
+
+GPU MODE (gpu-mode/reference-kernels): every problem folder; each solution judged against the verdict
+its place says it should get (solutions/correct and a working submission.py: verified; solutions/wrong:
+FAIL), with timing at the problem's benchmark shapes.
+
+Given the two checkouts by path; either may be left out. Resumable: judgments go to SQLite stores under
+`--out` (a rerun skips what they hold), lint results to a JSON-lines file. Writes `--out/conformance.md`
+(the tables docs/conformance.md keeps) and `--out/conformance.json`.
+
+    python benchmarks/conformance.py --kernelbench ../KernelBench --gpumode ../reference-kernels \\
+        --out conf --jobs 6 --timed 50 --lint
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import sys
+import tokenize
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kerneljudge.batch import BatchItem, lanes_for, run_batch
+from kerneljudge.config import JudgeConfig
+from kerneljudge.store import Store
+from kerneljudge.verdict import Record
+
+LEVELS = (1, 2, 3)
+MARGIN = 0.02  # the claim ladder's margin (kerneljudge/timing/ladder.py)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One judgment the sweep makes and what its answer must be."""
+
+    item: BatchItem
+    group: str  # "level1", "pmpp_v2", ...
+    problem: str
+    solution: str
+    verdict: str  # "verified" or "FAIL"
+
+
+def reference_as_candidate(text: str) -> str:
+    """The task's source with its `Model` renamed `ModelNew` (every use of the name: the class, `super(Model,
+    self)`, helpers that build one); strings and comments untouched."""
+    tokens = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.NAME and token.string == "Model":
+            token = token._replace(string="ModelNew")
+        tokens.append(token)
+    return tokenize.untokenize(tokens)
+
+
+def kernelbench_problems(root: Path, levels: Iterable[int]) -> list[tuple[str, Path]]:
+    """(level name, problem file) for every problem of the levels, in problem-number order; `root` is a
+    KernelBench checkout or its KernelBench/ folder."""
+    base = root / "KernelBench" if (root / "KernelBench" / "level1").is_dir() else root
+    found = []
+    for level in levels:
+        files = [p for p in (base / f"level{level}").glob("*.py") if p.name.split("_", 1)[0].isdigit()]
+        found += [(f"level{level}", p) for p in sorted(files, key=lambda p: int(p.name.split("_", 1)[0]))]
+    if not found:
+        raise SystemExit(f"no KernelBench problems under {base} (levels {list(levels)})")
+    return found
+
+
+def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expected]:
+    """The reference-as-candidate judgments, their candidate files written under `out`."""
+    expected = []
+    for group, task in kernelbench_problems(root, levels):
+        candidate = out / "kernelbench" / group / task.name
+        candidate.parent.mkdir(parents=True, exist_ok=True)
+        text = reference_as_candidate(task.read_text())
+        if not candidate.exists() or candidate.read_text() != text:
+            candidate.write_text(text)
+        expected.append(Expected(BatchItem(task, candidate), group, task.stem, "reference", "verified"))
+    return expected
+
+
+def stratified(items: Sequence[Expected], count: int) -> list[Expected]:
+    """About `count` items, each group's share in proportion to its size, spread evenly through it."""
+    groups: dict[str, list[Expected]] = {}
+    for entry in items:
+        groups.setdefault(entry.group, []).append(entry)
+    chosen = []
+    for members in groups.values():
+        share = min(len(members), max(1, math.ceil(count * len(members) / len(items))))
+        step = len(members) / share
+        chosen += [members[int(i * step)] for i in range(share)]
+    return chosen
+
+
+def judge_all(
+    items: Sequence[Expected], config: JudgeConfig, store: Path, lanes: list[str | None]
+) -> dict[tuple[str, str], Record]:
+    """Judge what the store does not hold yet; every record of `items`, by (task sha256, candidate sha256)."""
+    from kerneljudge.batch import prepare
+
+    run_batch([e.item for e in items], config, store, lanes=lanes)
+    wanted = {(p.task.sha256, p.candidate.sha256) for p in prepare([e.item for e in items])}
+    with Store(store) as opened:
+        return {(r.task.sha256, r.candidate.sha256): r for r in opened if (r.task.sha256, r.candidate.sha256) in wanted}
+
+
+def outcome(entry: Expected, record: Record | None) -> str:
+    """"ok", "unsupported", "missing", "judge_error", "false_reject" or "false_accept"."""
+    if record is None:
+        return "missing"
+    if record.status == "ERROR":
+        return "judge_error"
+    if record.status == "UNSUPPORTED":
+        return "unsupported"
+    if entry.verdict == "verified":
+        return "ok" if record.verified else "false_reject"
+    return "ok" if record.status == "FAIL" else "false_accept"
+
+
+def aa_claim(record: Record | None) -> str | None:
+    """An A/A judgment's claim beyond the margin ("win" or "loss"), or None."""
+    interval = record.timing.speedup_interval if record is not None and record.timing.measured else None
+    if not interval:
+        return None
+    if interval[0] > 1 + MARGIN:
+        return "win"
+    if interval[1] < 1 - MARGIN:
+        return "loss"
+    return None
+
+
+def why(record: Record | None) -> str:
+    if record is None:
+        return "not judged"
+    if record.status == "UNSUPPORTED":
+        missing = [c.detail for c in record.capabilities.values() if c.required and c.status == "unavailable"]
+        return missing[0] if missing else "unsupported"
+    if record.failure is not None:
+        return f"{record.failure.kind}: {record.failure.summary}"
+    codes = [f.code for f in record.findings if f.severity in ("error", "warning")]
+    return f"findings {', '.join(codes)}" if codes else record.status
+
+
+def summarise(items: Sequence[Expected], records: dict[tuple[str, str], Record]) -> list[dict[str, Any]]:
+    from kerneljudge.batch import prepare
+
+    rows = []
+    for entry, prepared in zip(items, prepare([e.item for e in items]), strict=True):
+        record = records.get((prepared.task.sha256, prepared.candidate.sha256))
+        row: dict[str, Any] = {
+            "group": entry.group,
+            "problem": entry.problem,
+            "solution": entry.solution,
+            "expected": entry.verdict,
+            "status": record.status if record is not None else None,
+            "verified": bool(record is not None and record.verified),
+            "outcome": outcome(entry, record),
+            "why": why(record)[:300],
+            "duration_s": record.duration_s if record is not None else None,
+        }
+        if record is not None and record.timing.measured:
+            row |= {
+                "speedup": record.timing.speedup,
+                "interval": record.timing.speedup_interval,
+                "aa_claim": aa_claim(record) if entry.solution == "reference" else None,
+            }
+        rows.append(row)
+    return rows
+
+
+def table(rows: Sequence[dict[str, Any]], title: str) -> str:
+    """Per group: judged, as expected, unsupported, false rejects, false accepts, judge errors."""
+    lines = [
+        f"### {title}",
+        "",
+        "| set | judged | as expected | unsupported | false rejects | false accepts | judge errors | missing |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for group in dict.fromkeys(r["group"] for r in rows):
+        mine = [r for r in rows if r["group"] == group]
+        count = {k: sum(r["outcome"] == k for r in mine) for k in ("ok", "unsupported", "false_reject")}
+        count |= {k: sum(r["outcome"] == k for r in mine) for k in ("false_accept", "judge_error", "missing")}
+        lines.append(
+            f"| {group} | {len(mine) - count['missing']} | {count['ok']} | {count['unsupported']} | "
+            f"{count['false_reject']} | {count['false_accept']} | {count['judge_error']} | {count['missing']} |"
+        )
+    odd = [r for r in rows if r["outcome"] != "ok"]
+    if odd:
+        lines += ["", "| set | problem | solution | outcome | why |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {r['group']} | {r['problem']} | {r['solution']} | {r['outcome']} | {r['why'].replace('|', '/')} |"
+            for r in odd
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def timing_table(rows: Sequence[dict[str, Any]]) -> str:
+    timed = [r for r in rows if r.get("interval")]
+    if not timed:
+        return ""
+    claims = [r for r in timed if r.get("aa_claim")]
+    ratios = [r["speedup"] for r in timed]
+    lines = [
+        "### Timed sample (reference against itself)",
+        "",
+        f"{len(timed)} timed; claims beyond the {MARGIN:.0%} margin: {len(claims)}; speedups "
+        f"{min(ratios):.4f}x to {max(ratios):.4f}x (geometric mean "
+        f"{math.exp(sum(math.log(x) for x in ratios) / len(ratios)):.4f}x).",
+        "",
+        "| set | problem | speedup | interval | claim |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['group']} | {r['problem']} | {r['speedup']:.4f} | [{r['interval'][0]:.4f}, {r['interval'][1]:.4f}] | "
+        f"{r.get('aa_claim') or 'none'} |"
+        for r in timed
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def lint_all(problems: Sequence[tuple[str, Path]], out: Path, device: str) -> list[dict[str, Any]]:
+    """`tasks lint` of every problem, one JSON line each in `out`, resumed from what it holds."""
+    from kerneljudge.task import load_task
+    from kerneljudge.tasklint import lint_task
+
+    done: dict[str, dict[str, Any]] = {}
+    if out.exists():
+        for line in out.read_text().splitlines():
+            entry = json.loads(line)
+            done[entry["path"]] = entry
+    with out.open("a") as handle:
+        for group, path in problems:
+            if str(path) in done:
+                continue
+            result = lint_task(load_task(path), device)
+            entry = {
+                "group": group,
+                "path": str(path),
+                "task": result.task,
+                "error": result.error,
+                "flags": [{"id": f.id, "severity": f.severity, "summary": f.summary} for f in result.flags],
+                "facts": result.facts,
+            }
+            done[str(path)] = entry
+            handle.write(json.dumps(entry) + "\n")
+            handle.flush()
+    return list(done.values())
+
+
+LINT_FLAGS = ("input_independent", "input_unused", "near_zero", "near_constant", "weights_unused", "stochastic")
+
+
+def lint_table(entries: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "### tasks lint",
+        "",
+        "| set | linted | errors | " + " | ".join(LINT_FLAGS) + " |",
+        "|---|---|---|" + "---|" * len(LINT_FLAGS),
+    ]
+    for group in dict.fromkeys(e["group"] for e in entries):
+        mine = [e for e in entries if e["group"] == group]
+        counts = [sum(any(f["id"] == flag for f in e["flags"]) for e in mine) for flag in LINT_FLAGS]
+        errors = sum(e["error"] is not None for e in mine)
+        lines.append(f"| {group} | {len(mine)} | {errors} | " + " | ".join(map(str, counts)) + " |")
+    flagged = [e for e in entries if any(f["id"] in LINT_FLAGS for f in e["flags"]) or e["error"]]
+    if flagged:
+        lines += ["", "| set | task | flags |", "|---|---|---|"]
+        for e in flagged:
+            ids = ", ".join(f["id"] for f in e["flags"] if f["id"] in LINT_FLAGS) or f"error: {e['error'][:120]}"
+            lines.append(f"| {e['group']} | {e['task']} | {ids} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout")
+    parser.add_argument("--gpumode", type=Path, help="a gpu-mode/reference-kernels checkout")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    parser.add_argument("--gpus", default=None)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--timed", type=int, default=0, help="judge a stratified sample of this many with timing")
+    parser.add_argument("--lint", action="store_true", help="also run tasks lint over every KernelBench problem")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--only", nargs="*", default=None, help="problem names (file stems) to keep")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    lanes = lanes_for(args.device, args.gpus, args.jobs)
+    config = JudgeConfig(device=args.device, mode="enforce", policy="practical", timeout_s=args.timeout)
+    report: dict[str, Any] = {}
+    text = ["# Conformance", ""]
+    if args.kernelbench is not None:
+        items = kernelbench_items(args.kernelbench, args.levels, args.out)
+        if args.only:
+            items = [e for e in items if e.problem in args.only]
+        records = judge_all(items, config.with_(timing=False), args.out / "kernelbench.db", lanes)
+        report["kernelbench"] = rows = summarise(items, records)
+        text.append(table(rows, "KernelBench, reference as candidate (enforce, practical, correctness)"))
+        if args.timed:
+            sample = stratified(items, args.timed)
+            timed = judge_all(sample, config, args.out / "kernelbench-timed.db", lanes)
+            report["kernelbench_timed"] = timed_rows = summarise(sample, timed)
+            text.append(table(timed_rows, "KernelBench, timed sample (enforce, practical, with timing)"))
+            text.append(timing_table(timed_rows))
+        if args.lint:
+            problems = [(e.group, e.item.task) for e in items]
+            report["lint"] = entries = lint_all(problems, args.out / "lint.jsonl", args.device)
+            text.append(lint_table(entries))
+    if args.gpumode is not None:
+        from gpumode_sweep import gpumode_items  # noqa: PLC0415  (benchmarks/gpumode_sweep.py)
+
+        items = gpumode_items(args.gpumode)
+        if args.only:
+            items = [e for e in items if e.problem in args.only]
+        records = judge_all(items, config, args.out / "gpumode.db", lanes)
+        report["gpumode"] = rows = summarise(items, records)
+        text.append(table(rows, "GPU MODE reference-kernels, every solution (enforce, practical, with timing)"))
+    (args.out / "conformance.json").write_text(json.dumps(report, indent=1) + "\n")
+    (args.out / "conformance.md").write_text("\n".join(text))
+    sys.stdout.write("\n".join(text))
+    bad = [r for rows in report.values() if isinstance(rows, list) for r in rows if r.get("outcome") not in (None, "ok", "unsupported")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Whether a failure of the trusted reference means the task cannot be judged on this machine.
+
+Pure: the reference worker's error response in, a one-line reason out (or None). A reference that cannot
+run here is no verdict on the candidate and no fault of the judge: the record is UNSUPPORTED, with the
+reason, where a task that is broken everywhere is an ERROR. The cases are few and named, so that a real
+bug in a task is never hidden behind them:
+
+- device memory: the task's tensors, with the float64 oracle's copies, do not fit what the device has free;
+- the device: an op or dtype this GPU (or the CPU, for a task that makes its inputs on CUDA) does not
+  have, such as Blackwell-only FP4 matrix products on an H200;
+- a package the task imports is not installed on this machine.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MEMORY = ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation", "cannot allocate memory")
+DEVICE = (
+    "no kernel image is available",
+    "torch not compiled with cuda",
+    "found no nvidia driver",
+    "no cuda gpus are available",
+    "cuda driver initialization failed",
+    "is not supported on this gpu",
+    "not supported on this device",
+    "requires compute capability",
+    "requires sm_1",
+    "only supported on sm1",
+    "only supported on sm_1",
+)
+AMD = re.compile(r"\b(hip|rocm|aiter)\b", re.I)
+DTYPE_NOT_IMPLEMENTED = re.compile(r"not implemented for .?(float8_e4m3fnuz|float8_e5m2fnuz|float4|fp4)", re.I)
+
+
+def unsupported_reason(response: dict[str, Any], device: str | None) -> str | None:
+    """Why the task cannot be judged here, from the reference worker's error response; None: a real failure."""
+    kind = str(response.get("exc_type") or "")
+    message = str(response.get("message") or "")
+    text = f"{kind}: {message}".lower()
+    first_line = message.strip().splitlines()[0][:200] if message.strip() else kind
+    if kind in ("OutOfMemoryError", "MemoryError") or any(m in text for m in MEMORY):
+        return f"the reference does not fit the {device or 'device'}'s free memory ({first_line})"
+    if kind == "ModuleNotFoundError" and response.get("phase") == "import":
+        found = re.search(r"No module named '([^']+)'", message)
+        missing = found.group(1) if found else "a module"
+        return f"the task imports {missing}, which is not installed on this machine"
+    if any(m in text for m in DEVICE) or DTYPE_NOT_IMPLEMENTED.search(message) or AMD.search(message):
+        return f"the reference cannot run on this {device or 'device'} ({first_line})"
+    return None

@@ -1,0 +1,158 @@
+"""The candidate worker: imports the untrusted candidate and runs it on the inputs it is sent.
+
+Once the candidate is imported, anything in this process may have been replaced, which is why nothing
+here is trusted: it reports what the call returned (written to its outbox, where the reference worker reads
+it to compare) and what it observed around the call (worker/evidence.py), and the parent decides. It holds
+its own two channels only: the reference's, where the oracle lies, are never handed to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from kerneljudge.worker import channel, evidence, trace, wire
+from kerneljudge.worker.base import TEXT_CAP, Worker
+
+
+class CandidateWorker(Worker):
+    role = "candidate"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.prev_inputs: list[Any] = []
+        self.prev_outputs: list[Any] = []
+
+    def op_load(self, header: dict[str, Any], args: Any) -> None:
+        """Import the candidate (once) and build ModelNew from the reference's init inputs after the seed."""
+        if not self.import_source("kj_candidate"):
+            return
+        self.prev_inputs, self.prev_outputs = [], []
+        try:
+            cls = getattr(self.module, "ModelNew", None)
+            if cls is None:
+                raise AttributeError("the candidate defines no ModelNew")
+            self.build(cls, list(args), int(header["seed"]))
+        except BaseException as exc:
+            self.send(self.describe_exception("init", exc))
+            return
+        self.send({"type": "loaded", "evidence": evidence.import_evidence(self.pinned_flags, self.threads_baseline)})
+
+    def poison(self, nbytes: int) -> None:
+        """Fill memory the allocator will hand out next with NaN, so unwritten output cannot look plausible."""
+        if nbytes > 0:
+            junk = self.torch.full((nbytes // 4 + 1,), float("nan"), device=self.device)
+            del junk
+
+    def op_stage(self, header: dict[str, Any], args: Any) -> None:
+        """Keep the timing pool (the input sets the reference wrote to the inbox) on the device."""
+        try:
+            self.staged = [list(inputs) for inputs in args]
+            self.graphs = {}
+            self.synchronize()
+        except BaseException as exc:
+            self.send(self.describe_exception("time", exc))
+            return
+        self.send({"type": "staged", "sets": len(self.staged)})
+
+    def reuse_storage(self, inputs: list[Any]) -> list[Any]:
+        """A canary: the new values copied into the previous call's input tensors (same storage)."""
+        torch = self.torch
+        if len(self.prev_inputs) != len(inputs):
+            return inputs
+        reused = []
+        for old, new in zip(self.prev_inputs, inputs, strict=True):
+            if (
+                isinstance(new, torch.Tensor)
+                and isinstance(old, torch.Tensor)
+                and old.shape == new.shape
+                and old.dtype == new.dtype
+                and old.stride() == new.stride()
+                and (old.is_contiguous() or wire.layout(old) is not None)
+            ):
+                old.copy_(new)
+                reused.append(old)
+            else:
+                reused.append(new)
+        return reused
+
+    def op_call(self, header: dict[str, Any], args: Any) -> None:
+        """Run the candidate once on private device copies of the inputs and report the output.
+
+        With `trace` set (on CUDA) the call, the wait for its stream and the judge's own
+        evidence work run under the profiler, each in a named range, and the kernel
+        events go back with the output.
+        """
+        torch = self.torch
+        inputs = list(args)  # read onto this device from the inbox: private copies already
+        if header.get("reuse_inputs"):
+            inputs = self.reuse_storage(inputs)
+        tracer = trace.KernelTrace(torch) if header.get("trace") and self.device.type == "cuda" else None
+        with contextlib.ExitStack() as stack:
+            span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
+            try:
+                watch = evidence.CallWatch(inputs, self.pinned_flags)
+                if tracer is not None:
+                    stack.enter_context(tracer.active())
+                    with span("marker"):  # one tiny kernel that names the current stream in the trace
+                        torch.zeros(1, device=self.device)
+                # Poison last, after the judge's own allocations, so the next allocation is the candidate's.
+                self.poison(int(header.get("poison_bytes", 0)))
+                with torch.no_grad(), span("call"):
+                    out = self.model(*inputs)
+                # Snapshot after the current stream finishes, compare after the whole device has: a
+                # difference means work was still running elsewhere when the call returned.
+                with span("sync"):
+                    self.stream_synchronize()
+            except BaseException as exc:
+                self.send(self.describe_exception("call", exc))
+                return
+            items = list(out) if isinstance(out, (tuple, list)) else [out]
+            watched: list[Any] = []
+            try:
+                # Only outputs that really are tensors on this device can be re-read; the parent judges the rest.
+                watched = [x for x in items if type(x) is torch.Tensor and x.device.type == self.device.type]
+                with span("evidence"):
+                    observed = watch.after(
+                        watched, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0))
+                    )
+            except Exception as exc:  # evidence that cannot be gathered is reported as such, never as a verdict
+                observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
+        if tracer is not None:
+            observed = {**observed, "trace": tracer.report()}
+        self.prev_inputs, self.prev_outputs = inputs, watched
+        described = self.describe_output(out)
+        header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
+        if not all(d["plain_tensor"] for d in described["items"]):
+            self.send(header_out)
+            return
+        try:
+            self.send_values(header_out, values=items)
+        except (channel.ChannelError, RuntimeError, TypeError) as exc:  # e.g. a meta tensor has no data
+            self.send({**header_out, "unreadable": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]})
+
+    def op_recheck(self, header: dict[str, Any], args: Any) -> None:
+        """After a graph's replays, one plain call on the graph's own buffer `buffer`, its output sent back.
+
+        Each pool set is first copied back into its own buffer, the arrangement of the capture, which no
+        replay uses: a candidate that answers from what it kept of earlier calls (its last answer, or a
+        cache keyed on the buffer's storage) answers for other contents than the buffer holds now.
+        """
+        torch = self.torch
+        key = (bool(header.get("compiled")), int(header["calls"]), int(header["graph_keep"]))
+        model = self.compiled if header.get("compiled") else self.model
+        if key not in self.graphs or model is None:
+            self.send(
+                self.describe_exception("time", RuntimeError("no CUDA graph to recheck: time with `graph` first"))
+            )
+            return
+        _, static, _ = self.graphs[key]
+        try:
+            with torch.no_grad():
+                self.fill_static(static, self.staged)
+                out = model(*static[int(header["buffer"])])
+                self.synchronize()
+        except BaseException as exc:
+            self.send(self.describe_exception("time", exc))
+            return
+        self.send_captured({"type": "rechecked"}, out)

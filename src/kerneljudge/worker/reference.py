@@ -1,0 +1,412 @@
+"""The reference worker: the trusted task, its inputs, its outputs, the float64 oracle, and the comparisons.
+
+It never sees candidate code, so what it computes can be trusted: it makes each trial's inputs from a
+seed the parent sends (on the device where the task allows: a 4 GiB input is made in milliseconds there,
+in seconds on the host), writes them into the candidate's inbox, runs the reference and the oracle, and
+keeps their outputs on the device in a named slot. When the candidate has answered, the parent sends the
+candidate's outputs here (they lie in the candidate's outbox) and this worker compares them with the slot,
+on the device, by the parent's tolerances (checks/correctness.py); the parent decides from the figures.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+from kerneljudge.checks import correctness
+from kerneljudge.worker import contracts, evidence, family, wire
+from kerneljudge.worker.base import Worker, describe_exception, items_of
+
+
+def rounded_like(torch: Any, oracle: Any, out: Any) -> Any:
+    """The oracle's floating-point outputs rounded to the dtypes of the reference's: the best answers
+    representable there, which is all the comparison uses."""
+    if isinstance(oracle, (tuple, list)) and isinstance(out, (tuple, list)) and len(oracle) == len(out):
+        return type(oracle)(rounded_like(torch, o, r) for o, r in zip(oracle, out, strict=True))
+    if isinstance(oracle, torch.Tensor) and isinstance(out, torch.Tensor):
+        if oracle.is_floating_point() and out.is_floating_point():
+            return oracle.to(out.dtype)
+    return oracle
+
+
+def all_finite(torch: Any, value: Any) -> bool:
+    return all(
+        bool(torch.isfinite(t).all()) for t in items_of(value) if isinstance(t, torch.Tensor) and t.is_floating_point()
+    )
+
+
+def json_safe(value: Any) -> Any:
+    """Figures as JSON carries them: a NaN or an infinity (a candidate's non-finite output) becomes None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def signature(torch: Any, out: Any) -> dict[str, Any]:
+    """The reference output's structure: container, and each item's dtype and shape (or a plain value)."""
+    items = []
+    for x in items_of(out):
+        if isinstance(x, torch.Tensor):
+            items.append({"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)})
+        else:
+            items.append({"value": repr(x)[:200], "type": type(x).__name__})
+    return {"container": type(out).__name__ if isinstance(out, (tuple, list)) else "Tensor", "items": items}
+
+
+def screen(torch: Any, out: Any, stats: bool = False) -> list[dict[str, Any] | None]:
+    """Per output, what task screening asks of it (checks/screening.py), computed on the device: a
+    fingerprint (equal for equal outputs, different otherwise but by chance) and whether it is constant;
+    with `stats` (tasks lint) its magnitude and whether zeros or its mean, as a constant, pass KernelBench's
+    check (allclose with atol = rtol = 1e-2), in float64, piece by piece."""
+    found: list[dict[str, Any] | None] = []
+    for x in items_of(out):
+        if not isinstance(x, torch.Tensor):
+            found.append(None)
+            continue
+        flat = x.detach().reshape(-1)
+        entry: dict[str, Any] = {
+            "fingerprint": [*map(str, evidence.digest(x)), list(x.shape)],
+            "constant": bool(flat.numel() > 1 and (flat == flat[0]).all()),
+        }
+        if stats and x.is_floating_point() and flat.numel():
+            total, squares, peak, finite = 0.0, 0.0, 0.0, True
+            for _, (piece,) in correctness.pieces(flat, work=torch.float64):
+                total += float(piece.sum())
+                squares += float((piece * piece).sum())
+                peak = max(peak, float(piece.abs().max()))
+                finite = finite and bool(torch.isfinite(piece).all())
+            n = flat.numel()
+            mean = total / n
+            zeros_pass = mean_passes = True
+            for _, (piece,) in correctness.pieces(flat, work=torch.float64):
+                zeros_pass = zeros_pass and bool(torch.allclose(torch.zeros_like(piece), piece, 1e-2, 1e-2))
+                mean_passes = mean_passes and bool(torch.allclose(torch.full_like(piece, mean), piece, 1e-2, 1e-2))
+            variance = max(squares / n - mean * mean, 0.0) * n / max(n - 1, 1)
+            entry |= {
+                "finite": finite,
+                "max_abs": peak,
+                "mean": mean,
+                "std": variance**0.5,
+                "zeros_pass": zeros_pass,
+                "mean_passes": mean_passes,
+            }
+        found.append(entry)
+    return found
+
+
+class ReferenceWorker(Worker):
+    role = "reference"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.oracle: Any = None
+        self.oracle_dtype: str | None = None
+        self.family: dict[str, Any] = {}  # the task's shape family as described to the parent
+        self.family_error: str | None = None
+        self.contract: dict[str, Any] = {}  # the task's declared input contract (worker/contracts.py)
+        self.contract_error: str | None = None
+        self.shaped = False  # the task's globals are set to a hidden shape of its family
+        self.inputs_on_device: bool | None = None  # None: not tried yet
+        self.slots: dict[str, dict[str, Any]] = {}  # per name: the reference's and the oracle's outputs
+
+    # ------------------------------------------------------------ building
+
+    def op_load(self, header: dict[str, Any], args: Any) -> None:
+        """Import the task (once), set its globals to the hidden shape `shape` names (or back to the public
+        one), and build the model after the seed; the first answer describes the shape family."""
+        if self.module is None:
+            if not self.import_source("kj_reference"):
+                return
+            try:
+                self.family = family.describe(self.module)
+            except family.FamilyError as exc:  # the parent decides what a malformed family costs
+                self.family, self.family_error = {}, str(exc)[:4096]
+            try:
+                self.contract = contracts.read_declared(getattr(self.module, "INPUT_CONTRACT", None))
+            except ValueError as exc:
+                self.contract, self.contract_error = {}, str(exc)[:4096]
+        self.oracle, self.oracle_dtype, self.slots = None, None, {}
+        try:
+            if header.get("shape") is not None or self.shaped:
+                family.apply(self.module, header.get("shape") or {}, self.family.get("public", {}))
+                self.shaped = header.get("shape") is not None
+            self.set_seed(int(header["seed"]))
+            init_inputs = list(self.module.get_init_inputs())
+            self.build(self.module.Model, init_inputs, int(header["seed"]))
+        except BaseException as exc:
+            self.send(describe_exception("init", exc))
+            return
+        parameters = list(self.model.parameters()) if hasattr(self.model, "parameters") else []
+        loaded = {
+            "type": "loaded",
+            "evidence": evidence.import_evidence(self.pinned_flags, self.threads_baseline),
+            "parameter_count": sum(p.numel() for p in parameters),
+            "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
+            "family": self.family,
+            "family_error": self.family_error,
+            "contract_error": self.contract_error,
+        }
+        self.send_values(loaded, init_inputs=init_inputs)
+
+    # ------------------------------------------------------------ inputs and outputs
+
+    def make_inputs(self, seed: int, on_device: bool) -> list[Any]:
+        """The task's inputs for `seed`: made on the device when asked and the task allows (its get_inputs
+        runs under the device as default; one that fails there is made on the host from then on)."""
+        torch = self.torch
+        self.set_seed(seed)
+        if on_device and self.device.type == "cuda" and self.inputs_on_device is not False:
+            try:
+                with torch.device(self.device):
+                    inputs = list(self.module.get_inputs())
+                self.inputs_on_device = True
+                return inputs
+            except Exception:
+                self.inputs_on_device = False
+                self.set_seed(seed)
+        return list(self.module.get_inputs())
+
+    def run_reference(self, inputs: list[Any], oracle: bool) -> tuple[Any, dict[str, Any], Any]:
+        """The oracle's output (on copies) and then the reference's on the inputs themselves (an in-place
+        reference may change them: they have already gone to the candidate), and what it did to them."""
+        torch = self.torch
+        oracle_out = self.run_oracle(inputs) if oracle else None
+        device_inputs = [
+            wire.placed(x, self.device) if isinstance(x, torch.Tensor) and x.device != self.device else x
+            for x in inputs
+        ]
+        watch = evidence.CallWatch(device_inputs, self.pinned_flags)
+        with torch.no_grad():
+            out = self.model(*device_inputs)
+            self.synchronize()
+            observed = watch.after([x for x in items_of(out) if isinstance(x, torch.Tensor)], [], self.synchronize, 0.0)
+        return out, observed, rounded_like(torch, oracle_out, out) if oracle else None
+
+    def run_oracle(self, inputs: list[Any]) -> Any:
+        """The reference in float64 on float64 copies of the inputs (float32, TF32 off, where an op lacks
+        float64); integer and boolean inputs are copied as they are."""
+        torch = self.torch
+        last_error: BaseException | None = None
+        for dtype in (torch.float64, torch.float32):
+            if self.oracle is not None and self.oracle_dtype != str(dtype).removeprefix("torch."):
+                continue
+            try:
+                if self.oracle is None:
+                    model = copy.deepcopy(self.model)
+                    self.oracle = model.to(dtype) if hasattr(model, "to") else model
+                    self.oracle_dtype = str(dtype).removeprefix("torch.")
+                cast = [
+                    x.to(self.device, dtype, copy=True)
+                    if isinstance(x, torch.Tensor) and x.is_floating_point()
+                    else (x.to(self.device, copy=True) if isinstance(x, torch.Tensor) else x)
+                    for x in inputs
+                ]
+                with torch.no_grad():
+                    out = self.oracle(*cast)
+                self.synchronize()
+                return out
+            except Exception as exc:  # an op without float64 support: fall back to float32, TF32 off
+                last_error = exc
+                self.oracle = None
+                self.oracle_dtype = None
+        raise RuntimeError(f"the reference cannot run as an oracle: {last_error}")
+
+    def op_trial(self, header: dict[str, Any], args: Any) -> None:
+        """One trial: inputs from `seed` (reshaped by `variant` where the task's input contract allows),
+        written to the candidate's inbox (`inputs_to` "candidate") or sent back ("parent"); the reference's
+        and the oracle's outputs kept in slot `slot`, and described.
+
+        `train`: run the model in training mode, nn.Module's default, which KernelBench's harness keeps
+        (task screening asks whether a reference is stochastic there). `rng_seed`: reseed after making the
+        inputs, so that the model's own random ops (dropout) draw from another state than the inputs left.
+        `send_outputs`: the reference's and the oracle's outputs go back too (task screening).
+        """
+        torch = self.torch
+        seed = int(header["seed"])
+        variant = header.get("variant") or {"kind": "standard"}
+        oracle = bool(header.get("oracle", True))
+        train = bool(header.get("train")) and hasattr(self.model, "train")
+        if train:
+            self.model.train()
+        try:
+            inputs = self.make_inputs(seed, bool(header.get("on_device")))
+            swapped = self.swap(inputs, header.get("swap"), bool(header.get("on_device")))
+            if header.get("rng_seed") is not None:
+                self.set_seed(int(header["rng_seed"]))
+            inputs, variant = self.reshaped(inputs, variant, seed)
+            placed = self.place_inputs(inputs, header.get("inputs_to"))
+            out, observed, oracle_out = self.run_reference(inputs, oracle)
+            if variant.get("kind") != "standard" and not (all_finite(torch, out) and all_finite(torch, oracle_out)):
+                # The task does not allow this distribution after all: its own output is not finite on it.
+                inputs = self.make_inputs(seed, bool(header.get("on_device")))
+                variant = {**variant, "rejected": "the reference's output is not finite on these inputs"}
+                placed = self.place_inputs(inputs, header.get("inputs_to"))
+                out, observed, oracle_out = self.run_reference(inputs, oracle)
+        except BaseException as exc:
+            self.send(describe_exception("reference", exc))
+            return
+        finally:
+            if train:
+                self.model.eval()
+        self.slots[str(header.get("slot", "trial"))] = {"out": out, "oracle": oracle_out, "kept": None, "checks": None}
+        response = {
+            "type": "trial",
+            "oracle_dtype": self.oracle_dtype if oracle else None,
+            "evidence": {k: observed[k] for k in ("inputs_mutated", "aliases_input")},
+            "variant": variant,
+            "signature": signature(torch, out),
+            "screen": json_safe(screen(torch, oracle_out if oracle else out, stats=bool(header.get("stats")))),
+            "input_kinds": [
+                {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)}
+                if isinstance(x, torch.Tensor)
+                else {"type": type(x).__name__}
+                for x in inputs
+            ],
+            "swapped": swapped,
+            "inputs_on_device": bool(self.inputs_on_device),
+            **placed,
+        }
+        extra: dict[str, Any] = {"inputs": inputs} if header.get("inputs_to") == "parent" else {}
+        if header.get("send_outputs"):
+            extra["values"] = [out, oracle_out]
+        self.send_values(response, **extra)
+
+    def swap(self, inputs: list[Any], swap: Any, on_device: bool) -> bool | None:
+        """Task screening: input `swap["position"]` replaced by the one seed `swap["seed"]` makes (does the
+        output depend on it?). Whether the replacement differs at all (a constant input does not)."""
+        if not swap:
+            return None
+        position = int(swap["position"])
+        other = self.make_inputs(int(swap["seed"]), on_device)[position]
+        mine = inputs[position]
+        inputs[position] = other
+        if isinstance(mine, self.torch.Tensor) and isinstance(other, self.torch.Tensor):
+            return evidence.digest(mine) != evidence.digest(other)
+        return mine != other
+
+    def reshaped(self, inputs: list[Any], variant: dict[str, Any], seed: int) -> tuple[list[Any], dict[str, Any]]:
+        """The inputs under a hidden distribution, on the inputs its contract allows it on (worker/contracts.py)."""
+        if variant.get("kind", "standard") == "standard" or "rejected" in variant:
+            return inputs, {"kind": "standard"} if "rejected" not in variant else variant
+        return contracts.reshape(self.torch, inputs, variant, seed, declared=self.contract)
+
+    def place_inputs(self, inputs: list[Any], where: Any) -> dict[str, Any]:
+        """Inputs bound for the candidate, written to its inbox: their tree and descriptions, for the response."""
+        if where != "candidate":
+            return {}
+        tree, described = self.channels.put("candidate_in", inputs)
+        return {"inputs": tree, "input_tensors": described}
+
+    # ------------------------------------------------------------ comparisons
+
+    def op_compare(self, header: dict[str, Any], args: Any) -> None:
+        """Compare the candidate's outputs (`args`, read from its outbox) with slot `slot`.
+
+        `method`: "oracle" (the hardened rule), "native" (KernelBench's allclose with the reference),
+        "replay" (with the candidate's own outputs kept from the slot's first call: races), "timed" (a
+        timed call's output, by the per-slot precomputed check). `keep` keeps these outputs for a replay.
+        `tolerances`: per output, atol, rtol and ref_error_factor, as the parent chose them.
+        """
+        torch = self.torch
+        slot = self.slots.get(str(header.get("slot")))
+        outputs = list(args) if isinstance(args, (list, tuple)) else [args]
+        try:
+            if slot is None:
+                raise LookupError(f"no slot {header.get('slot')!r}")
+            refs, oracles = items_of(slot["out"]), items_of(slot["oracle"]) if slot["oracle"] is not None else None
+            tolerances = [correctness.Tolerance(**t) for t in header["tolerances"]]
+            if not (len(outputs) == len(refs) == len(tolerances)):
+                raise ValueError("the outputs do not match the reference's")
+            for c, r in zip(outputs, refs, strict=True):
+                if not (isinstance(c, torch.Tensor) and c.dtype == r.dtype and c.shape == r.shape):
+                    raise ValueError("an output does not match the reference's dtype and shape")
+            method = header.get("method")
+            results = []
+            for i, (c, r, tol) in enumerate(zip(outputs, refs, tolerances, strict=True)):
+                o = oracles[i] if oracles is not None else None
+                if method == "native":
+                    cmp = correctness.compare_native(c, r, tol)
+                elif method == "replay":
+                    cmp = correctness.compare_replay(slot["kept"][i], c, r, o, tol)
+                elif method == "timed":
+                    if slot["checks"] is None:
+                        slot["checks"] = [
+                            correctness.OracleCheck(r2, o2, t2)
+                            for r2, o2, t2 in zip(refs, oracles, tolerances, strict=True)
+                        ]
+                    cmp = slot["checks"][i].compare(c)
+                else:
+                    cmp = correctness.compare_to_oracle(c, r, o, tol)
+                results.append(
+                    {
+                        "passed": cmp.passed,
+                        "failure_kind": cmp.failure_kind,
+                        "summary": cmp.summary,
+                        "metrics": cmp.metrics,
+                    }
+                )
+        except Exception as exc:
+            self.send(describe_exception("compare", exc))
+            return
+        if header.get("keep"):
+            slot["kept"] = outputs
+        self.send({"type": "compared", "results": json_safe(results)})
+
+    # ------------------------------------------------------------ timing
+
+    def op_stage(self, header: dict[str, Any], args: Any) -> None:
+        """The timing pool: the input sets of `sets` (each a trial's seed and variant) made again, kept here
+        for timing the reference, their outputs and the oracle's in slots pool0, pool1, ..., and written to
+        the candidate's inbox one after another; or, without `sets`, the pool `args` sent by the parent."""
+        torch = self.torch
+        try:
+            if header.get("sets") is None:
+                self.staged = [self.to_device(list(inputs)) for inputs in args]
+                self.graphs = {}
+                self.synchronize()
+                self.send({"type": "staged", "sets": len(self.staged)})
+                return
+            pool, trees, described, start = [], [], {}, 0
+            for k, spec in enumerate(header["sets"]):
+                seed = int(spec["seed"])
+                inputs = self.make_inputs(seed, bool(header.get("on_device")))
+                inputs, _ = self.reshaped(inputs, spec.get("variant") or {"kind": "standard"}, seed)
+                inputs = self.to_device(inputs)
+                tree, tensors = wire.pack_values(inputs)
+                renamed = {f"s{k}.{name}": t for name, t in tensors.items()}
+                written = self.channels.write("candidate_in", renamed, start)
+                start = max((d["offset"] + d["nbytes"] for d in written.values()), default=start)
+                described |= written
+                trees.append(wire.prefixed(tree, f"s{k}."))
+                out, _, oracle_out = self.run_reference(
+                    [wire.placed(x) if isinstance(x, torch.Tensor) else x for x in inputs], True
+                )
+                self.slots[f"pool{k}"] = {"out": out, "oracle": oracle_out, "kept": None, "checks": None}
+                pool.append(inputs)
+            self.staged, self.graphs = pool, {}
+            self.synchronize()
+        except BaseException as exc:
+            self.send(describe_exception("time", exc))
+            return
+        self.send({"type": "staged", "sets": len(pool), "inputs": trees, "input_tensors": described})
+
+    def op_compile(self, header: dict[str, Any], args: Any) -> None:
+        """Build the torch.compile'd model and run it once on the first staged set, so compilation is
+        never timed."""
+        torch = self.torch
+        try:
+            inputs = self.staged[0] if self.staged else self.to_device(list(args))
+            with torch.no_grad():
+                self.compiled = torch.compile(self.model)
+                self.compiled(*inputs)
+            self.synchronize()
+        except BaseException as exc:
+            self.compiled = None
+            self.send(describe_exception("compile", exc))
+            return
+        self.send({"type": "compiled"})

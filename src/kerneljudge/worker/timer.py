@@ -1,0 +1,259 @@
+"""Timing inside a worker: timed samples of many calls, CUDA graphs of them, the L2 flush, the precursor.
+
+The worker only measures and reports per-call times; the parent pairs, checks and decides
+(kerneljudge/timing). Both kinds of worker time their model the same way, so that candidate and
+reference differ only in the model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kerneljudge.worker import wire
+
+
+def profiler_range(torch: Any, start: bool) -> None:
+    """cudaProfilerStart/Stop: `ncu --profile-from-start off` then profiles only what lies between."""
+    try:
+        runtime = torch.cuda.cudart()
+        if start:
+            runtime.cudaProfilerStart()
+        else:
+            runtime.cudaProfilerStop()
+    except Exception:  # no profiler API in this build: the bracket is a convenience, never evidence
+        pass
+
+
+def clone_output(torch: Any, value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return type(value)(clone_output(torch, v) for v in value)
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+class Timer:
+    """The timing half of a worker (worker/base.py): `op_time`, and the state it keeps between requests."""
+
+    torch: Any
+    device: Any
+    model: Any
+
+    def __init__(self) -> None:
+        self.flush: Any = None  # the L2-flush buffer, kept between timing requests
+        self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
+        self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
+        self.reset_timing_state()
+
+    def reset_timing_state(self) -> None:
+        """What belongs to one built model: its compiled form, its graphs, the staged timing pool."""
+        self.compiled: Any = None  # the model under torch.compile, once `compile` has run
+        self.staged: list[Any] = []  # the timing pool, staged once and named by `time` requests
+        self.graphs: dict[tuple[bool, int, int], Any] = {}  # CUDA graphs of timed samples (`graph_for`)
+
+    def op_time(self, header: dict[str, Any], args: Any) -> None:
+        """Time `calls` consecutive forwards per sample; report per-call milliseconds.
+
+        `args` is a pool of input sets; call i of sample s uses set `wire.timed_set(s, i, len(pool))`, so
+        consecutive calls see different inputs. With `capture` = [s, i] the output of that call is kept
+        (a reference, no copy inside the timed region) and sent back for the parent to check. On CUDA,
+        `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
+        is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
+        `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`); the graph
+        keeps the output of call `graph_keep`, so `capture` must name that call.
+        `compiled` times the torch.compile'd model (reference role); `method` "do_bench" asks Triton.
+        """
+        torch = self.torch
+        calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
+        pool = self.staged if header.get("staged") else [self.to_device(list(inputs)) for inputs in args]
+        model = self.compiled if header.get("compiled") else self.model
+        if model is None:
+            self.send(self.describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
+            return
+        capture = header.get("capture")
+        cuda = self.device.type == "cuda"
+        flush = self.flush_buffer(int(header.get("flush_bytes", 0)))  # before the samples, not in them
+        l2_reset = self.reset_persisting_l2() if cuda else None
+        # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
+        bracket = bool(header.get("profile_range")) and cuda
+        captured: Any = None
+        times_ms: list[float] = []
+        host_ms: list[float] = []
+        busy_ms: list[float] = []
+
+        def run_sample(s: int) -> Any:
+            nonlocal captured
+            keep = int(capture[1]) if capture is not None and s == int(capture[0]) else -1
+            for i in range(calls):
+                out = model(*pool[wire.timed_set(s, i, len(pool))])
+                if i == keep:
+                    captured = out
+
+        try:
+            with torch.no_grad():
+                if header.get("method") == "do_bench":
+                    from triton.testing import do_bench  # Triton's defaults, as published figures use them
+
+                    self.send({"type": "timed", "times_ms": [float(do_bench(lambda: model(*pool[0])))]})
+                    return
+                graph = None
+                if header.get("graph") and cuda:
+                    keep = int(header.get("graph_keep", -1))  # `capture` then names a sample of that call
+                    try:
+                        graph, static, kept = self.graph_for(model, bool(header.get("compiled")), pool, calls, keep)
+                    except BaseException as exc:
+                        self.send({**self.describe_exception("graph", exc), "type": "graph_unsupported"})
+                        return
+                else:
+                    for _ in range(warmup):
+                        model(*pool[0])
+                self.synchronize()
+                if cuda:
+                    cycles = self.sleep_cycles(float(header.get("precursor_ms", 0.0)))
+                    events = []
+                    for s in range(samples):
+                        if graph is not None:  # the sample's inputs into the graph's buffers, untimed
+                            self.load_static(static, pool, s)
+                        busy = torch.cuda.Event(enable_timing=True)
+                        start = torch.cuda.Event(enable_timing=True)
+                        end = torch.cuda.Event(enable_timing=True)
+                        if flush is not None:
+                            flush.zero_()  # evict L2 before the sample, outside the event pair
+                        busy.record()
+                        if cycles:
+                            torch.cuda._sleep(cycles)
+                        if bracket:
+                            profiler_range(torch, True)
+                        t0 = time.perf_counter_ns()
+                        start.record()
+                        if graph is not None:
+                            graph.replay()
+                        else:
+                            run_sample(s)
+                        end.record()
+                        host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                        if bracket:
+                            profiler_range(torch, False)
+                        if graph is not None and capture is not None and s == int(capture[0]):
+                            captured = clone_output(torch, kept)  # after the end event; the next replay reuses it
+                        events.append((busy, start, end))
+                    self.synchronize()
+                    times_ms = [s.elapsed_time(e) / calls for _, s, e in events]
+                    busy_ms = [b.elapsed_time(s) for b, s, _ in events]
+                    if cycles:  # keep the sleep's length true to the request (clocks differ from the probe's)
+                        self.cycles_per_ms = cycles / max(sorted(busy_ms)[len(busy_ms) // 2], 1e-3)
+                else:
+                    for s in range(samples):
+                        t0 = time.perf_counter_ns()
+                        run_sample(s)
+                        host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                        times_ms.append(host_ms[-1] / calls)
+        except BaseException as exc:
+            self.send(self.describe_exception("time", exc))
+            return
+        header_out: dict[str, Any] = {
+            "type": "timed",
+            "times_ms": times_ms,
+            "host_ms": host_ms,
+            "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
+            "l2_reset": l2_reset,
+        }
+        if capture is None:
+            self.send(header_out)
+            return
+        self.send_captured(header_out, captured)
+
+    def send_captured(self, header_out: dict[str, Any], captured: Any) -> None:
+        """Send a response with one call's output described and, where it is plain tensors, attached."""
+        described = self.describe_output(captured)
+        header_out.update(described)
+        if not all(d["plain_tensor"] for d in described["items"]):
+            self.send(header_out)
+            return
+        items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
+        self.send_values(header_out, captured=items)
+
+    def graph_for(self, model: Any, compiled: bool, pool: list[Any], calls: int, keep: int) -> tuple[Any, Any, Any]:
+        """A CUDA graph of one sample's `calls` calls, captured once per (model, calls, kept call).
+
+        The graph reads copies of the pool's sets (`static`, call i the copy of set i mod len(pool)); before
+        each replay `load_static` writes that sample's sets into them. The warm-up and the capture see set 0
+        in place, every replay other contents, so a graph that replays stale work (an output computed at
+        capture time) returns wrong outputs. The output of call `keep` is kept for the parent's check.
+        """
+        key = (compiled, calls, keep)
+        if key in self.graphs:
+            return self.graphs[key]
+        torch = self.torch
+        if not self.staged:
+            raise RuntimeError("a CUDA graph needs the staged timing pool")
+        for position in range(len(pool[0])):
+            leaves = [inputs[position] for inputs in pool]
+            if not isinstance(leaves[0], torch.Tensor) and any(leaf != leaves[0] for leaf in leaves):
+                raise RuntimeError("the input sets differ in a value that is not a tensor; a graph would fix it")
+        static = [[wire.placed(t) if isinstance(t, torch.Tensor) else t for t in inputs] for inputs in pool]
+        side = torch.cuda.Stream()  # warm up off the default stream, as graph capture wants
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(*static[0])
+        torch.cuda.current_stream().wait_stream(side)
+        self.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        kept: Any = None
+        with torch.cuda.graph(graph):
+            for i in range(calls):
+                out = model(*static[i % len(static)])
+                if i == keep:
+                    kept = out
+        self.synchronize()
+        self.graphs[key] = (graph, static, kept)
+        return self.graphs[key]
+
+    def load_static(self, static: list[Any], pool: list[Any], sample: int) -> None:
+        """Copy sample `sample`'s input sets into the graph's buffers: buffer m holds the set that calls
+        m, m + len(pool), ... of that sample use (`wire.timed_set`)."""
+        self.fill_static(static, [pool[wire.timed_set(sample, m, len(pool))] for m in range(len(static))])
+
+    def fill_static(self, static: list[Any], sources: list[Any]) -> None:
+        """Copy input set `sources[m]` into the graph's buffer m, tensor by tensor."""
+        for buffers, source in zip(static, sources, strict=True):
+            for buffer, value in zip(buffers, source, strict=True):
+                if isinstance(buffer, self.torch.Tensor):
+                    buffer.copy_(value)
+
+    def sleep_cycles(self, precursor_ms: float) -> int:
+        """GPU clock cycles of `torch.cuda._sleep` that last about `precursor_ms`, from one measurement."""
+        if precursor_ms <= 0:
+            return 0
+        if self.cycles_per_ms is None:
+            torch = self.torch
+            probe = 2_000_000
+            for _ in range(2):  # the first also loads the kernel
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                torch.cuda._sleep(probe)
+                end.record()
+                end.synchronize()
+            self.cycles_per_ms = probe / max(start.elapsed_time(end), 1e-3)
+        return int(precursor_ms * self.cycles_per_ms)
+
+    def reset_persisting_l2(self) -> bool:
+        """Return every persisting L2 line to normal (cudaCtxResetPersistingL2Cache); False if unavailable."""
+        import ctypes
+
+        try:
+            if self.cudart is None:
+                major = str(self.torch.version.cuda).split(".")[0]
+                self.cudart = ctypes.CDLL(f"libcudart.so.{major}")  # torch has loaded it: dlopen returns that copy
+            self.synchronize()
+            return self.cudart.cudaCtxResetPersistingL2Cache() == 0
+        except Exception:
+            return False
+
+    def flush_buffer(self, nbytes: int) -> Any:
+        """A device buffer of `nbytes` to overwrite before each sample (L2 flush); kept between requests."""
+        if nbytes <= 0 or self.device.type != "cuda":
+            return None
+        if self.flush is None or self.flush.numel() != nbytes:
+            self.flush = self.torch.empty(nbytes, dtype=self.torch.int8, device=self.device)
+        return self.flush
