@@ -24,6 +24,10 @@
 #                                builtin:all; "none" skips it) on the GPU ($OUT/suite_lint.json);
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
+#                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
+#                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
+#                                ext/KernelBench --gpumode ext/reference-kernels --jobs 6"; KJ_CONF_RESUME names a
+#                                results.tar.gz whose stores it goes on from; its tables in $OUT/conformance.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records and stores to $OUT/results.tar.gz.
@@ -112,6 +116,17 @@ run() {
         2>&1 | tee "$OUT/suite_lint.txt"
     fi
   fi
+  if [ "$stage" = conformance ]; then
+    mkdir -p "$OUT/conformance"
+    if [ -f "${KJ_CONF_RESUME:-}" ]; then
+      tar xzf "$KJ_CONF_RESUME" -C "$OUT" conformance || true
+    fi
+    # shellcheck disable=SC2086  # KJ_CONF_ARGS holds several arguments
+    python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
+      ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 6} \
+      2> "$OUT/conformance.log" | tee "$OUT/conformance.md"
+    status=${PIPESTATUS[0]}
+  fi
   if [ "$stage" = sandbox ]; then
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
     status=${PIPESTATUS[0]}
@@ -126,7 +141,7 @@ run() {
   # One archive of the records and the stores, so that they come back from machines that return few files
   # (eight at most, seen on 2026-11-30: the stores of a run beyond that were left behind).
   local packed=(records)
-  for folder in batch suite; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for folder in batch suite conformance; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   tar czf "$OUT/results.tar.gz" -C "$OUT" "${packed[@]}" && (cd "$OUT" && rm -r "${packed[@]}")
   [ "$status" -eq 0 ] && [ "$audit_status" -eq 0 ] && [ "$enforce_status" -eq 0 ]
 }
@@ -134,5 +149,6 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|batch|suite|sandbox|all]" >&2; exit 1 ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|batch|suite|conformance|sandbox|all]" >&2
+     exit 1 ;;
 esac

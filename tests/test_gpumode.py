@@ -20,6 +20,7 @@ from kerneljudge.store import Store
 from kerneljudge.task import load_task
 
 PROBLEM = Path(__file__).parent / "fixtures" / "gpumode" / "rowscale"
+PREFIX = Path(__file__).parent / "fixtures" / "gpumode" / "prefixstats"
 
 
 def test_a_problem_folder_reduces_to_a_kernelbench_task_whose_trials_draw_their_own_seed():
@@ -54,8 +55,11 @@ def test_an_honest_submission_passes_and_a_wrong_one_fails():
     record = run_judge(PROBLEM, PROBLEM / "submission.py", mode="audit")
     assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
     assert "KJ-R023" not in {f.code for f in record.findings}  # it writes its output input, as the reference does
-    shaped = [t.shape for t in record.correctness.trials if t.kind == "shape"]
-    assert shaped == [{"_KJ_SPEC": [["rows", 1], ["cols", 127], ["seed", 5236]]}]  # the other test, as a hidden shape
+    shaped = sorted(str(t.shape) for t in record.correctness.trials if t.kind == "shape")
+    assert shaped == sorted(  # the other test and the benchmark, each a hidden shape: every one is checked
+        str({"_KJ_SPEC": spec})
+        for spec in ([["rows", 1], ["cols", 127], ["seed", 5236]], [["rows", 4096], ["cols", 4096], ["seed", 31232]])
+    )
     wrong = run_judge(PROBLEM, PROBLEM / "submission_wrong.py", mode="audit")
     assert wrong.status == "FAIL" and wrong.failure_kind == "tolerance", wrong.failure
 
@@ -92,3 +96,42 @@ def test_a_broken_problem_is_one_line(tmp_path):
     (folder / "reference.py").write_text("import utils\n" + (PROBLEM / "reference.py").read_text())
     with pytest.raises(TaskError, match="imports a helper module whole"):
         load_task(folder)
+
+
+def test_the_problems_own_check_decides_at_every_test_and_benchmark_shape():
+    """A float64 output written into a preallocated input, a 0-dim total beside it, a helper imported under an
+    alias and custom_kernel bound by assignment: verified, each trial with the problem's check's verdict."""
+    record = run_judge(PREFIX, PREFIX / "submission.py", mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
+    sizes = sorted(dict(t.shape["_KJ_SPEC"])["size"] for t in record.correctness.trials if t.kind == "shape")
+    assert sizes == [1023, 6000, 20000]  # the other test and both benchmarks
+    assert all(t.task_check == {"passed": True, "message": ""} for t in record.correctness.trials)
+    assert record.correctness.tolerance["float64"]["name"] == "float64"  # the oracle compared too
+
+
+def test_an_answer_the_problems_check_accepts_passes_and_the_oracle_disagreement_is_recorded():
+    """float32 where the reference gives float64: the problem's check compares values only, as GPU MODE's
+    prefix sum does; the oracle cannot compare, and says so in a finding."""
+    record = run_judge(PREFIX, PREFIX / "submission_f32.py", mode="enforce")
+    assert record.status == "PASS" and record.verified, record.failure
+    [note] = [f for f in record.findings if f.code == "KJ-C002"]
+    assert note.severity == "info" and "not compared with the oracle" in note.evidence["oracle"]
+    assert record.correctness.trials[0].outputs[0]["passed"] is None
+
+
+def test_a_kernel_right_only_at_the_test_sizes_fails_at_a_benchmark_size():
+    record = run_judge(PREFIX, PREFIX / "submission_small_only.py", mode="enforce")
+    assert record.status == "FAIL" and record.failure_kind == "tolerance", record.failure
+    assert "size=6000" in record.failure.phase or "size', 6000" in record.failure.phase, record.failure.phase
+    assert record.failure.summary.startswith("the task's own check:")
+
+
+def test_timing_at_the_benchmark_shapes_reports_their_geometric_mean():
+    record = run_judge(
+        PREFIX, PREFIX / "submission.py", mode="audit", timing=True, timing_budget_s=2.0, timing_max_blocks=5
+    )
+    timing = record.timing
+    assert timing.measured and len(timing.shapes) == 2, timing.reason
+    assert [dict(s["shape"]["_KJ_SPEC"])["size"] for s in timing.shapes] == [6000, 20000]
+    product = timing.shapes[0]["speedup"] * timing.shapes[1]["speedup"]
+    assert timing.speedup == pytest.approx(product**0.5)

@@ -15,6 +15,7 @@ import queue
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -452,9 +453,11 @@ def run_batch(
     progress: bool | None = None,
     on_record: Callable[[BatchItem, Record], None] | None = None,
     lanes: Sequence[str | None] = (None,),
+    deadline: float | None = None,
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
+    `deadline` (a time.monotonic() value): no judgment starts after it; a rerun resumes the rest.
     `lanes`: one judgment at a time per lane, side by side (`lanes_for`); more than one lane share a
     `LaneGate`, so no lane measures while another works. A judgment that ran short of memory while other
     lanes were at work (`short_of_memory`) is not stored: it is judged again once every lane is done, alone.
@@ -488,7 +491,7 @@ def run_batch(
 
     def lane(index: int, gpu: str | None, bar: _Progress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
-            while not failures:
+            while not failures and (deadline is None or time.monotonic() < deadline):
                 try:
                     entry, key = todo.get_nowait()
                 except queue.Empty:

@@ -5,13 +5,15 @@ The parent reads the candidate as text only; it never imports or executes it.
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
 from kerneljudge import pyast
 from kerneljudge.errors import UsageError
-from kerneljudge.task import read_source, sha256_text
+from kerneljudge.task import Task, read_source, sha256_text
 
 FENCE = re.compile(
     r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
@@ -62,3 +64,15 @@ def parse_candidate(text: str, name: str, path: str | None = None) -> Candidate:
 def load_candidate(path: str | Path) -> Candidate:
     path = Path(path)
     return parse_candidate(read_source(path, "candidate", UsageError), path.stem, str(path))
+
+
+def reference_as_candidate(task: Task) -> Candidate:
+    """The task's own reference as a candidate: its source with `Model` renamed `ModelNew` wherever the name
+    is used (the class, `super(Model, self)`, code that builds one), strings and comments untouched. The
+    conformance sweep judges every public task this way: a judge that does not verify it rejects falsely."""
+    tokens = []
+    for token in tokenize.generate_tokens(io.StringIO(task.text).readline):
+        if token.type == tokenize.NAME and token.string == "Model":
+            token = token._replace(string="ModelNew")
+        tokens.append(token)
+    return Candidate(text=tokenize.untokenize(tokens), name=f"{task.name}_reference", path=task.path)

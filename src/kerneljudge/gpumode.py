@@ -6,12 +6,19 @@ keyword arguments), `reference.py` (`generate_input(**spec)`, `ref_kernel(data)`
 task.yml names by relative path. A submission is a file that defines `custom_kernel(data)`.
 
 The reduction writes one source text per side, as a worker needs it: the problem's helper modules inlined
-(their `from task import ...` / `from utils import ...` lines dropped), then a wrapper. The task's `Model`
-calls `ref_kernel` on the inputs and `get_inputs()` calls `generate_input` with the first `tests` entry,
-its seed replaced by one drawn from the judge's generator so that every trial gets inputs of its own; the
-other tests are the task's shape family, from which the judge checks hidden ones. The
-candidate's `ModelNew` calls `custom_kernel` on the same inputs. The judge's own checks then apply
-unchanged: its oracle and per-dtype tolerance stand in for `check_implementation`, which is not run.
+(their `from task import ...` / `from utils import ...` lines dropped, an aliased name bound to its
+original), then a wrapper. The task's `Model` calls `ref_kernel` on the inputs and `get_inputs()` calls
+`generate_input` with the first `tests` entry, its seed replaced by one drawn from the judge's generator so
+that every trial gets inputs of its own (made where the problem makes them: on the GPU). Every test and
+every benchmark is a shape of the task's family, and the judge checks each of them (`SHAPE_TRIALS =
+"all"`): a submission can be right at the small test sizes and cut corners only at the large benchmark
+ones. The benchmarks are the timing shapes (`TIMING_SHAPES`): the speedup is their geometric mean, as
+the leaderboard ranks. The problem's own `check_implementation` runs in the reference worker on the trial's
+inputs and the candidate's output (`kerneljudge_check`) and decides, beside the float64 oracle, whose
+figures stay in the record. The candidate's `ModelNew` calls `custom_kernel` on the same inputs.
+
+YAML gives the tests' booleans as booleans: a problem whose platform reads them as the strings "True" and
+"False" (both true) is judged as its task.yml says, not as the platform ran it (docs/conformance.md).
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class Problem:
     reference: str
     helpers: dict[str, str]  # module name -> source, for each helper module the problem ships
     tests: list[dict[str, Any]]  # task.yml's tests; the first is the public shape
+    benchmarks: list[dict[str, Any]]  # task.yml's benchmarks: checked too, and timed
+    gpus: int = 1  # a problem for several GPUs (`multi_gpu`, a `world_size` in its tests)
 
 
 def is_problem(path: str | Path) -> bool:
@@ -54,8 +63,8 @@ def load_problem(folder: str | Path) -> Problem:
         raise TaskError(f"{folder / 'task.yml'}: not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(spec, dict):
         raise TaskError(f"{folder / 'task.yml'}: expected a mapping")
-    tests = spec.get("tests") or []
-    if not tests or not all(isinstance(t, dict) for t in tests):
+    tests, benchmarks = spec.get("tests") or [], spec.get("benchmarks") or []
+    if not tests or not all(isinstance(t, dict) for t in tests + benchmarks):
         raise TaskError(f"{folder / 'task.yml'}: needs a `tests` list of keyword-argument mappings")
     helpers: dict[str, str] = {}
     for entry in spec.get("files") or []:
@@ -68,7 +77,8 @@ def load_problem(folder: str | Path) -> Problem:
         if module not in helpers and (folder / f"{module}.py").is_file():
             helpers[module] = read_source(folder / f"{module}.py", f"GPU MODE file {module}.py", TaskError)
     reference = read_source(folder / "reference.py", "GPU MODE reference", TaskError)
-    return Problem(folder, reference, helpers, tests)
+    gpus = max([int(t.get("world_size") or 1) for t in tests] + [2 if spec.get("multi_gpu") else 1])
+    return Problem(folder, reference, helpers, tests, benchmarks, gpus)
 
 
 def _body(source: str, where: str) -> tuple[list[str], str]:
@@ -80,6 +90,7 @@ def _body(source: str, where: str) -> tuple[list[str], str]:
     lines = source.splitlines()
     future: list[str] = []
     drop: set[int] = set()
+    aliases: list[str] = []  # `from utils import a as b`: b must still name a once the line is gone
     for node in tree.body:
         span = range(node.lineno - 1, (node.end_lineno or node.lineno))
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
@@ -87,9 +98,11 @@ def _body(source: str, where: str) -> tuple[list[str], str]:
             drop.update(span)
         elif isinstance(node, ast.ImportFrom) and node.module in HELPERS and not node.level:
             drop.update(span)
+            aliases.extend(f"{a.asname} = {a.name}" for a in node.names if a.asname and a.asname != a.name)
         elif isinstance(node, ast.Import) and any(alias.name in HELPERS for alias in node.names):
             raise TaskError(f"{where}: imports a helper module whole (line {node.lineno}); only `from` imports reduce")
-    return future, "\n".join(line for i, line in enumerate(lines) if i not in drop)
+    kept = "\n".join(line for i, line in enumerate(lines) if i not in drop)
+    return future, "\n".join(aliases) + ("\n" if aliases else "") + kept
 
 
 def _helpers_for(source: str, problem: Problem) -> list[tuple[str, str]]:
@@ -115,7 +128,9 @@ def _compose(parts: list[tuple[str, str]], wrapper: str) -> str:
 
 TASK_WRAPPER = """# ---- kerneljudge's wrapper
 _KJ_SPEC = {spec!r}  # task.yml's first test, as (keyword, value) pairs
-SHAPE_FAMILY = {{"_KJ_SPEC": {family!r}}}  # every test: the judge checks hidden ones
+SHAPE_FAMILY = {{"_KJ_SPEC": {family!r}}}  # every test and every benchmark
+SHAPE_TRIALS = "all"  # the judge checks each of them
+TIMING_SHAPES = {timing!r}  # the benchmarks: timed, their speedups' geometric mean reported
 
 
 def _kj_arguments(data):
@@ -128,6 +143,8 @@ class Model(nn.Module):
 
 
 def get_inputs():
+    if {gpus} > 1:
+        raise RuntimeError("kerneljudge: this problem runs on {gpus} GPUs with a process group; one worker has one")
     spec = dict(_KJ_SPEC)
     if "seed" in spec:  # drawn from the judge's seeded generator: each trial gets inputs of its own
         spec["seed"] = int(torch.randint(0, 2**31 - 1, ()))
@@ -141,7 +158,51 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+def kerneljudge_check(inputs, output):
+    # The problem's own check_implementation: (passed, message); an older one returns a message, empty on a pass.
+    result = check_implementation(_kj_arguments(list(inputs)), output)
+    if isinstance(result, tuple):
+        return bool(result[0]), str(result[1])
+    return not result, str(result)
 """
+
+# The forward-and-backward contract (princeton/cross_entropy_py): `generate_inputs(batch_size, vocab_size, seed)`,
+# `reference_forward` and `reference_backward`, a submission with `cross_entropy_forward` and `_backward`; its
+# own eval.py fixes the batch at 4096 and compares both outputs with allclose, which the oracle stands in for.
+PAIR_TASK_WRAPPER = """# ---- kerneljudge's wrapper (the forward-and-backward contract)
+_KJ_SPEC = {spec!r}
+SHAPE_FAMILY = {{"_KJ_SPEC": {family!r}}}
+SHAPE_TRIALS = "all"
+TIMING_SHAPES = {timing!r}
+_KJ_BATCH = 4096  # its eval.py's fixed batch
+
+
+class Model(nn.Module):
+    def forward(self, logits, targets, grad_output):
+        return reference_forward(logits, targets), reference_backward(logits, targets, grad_output)
+
+
+def get_inputs():
+    spec = dict(_KJ_SPEC)
+    spec["seed"] = int(torch.randint(0, 2**31 - 1, ()))
+    return list(generate_inputs(_KJ_BATCH, **spec))
+
+
+def get_init_inputs():
+    return []
+"""
+
+PAIR_CANDIDATE_WRAPPER = """# ---- kerneljudge's wrapper (the forward-and-backward contract)
+
+
+class ModelNew(nn.Module):
+    def forward(self, logits, targets, grad_output):
+        return cross_entropy_forward(logits, targets), cross_entropy_backward(logits, targets, grad_output)
+"""
+PAIR_NAMES = ("generate_inputs", "reference_forward", "reference_backward")
+PAIR_SUBMISSION = ("cross_entropy_forward", "cross_entropy_backward")
 
 CANDIDATE_WRAPPER = """# ---- kerneljudge's wrapper
 
@@ -155,8 +216,18 @@ class ModelNew(nn.Module):
 def load_task(folder: str | Path) -> Task:
     problem = load_problem(folder)
     parts = [*_helpers_for(problem.reference, problem), ("reference.py", problem.reference)]
-    family = [tuple(test.items()) for test in problem.tests]
-    text = _compose(parts, TASK_WRAPPER.format(spec=family[0], family=family))
+    family = [tuple(test.items()) for test in problem.tests + problem.benchmarks]
+    timing = [{"_KJ_SPEC": tuple(bench.items())} for bench in problem.benchmarks] or None
+    names = defined_names(pyast.parse(problem.reference))
+    if all(n in names for n in PAIR_NAMES) and "ref_kernel" not in names:
+        wrapper = PAIR_TASK_WRAPPER.format(spec=family[0], family=family, timing=timing)
+    elif "generate_input" in names and "ref_kernel" in names:
+        wrapper = TASK_WRAPPER.format(spec=family[0], family=family, timing=timing, gpus=problem.gpus)
+    else:
+        raise TaskError(
+            f"{folder}: reference.py defines neither generate_input and ref_kernel nor {', '.join(PAIR_NAMES)}"
+        )
+    text = _compose(parts, wrapper)
     return parse_task(text, Path(folder).resolve().name, str(folder))
 
 
@@ -169,10 +240,15 @@ def adapt_candidate(task: Task, candidate: Candidate) -> Candidate:
         names = defined_names(pyast.parse(candidate.text))
     except SyntaxError:
         return candidate  # the judge reports the syntax error
-    if "ModelNew" in names or "custom_kernel" not in names:
+    wrapper = CANDIDATE_WRAPPER
+    if "ModelNew" in names:
+        return candidate
+    if all(n in names for n in PAIR_SUBMISSION) and "custom_kernel" not in names:
+        wrapper = PAIR_CANDIDATE_WRAPPER
+    elif "custom_kernel" not in names:
         return candidate
     if task.path is None or not is_problem(task.path):
         raise UsageError(f"task {task.name}: its GPU MODE folder is not at hand to reduce the submission")
     problem = load_problem(task.path)
     parts = [*_helpers_for(candidate.text, problem), (Path(candidate.path or "submission.py").name, candidate.text)]
-    return replace(candidate, text=_compose(parts, CANDIDATE_WRAPPER))
+    return replace(candidate, text=_compose(parts, wrapper))

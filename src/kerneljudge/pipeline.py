@@ -9,6 +9,7 @@ compares, decides and writes the record.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -77,6 +78,60 @@ COMPILE_ERROR_TYPES = {
     "ModuleNotFoundError",
     "NameError",
 }
+
+
+def combined_timing(measured: list[tuple[dict[str, Any], Timing]]) -> Timing:
+    """Timings at several shapes as one: the last shape's record, with the speedup (and each end of its
+    interval) the geometric mean over the shapes, and every shape's own figures in `shapes`. The interval of
+    the mean is not a confidence interval of it: each shape's is, and `shapes` keeps them."""
+    last = measured[-1][1].model_copy(deep=True)
+    timed = [t for _, t in measured if t.measured and t.speedup]
+    last.shapes = [
+        {
+            "shape": {name: plain(tree) for name, tree in shape.items()},
+            "speedup": t.speedup,
+            "interval": t.speedup_interval,
+            "candidate_ms": t.candidate.median_ms if t.candidate else None,
+            "reference_ms": t.reference.median_ms if t.reference else None,
+            "reason": t.reason,
+        }
+        for shape, t in measured
+    ]
+    if len(timed) != len(measured):
+        last.measured, last.speedup, last.speedup_interval = False, None, None
+        last.reason = f"timed at {len(timed)} of {len(measured)} timing shapes"
+        return last
+
+    def geomean(values: list[float]) -> float:
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    last.speedup = geomean([t.speedup for t in timed])
+    intervals = [t.speedup_interval for t in timed]
+    if all(intervals):
+        last.speedup_interval = [geomean([i[0] for i in intervals]), geomean([i[1] for i in intervals])]
+    last.regime = (last.regime or "") + f"; geometric mean over {len(timed)} timing shapes"
+    return last
+
+
+def draws_random_note() -> Finding:
+    return finding(
+        "KJ-T002",
+        "info",
+        "the reference draws random numbers in its forward: both sides' calls start from the same random state, "
+        "so a candidate that draws them the same way matches; timed calls' values cannot be checked",
+    )
+
+
+def task_check_disagrees(where: str, task_check: dict[str, Any], oracle_summary: str, oracle_passed: bool) -> Finding:
+    """The task's own check and the float64 oracle disagree on one trial (the task's check decides)."""
+    verdict = "passed" if task_check["passed"] else "failed"
+    oracle = "passed" if oracle_passed else f"did not pass ({oracle_summary})"
+    return finding(
+        "KJ-C002",
+        "info",
+        f"{where}: the task's own check {verdict}, the oracle comparison {oracle}",
+        {"task_check": task_check, "oracle": oracle_summary, "oracle_passed": oracle_passed},
+    )
 
 
 def integrity_failure(findings: list[Finding], phase: str, prefix: str) -> Failure:
@@ -261,10 +316,14 @@ class Judgment:
         # output's signature (dtype and shape of each item) at the public shape.
         self.timing_sets: list[dict[str, Any]] = []
         self.signature: dict[str, Any] = {}
+        self.task_check = False  # the task checks outputs itself (a GPU MODE problem's check_implementation)
+        self.call_seed: int | None = None  # the random state the current trial's calls start from, both sides
+        self.draws_random = False  # the reference draws random numbers in its forward
         self.timed_checks = 0
         self.declared_kernels: list[dict[str, Any]] = []
         self.reference_evidence: Any = None
         self.trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
+        self.last_task_check: dict[str, Any] | None = None  # the task's own check of the last compared output
         self.traced_calls: list[CallTrace] = []
         self.trace_problems: list[str] = []
         self.trace_summary: dict[str, Any] | None = None
@@ -521,6 +580,8 @@ class Judgment:
             "slot": slot,
             "method": method,
             "keep": keep,
+            "task_check": self.task_check,
+            "container": self.signature.get("container", "Tensor"),
             "tolerances": [
                 {"atol": t.atol, "rtol": t.rtol, "ref_error_factor": t.ref_error_factor, "name": t.name} for t in tols
             ],
@@ -533,6 +594,7 @@ class Judgment:
                 f"the reference worker could not compare the outputs: {response.get('exc_type')}: "
                 f"{response.get('message')}"
             )
+        self.last_task_check = response.get("task_check")
         return list(response["results"])
 
     def _check_trial(
@@ -552,12 +614,21 @@ class Judgment:
         results = self._compare("trial", cand, "native" if native else "oracle", keep=keep)
         for i, (result, item) in enumerate(zip(results, signature_items(self.signature), strict=True)):
             metrics = dict(result.get("metrics") or {})
-            forensic = None if native else precision_finding(metrics, item["dtype"], where)
+            forensic = None if native or self.task_check else precision_finding(metrics, item["dtype"], where)
             if forensic is not None:
                 self.add_findings([forensic])
-            outputs.append({"index": i, "passed": bool(result["passed"]), "summary": result["summary"], **metrics})
-            if not result["passed"] and failure_kind is None:
+            outputs.append({"index": i, "passed": result["passed"], "summary": result["summary"], **metrics})
+            if result["passed"] is False and failure_kind is None:
                 failure_kind, summary = result["failure_kind"], result["summary"]
+        task_check = self.last_task_check if self.task_check else None
+        if task_check is not None:  # the task's own check decides; the oracle's figures stay in the record
+            uncompared = [r["summary"] for r in results if r["passed"] is None]
+            oracle_passed = failure_kind is None and not uncompared
+            oracle_summary = summary if failure_kind is not None else (uncompared or ["passed"])[0]
+            if task_check["passed"] != oracle_passed:
+                self.add_findings([task_check_disagrees(where, task_check, oracle_summary, oracle_passed)])
+            failure_kind = None if task_check["passed"] else "tolerance"
+            summary = "passed" if task_check["passed"] else f"the task's own check: {task_check['message']}"
         self.trials.append(
             TrialRecord(
                 index=index,
@@ -569,6 +640,7 @@ class Judgment:
                 outputs=outputs,
                 distribution=distribution,
                 shape={name: plain(tree) for name, tree in shape.items()} if shape else None,
+                task_check=task_check,
             )
         )
         if failure_kind is not None:
@@ -594,7 +666,7 @@ class Judgment:
                 "correct at its public shape only",
             )
             return
-        shapes = self.family.draw(count)
+        shapes = self.family.trial_shapes(count)
         for shape in shapes:
             index, label = len(self.trials), describe_shape(shape)
             self.progress(f"correctness at a hidden shape ({label})")
@@ -614,9 +686,11 @@ class Judgment:
     def _reference_trial(self, seed: int, oracle: bool, distribution: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """One trial in the reference worker: its inputs go straight to the candidate's inbox, its outputs and
         the oracle's stay in the worker (slot "trial"). The inputs' (tree, descriptions) and the distribution."""
+        self.call_seed = secrets.randbelow(2**31 - 1)  # the random state both sides' calls start from
         header = {
             "op": "trial",
             "seed": seed,
+            "call_seed": self.call_seed,
             "oracle": oracle,
             "variant": distribution,
             "slot": "trial",
@@ -627,6 +701,10 @@ class Judgment:
         if response.get("type") != "trial":
             self._task_failed(response, f"the reference failed on seed {seed}")
         self.signature = dict(response.get("signature") or {})
+        self.task_check = bool(response.get("task_check"))
+        if response.get("draws_random") and not self.draws_random:
+            self.draws_random = True
+            self.add_findings([draws_random_note()])
         values = [item for item in signature_items(self.signature) if "dtype" not in item]
         if values:
             raise JudgeFailed(f"the reference returns a {values[0].get('type')}, not a tensor: nothing to compare")
@@ -649,6 +727,7 @@ class Judgment:
             "poison_bytes": 2 * size,
             "reread_s": self.config.reread_delay_s,
             "trace": trace,
+            "call_seed": self.call_seed,
         }
         response, _ = self._candidate_step(
             lambda: worker.request(header, placed=inputs, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
@@ -659,7 +738,7 @@ class Judgment:
             self.add_findings(call_findings(response.get("evidence"), self.reference_evidence, phase))
         if trace:
             self._keep_trace(response.get("evidence"), phase)
-        problem = check_structure(response, self.signature, self.device or "cpu")
+        problem = check_structure(response, self.signature, self.device or "cpu", exact=not self.task_check)
         if problem is None and response.get("type") == "output":
             problem = check_received(response)
         if problem is None:
@@ -715,22 +794,43 @@ class Judgment:
     # ------------------------------------------------------------ timing
 
     def _timing(self) -> None:
+        """Time at the public shape, or at each of the task's timing shapes (TIMING_SHAPES: a GPU MODE
+        problem's benchmarks), reporting their geometric mean as the leaderboard ranks."""
+        shapes = list(self.family.timing) if self.family is not None and self.config.mode != "off" else []
+        if not shapes:
+            self._timed(None, self.config.timing_budget_s)
+            return
+        measured: list[tuple[dict[str, Any], Timing]] = []
+        fallback = None
+        for shape in shapes:
+            self.progress(f"timing at {describe_shape(shape)}")
+            self._timed(shape, self.config.timing_budget_s / len(shapes))
+            fallback = fallback or self.timing.graph_fallback
+            measured.append((shape, self.timing))
+        self.timing = combined_timing(measured)
+        self.timing.graph_fallback = fallback
+
+    def _timed(self, shape: dict[str, Any] | None, budget_s: float) -> None:
+        regime = BUSY_PRECURSOR if self.timing.graph_fallback else self.config.timing_regime
         try:
-            self._measure(self.config.timing_regime)
+            self._measure(regime, shape, budget_s)
         except GraphUnsupported as exc:
             # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
             self.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
             self._start_timing_pair()
-            self._measure(BUSY_PRECURSOR)
+            self._measure(BUSY_PRECURSOR, shape, budget_s)
             self.timing.graph_fallback = str(exc)
 
-    def _measure(self, regime: str) -> None:
+    def _measure(self, regime: str, shape: dict[str, Any] | None = None, budget_s: float | None = None) -> None:
         method = self.config.resolved_timing_method()
         if method == DO_BENCH and self.device != "cuda":
             self.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
             return
         native = method == KERNELBENCH
         sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets
+        if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
+            self._build_candidate(self._load_reference(shape), shape)
+            sets = [{"seed": secrets.randbelow(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
         flush_bytes = l2_flush_bytes(self.hello, native) if self.config.timing_l2_flush else 0
         l2_reset: dict[str, bool | None] = {}
         graph_keep: dict[tuple[str, int], int] = {}
@@ -825,7 +925,7 @@ class Judgment:
             regime=regime,
             max_blocks=self.config.timing_max_blocks,
             target_rse=self.config.timing_target_rse,
-            budget_s=self.config.timing_budget_s,
+            budget_s=budget_s if budget_s is not None else self.config.timing_budget_s,
         )
         self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor, cached=cached)
         if method == INTERLEAVED and self.baselines and not cached:
@@ -873,6 +973,7 @@ class Judgment:
         if response.get("type") != "staged":
             self._task_failed(response, "the reference worker could not stage the timing inputs")
         placed = (response["inputs"], response["input_tensors"])
+        self.signature = dict(response.get("signature") or self.signature)
         response, _ = self._candidate_step(
             lambda: self.workers["candidate"].request({"op": "stage"}, placed=placed, fetch=()), "timing"
         )
@@ -916,7 +1017,7 @@ class Judgment:
         """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
         phase = f"timing ({what or f'timed call {self.timed_checks}'})"
         self.timed_checks += 1
-        problem = check_structure(response, self.signature, self.device or "cpu")
+        problem = check_structure(response, self.signature, self.device or "cpu", exact=not self.task_check)
         if problem is None:
             problem = check_received({**response, "unreadable": "not sent"}, key="captured")
         if problem is None:
@@ -925,7 +1026,16 @@ class Judgment:
             self._candidate_step(lambda: worker.described(response, ["captured"], 2 * size + (1 << 20)), "timing")
         if problem is not None:
             raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
-        for result in self._compare(f"pool{set_index}", response, "timed", key="captured"):
+        if self.draws_random:  # no common random state inside a timed region: the structure is all to check
+            return
+        results = self._compare(f"pool{set_index}", response, "timed", key="captured")
+        if self.task_check:  # the task's own check decides, as in the trials
+            verdict = self.last_task_check or {"passed": False, "message": "the task's check gave no answer"}
+            if not verdict["passed"]:
+                summary = f"{phase}: the task's own check: {verdict['message']}"
+                raise CandidateFailed(Failure(kind="tolerance", phase="timing", summary=summary))
+            return
+        for result in results:
             if not result["passed"]:
                 raise CandidateFailed(
                     Failure(kind=result["failure_kind"], phase="timing", summary=f"{phase}: {result['summary']}")  # type: ignore[arg-type]

@@ -75,6 +75,8 @@ class ShapeFamily:
     public: dict[str, Any]
     axes: dict[str, Axis] | None = None
     shapes: tuple[dict[str, Any], ...] | None = None
+    every: bool = False  # SHAPE_TRIALS = "all": a trial at every shape, not a few drawn
+    timing: tuple[dict[str, Any], ...] = ()  # TIMING_SHAPES: timed at each, their geometric mean reported
 
     @property
     def size(self) -> int:
@@ -108,6 +110,10 @@ class ShapeFamily:
         unique = {_key(s): s for s in pool if not self.is_public(s)}
         return rng.sample(list(unique.values()), min(count, len(unique)))
 
+    def trial_shapes(self, count: int) -> list[dict[str, Any]]:
+        """The hidden shapes to check: every one but the public (SHAPE_TRIALS = "all"), or `count` drawn."""
+        return self.draw(self.size if self.every else count) if count else []
+
     def summary(self) -> dict[str, Any]:
         """What the record keeps of the family: its form, size, the globals it varies and the public shape."""
         return {
@@ -115,6 +121,8 @@ class ShapeFamily:
             "size": self.size,
             "names": list(self.public),
             "public": {name: plain(tree) for name, tree in self.public.items()},
+            "every_shape": self.every,
+            "timing_shapes": len(self.timing),
         }
 
 
@@ -147,6 +155,17 @@ def read_family(description: Any) -> ShapeFamily | None:
     if not isinstance(description, dict):
         raise MalformedFamily("the family description is not a mapping")
     public = {k: _value(v, f"public {k}") for k, v in _names(description.get("public"), "public").items()}
+    every = description.get("every", False) is True
+    timing_list = description.get("timing") or []
+    if not isinstance(timing_list, list) or len(timing_list) > MAX_SHAPES:
+        raise MalformedFamily("the timing shapes are not a list")
+    timing = []
+    for i, shape in enumerate(timing_list):
+        entries = _names(shape, f"timing shape {i}")
+        if not entries or any(name not in public for name in entries):
+            raise MalformedFamily(f"timing shape {i} names a global without a public value, or none")
+        timing.append({name: _value(v, f"timing shape {i}") for name, v in entries.items()})
+    extra = {"every": every, "timing": tuple(timing)}
     if "axes" in description:
         axes = {}
         for name, axis in _names(description["axes"], "axes").items():
@@ -167,7 +186,7 @@ def read_family(description: Any) -> ShapeFamily | None:
                 raise MalformedFamily(f"axis {name} is neither a list of values nor a range")
         if not axes:
             raise MalformedFamily("a family of no axes")
-        return ShapeFamily(public=public, axes=axes)
+        return ShapeFamily(public=public, axes=axes, **extra)
     shapes = description.get("shapes")
     if not isinstance(shapes, list) or not 0 < len(shapes) <= MAX_SHAPES:
         raise MalformedFamily(f"the family needs axes or 1 to {MAX_SHAPES} shapes")
@@ -177,4 +196,4 @@ def read_family(description: Any) -> ShapeFamily | None:
         if not entries or any(name not in public for name in entries):
             raise MalformedFamily(f"shape {i} names a global without a public value, or none")
         read.append({name: _value(v, f"shape {i}") for name, v in entries.items()})
-    return ShapeFamily(public=public, shapes=tuple(read))
+    return ShapeFamily(public=public, shapes=tuple(read), **extra)

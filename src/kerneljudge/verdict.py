@@ -77,6 +77,7 @@ class TrialRecord(Model):
     outputs: list[dict[str, Any]] = Field(default_factory=list)
     distribution: dict[str, Any] | None = None  # how the hidden trial's inputs were reshaped (H11)
     shape: dict[str, Any] | None = None  # a shape trial's hidden shape: the task globals it set, and their values
+    task_check: dict[str, Any] | None = None  # the task's own check of the output (GPU MODE): passed, message
 
 
 class Correctness(Model):
@@ -138,6 +139,9 @@ class Timing(Model):
     # "paired" (timed in this judgment, block by block with the candidate) or, with cached baselines, where
     # the reference's figures come from; None for the compatibility methods and untimed records
     reference_source: str | None = None
+    # Timing shapes (TIMING_SHAPES): each shape's own speedup, interval and medians; the figures above are then
+    # their geometric mean (docs/tasks.md)
+    shapes: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Reward(Model):

@@ -263,6 +263,12 @@ CATALOG: dict[str, Entry] = {
             "Fix the task: choose inputs and operations whose output varies, or a trivial kernel passes.",
             ("H08",),
         ),
+        Entry(
+            "KJ-T002",
+            "task",
+            "the reference draws random numbers in its forward (initial states, dropout in training mode)",
+            "Pass random tensors as inputs instead: a kernel that draws its own numbers cannot match the reference.",
+        ),
         # ---- correctness
         Entry(
             "KJ-C001",
@@ -270,6 +276,13 @@ CATALOG: dict[str, Entry] = {
             "two runs on identical inputs differ at rounding level (atomics, reduction order)",
             "None needed for correctness; a deterministic reduction makes results reproducible.",
             ("H10",),
+        ),
+        Entry(
+            "KJ-C002",
+            "task_check",
+            "the task's own check of the output and the float64 oracle disagree (the task's check decides)",
+            "Read both: a check of properties (QR, eigenvectors) accepts answers an elementwise oracle cannot; "
+            "a loose check accepts what the oracle shows wrong.",
         ),
     ]
 }

@@ -8,7 +8,9 @@ bug in a task is never hidden behind them:
 - device memory: the task's tensors, with the float64 oracle's copies, do not fit what the device has free;
 - the device: an op or dtype this GPU (or the CPU, for a task that makes its inputs on CUDA) does not
   have, such as Blackwell-only FP4 matrix products on an H200;
-- a package the task imports is not installed on this machine.
+- a package the task imports is not installed on this machine;
+- the task's inputs hold objects (a dataclass of weights, a stateful module) that cannot be handed to
+  another process as tensors and plain values.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ DEVICE = (
     "requires sm_1",
     "only supported on sm1",
     "only supported on sm_1",
+    "cublas_status_not_supported",  # a Blackwell-only FP4 matrix product on an older GPU
+    "kerneljudge: this problem runs on",  # a GPU MODE problem for several GPUs (gpumode.py)
 )
 AMD = re.compile(r"\b(hip|rocm|aiter)\b", re.I)
 DTYPE_NOT_IMPLEMENTED = re.compile(r"not implemented for .?(float8_e4m3fnuz|float8_e5m2fnuz|float4|fp4)", re.I)
@@ -48,4 +52,6 @@ def unsupported_reason(response: dict[str, Any], device: str | None) -> str | No
         return f"the task imports {missing}, which is not installed on this machine"
     if any(m in text for m in DEVICE) or DTYPE_NOT_IMPLEMENTED.search(message) or AMD.search(message):
         return f"the reference cannot run on this {device or 'device'} ({first_line})"
+    if kind == "TypeError" and "cannot send a value of type" in message:
+        return f"the task's inputs hold objects no process boundary carries ({first_line})"
     return None

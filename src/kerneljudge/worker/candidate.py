@@ -98,6 +98,8 @@ class CandidateWorker(Worker):
                         torch.zeros(1, device=self.device)
                 # Poison last, after the judge's own allocations, so the next allocation is the candidate's.
                 self.poison(int(header.get("poison_bytes", 0)))
+                if header.get("call_seed") is not None:  # the random state the reference's call started from
+                    self.set_seed(int(header["call_seed"]))
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
                 # Snapshot after the current stream finishes, compare after the whole device has: a

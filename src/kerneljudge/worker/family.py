@@ -7,6 +7,11 @@ either a table of axes, `{"dim": [127, 4096], "batch_size": range(1, 65)}`, whos
 one value of each axis, or a list of shapes, `[{"batch_size": 1, "dim": 127}, ...]`. Values are plain
 data (numbers, strings, booleans, tuples and lists of them; a range on an axis). The parent draws hidden
 shapes from the description `describe` sends (kerneljudge.shapes) and names one in a `load` request.
+
+Two more declarations go with a family: `SHAPE_TRIALS = "all"` asks for a trial at every shape of it instead
+of a few drawn at random (a GPU MODE problem's tests and benchmarks: a kernel may cut corners at the large
+sizes alone), and `TIMING_SHAPES`, a list of shapes in the list form, asks for timing at each of them, the
+speedup being their geometric mean (as GPU MODE's leaderboard ranks), instead of at the public shape.
 """
 
 from __future__ import annotations
@@ -92,6 +97,21 @@ def describe(module: Any) -> dict[str, Any]:
         described = {"shapes": shapes}
     else:
         raise FamilyError(f"SHAPE_FAMILY must be a mapping of axes or a list of shapes, not {type(family).__name__}")
+    trials = getattr(module, "SHAPE_TRIALS", None)
+    if trials not in (None, "all"):
+        raise FamilyError(f'SHAPE_TRIALS must be "all" when set, not {trials!r}')
+    described["every"] = trials == "all"
+    timing = getattr(module, "TIMING_SHAPES", None)
+    if timing is not None:
+        if not isinstance(timing, (list, tuple)) or not timing or len(timing) > MAX_SHAPES:
+            raise FamilyError(f"TIMING_SHAPES must list 1 to {MAX_SHAPES} shapes")
+        described["timing"] = []
+        for i, shape in enumerate(timing):
+            where = f"TIMING_SHAPES[{i}]"
+            if not isinstance(shape, dict) or not shape:
+                raise FamilyError(f"{where} must be a non-empty mapping of global names to values")
+            described["timing"].append({_check_name(k, module, where): _plain(v, where) for k, v in shape.items()})
+            names += [k for k in shape if k not in names]
     described["public"] = {name: _plain(getattr(module, name), f"the global {name}") for name in names}
     return described
 

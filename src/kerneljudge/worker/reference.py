@@ -113,6 +113,7 @@ class ReferenceWorker(Worker):
         self.shaped = False  # the task's globals are set to a hidden shape of its family
         self.inputs_on_device: bool | None = None  # None: not tried yet
         self.slots: dict[str, dict[str, Any]] = {}  # per name: the reference's and the oracle's outputs
+        self.draws_random = False  # the last forward drew random numbers (torch.randn in forward, dropout)
 
     # ------------------------------------------------------------ building
 
@@ -171,19 +172,38 @@ class ReferenceWorker(Worker):
                 self.set_seed(seed)
         return list(self.module.get_inputs())
 
-    def run_reference(self, inputs: list[Any], oracle: bool) -> tuple[Any, dict[str, Any], Any]:
-        """The oracle's output (on copies) and then the reference's on the inputs themselves (an in-place
-        reference may change them: they have already gone to the candidate), and what it did to them."""
+    def rng_state(self) -> Any:
         torch = self.torch
+        return (torch.get_rng_state(), torch.cuda.get_rng_state() if self.device.type == "cuda" else None)
+
+    def run_reference(
+        self, inputs: list[Any], oracle: bool, call_seed: int | None = None
+    ) -> tuple[Any, dict[str, Any], Any]:
+        """The oracle's output (on copies) and then the reference's on the inputs themselves (an in-place
+        reference may change them: they have already gone to the candidate), and what it did to them.
+
+        `call_seed`: the random state each forward starts from, the one the candidate's call starts from too,
+        so that a reference that draws random numbers in its forward (KernelBench's LSTM draws its initial
+        states) draws the same ones as a candidate that draws them the same way. Whether it drew any is
+        observed (`draws_random`).
+        """
+        torch = self.torch
+        if call_seed is not None:
+            self.set_seed(call_seed)
         oracle_out = self.run_oracle(inputs) if oracle else None
         device_inputs = [
             wire.placed(x, self.device) if isinstance(x, torch.Tensor) and x.device != self.device else x
             for x in inputs
         ]
         watch = evidence.CallWatch(device_inputs, self.pinned_flags)
+        if call_seed is not None:
+            self.set_seed(call_seed)
+        before = self.rng_state()
         with torch.no_grad():
             out = self.model(*device_inputs)
             self.synchronize()
+            after = self.rng_state()
+            self.draws_random = any(a is not None and not torch.equal(a, b) for a, b in zip(before, after, strict=True))
             observed = watch.after([x for x in items_of(out) if isinstance(x, torch.Tensor)], [], self.synchronize, 0.0)
         return out, observed, rounded_like(torch, oracle_out, out) if oracle else None
 
@@ -240,20 +260,29 @@ class ReferenceWorker(Worker):
                 self.set_seed(int(header["rng_seed"]))
             inputs, variant = self.reshaped(inputs, variant, seed)
             placed = self.place_inputs(inputs, header.get("inputs_to"))
-            out, observed, oracle_out = self.run_reference(inputs, oracle)
+            pristine = self.kept_for_check(inputs)
+            call_seed = header.get("call_seed")
+            out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
             if variant.get("kind") != "standard" and not (all_finite(torch, out) and all_finite(torch, oracle_out)):
                 # The task does not allow this distribution after all: its own output is not finite on it.
                 inputs = self.make_inputs(seed, bool(header.get("on_device")))
                 variant = {**variant, "rejected": "the reference's output is not finite on these inputs"}
                 placed = self.place_inputs(inputs, header.get("inputs_to"))
-                out, observed, oracle_out = self.run_reference(inputs, oracle)
+                pristine = self.kept_for_check(inputs)
+                out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
         except BaseException as exc:
             self.send(describe_exception("reference", exc))
             return
         finally:
             if train:
                 self.model.eval()
-        self.slots[str(header.get("slot", "trial"))] = {"out": out, "oracle": oracle_out, "kept": None, "checks": None}
+        self.slots[str(header.get("slot", "trial"))] = {
+            "out": out,
+            "oracle": oracle_out,
+            "kept": None,
+            "checks": None,
+            "inputs": pristine,
+        }
         response = {
             "type": "trial",
             "oracle_dtype": self.oracle_dtype if oracle else None,
@@ -269,12 +298,35 @@ class ReferenceWorker(Worker):
             ],
             "swapped": swapped,
             "inputs_on_device": bool(self.inputs_on_device),
+            "task_check": self.task_check is not None,
+            "draws_random": self.draws_random,
             **placed,
         }
         extra: dict[str, Any] = {"inputs": inputs} if header.get("inputs_to") == "parent" else {}
         if header.get("send_outputs"):
             extra["values"] = [out, oracle_out]
         self.send_values(response, **extra)
+
+    @property
+    def task_check(self) -> Any:
+        """The task's own check of an output, `kerneljudge_check(inputs, output) -> (passed, message)` (a GPU
+        MODE problem's check_implementation, gpumode.py), or None."""
+        check = getattr(self.module, "kerneljudge_check", None)
+        return check if callable(check) else None
+
+    def kept_for_check(self, inputs: list[Any]) -> Any:
+        """A copy of the trial's inputs as made, for the task's own check (the reference may write into them)."""
+        return wire.cloned(inputs) if self.task_check is not None else None
+
+    def run_task_check(self, slot: dict[str, Any], outputs: list[Any], container: str) -> dict[str, Any]:
+        """The task's own check on the slot's inputs and the candidate's output, returned as it was."""
+        output = outputs[0] if container == "Tensor" else (tuple(outputs) if container == "tuple" else outputs)
+        try:
+            with self.torch.no_grad():
+                passed, message = self.task_check(wire.cloned(slot["inputs"]), output)
+        except Exception as exc:  # a check that cannot even run on this output rejects it
+            passed, message = False, f"the check raised {type(exc).__name__}: {exc}"
+        return {"passed": bool(passed), "message": str(message)[:2000]}
 
     def swap(self, inputs: list[Any], swap: Any, on_device: bool) -> bool | None:
         """Task screening: input `swap["position"]` replaced by the one seed `swap["seed"]` makes (does the
@@ -322,13 +374,38 @@ class ReferenceWorker(Worker):
             tolerances = [correctness.Tolerance(**t) for t in header["tolerances"]]
             if not (len(outputs) == len(refs) == len(tolerances)):
                 raise ValueError("the outputs do not match the reference's")
+            own_check = bool(header.get("task_check")) and slot.get("inputs") is not None
             for c, r in zip(outputs, refs, strict=True):
-                if not (isinstance(c, torch.Tensor) and c.dtype == r.dtype and c.shape == r.shape):
+                if not isinstance(c, torch.Tensor) or (not own_check and (c.dtype != r.dtype or c.shape != r.shape)):
                     raise ValueError("an output does not match the reference's dtype and shape")
             method = header.get("method")
             results = []
             for i, (c, r, tol) in enumerate(zip(outputs, refs, tolerances, strict=True)):
                 o = oracles[i] if oracles is not None else None
+                if method == "replay" and (c.dtype != r.dtype or c.shape != r.shape):  # its own two runs
+                    first = slot["kept"][i]
+                    cmp = correctness.compare_replay(first, c, first, first.double(), tol)
+                    results.append(
+                        {
+                            "passed": cmp.passed,
+                            "failure_kind": cmp.failure_kind,
+                            "summary": cmp.summary,
+                            "metrics": cmp.metrics,
+                        }
+                    )
+                    continue
+                if c.dtype != r.dtype or c.shape != r.shape:  # the task's own check decides alone
+                    results.append(
+                        {
+                            "passed": None,
+                            "failure_kind": None,
+                            "summary": f"not compared with the oracle: {str(c.dtype).removeprefix('torch.')} "
+                            f"{list(c.shape)} where the reference gives {str(r.dtype).removeprefix('torch.')} "
+                            f"{list(r.shape)}",
+                            "metrics": {"numel": int(c.numel())},
+                        }
+                    )
+                    continue
                 if method == "native":
                     cmp = correctness.compare_native(c, r, tol)
                 elif method == "replay":
@@ -350,12 +427,15 @@ class ReferenceWorker(Worker):
                         "metrics": cmp.metrics,
                     }
                 )
+            checked = None
+            if own_check and method != "replay":
+                checked = self.run_task_check(slot, outputs, str(header.get("container", "Tensor")))
         except Exception as exc:
             self.send(describe_exception("compare", exc))
             return
         if header.get("keep"):
             slot["kept"] = outputs
-        self.send({"type": "compared", "results": json_safe(results)})
+        self.send({"type": "compared", "results": json_safe(results), "task_check": checked})
 
     # ------------------------------------------------------------ timing
 
@@ -383,17 +463,22 @@ class ReferenceWorker(Worker):
                 start = max((d["offset"] + d["nbytes"] for d in written.values()), default=start)
                 described |= written
                 trees.append(wire.prefixed(tree, f"s{k}."))
-                out, _, oracle_out = self.run_reference(
-                    [wire.placed(x) if isinstance(x, torch.Tensor) else x for x in inputs], True
-                )
-                self.slots[f"pool{k}"] = {"out": out, "oracle": oracle_out, "kept": None, "checks": None}
+                out, _, oracle_out = self.run_reference(wire.cloned(inputs), True)
+                self.slots[f"pool{k}"] = {
+                    "out": out,
+                    "oracle": oracle_out,
+                    "kept": None,
+                    "checks": None,
+                    "inputs": self.kept_for_check(inputs),
+                }
                 pool.append(inputs)
             self.staged, self.graphs = pool, {}
             self.synchronize()
         except BaseException as exc:
             self.send(describe_exception("time", exc))
             return
-        self.send({"type": "staged", "sets": len(pool), "inputs": trees, "input_tensors": described})
+        staged = {"type": "staged", "sets": len(pool), "inputs": trees, "input_tensors": described}
+        self.send({**staged, "signature": signature(torch, self.slots["pool0"]["out"]) if pool else None})
 
     def op_compile(self, header: dict[str, Any], args: Any) -> None:
         """Build the torch.compile'd model and run it once on the first staged set, so compilation is

@@ -140,6 +140,8 @@ def pack_values(values: Any) -> tuple[Any, dict[str, Any]]:
             return {"tuple": [pack(x) for x in v]}
         if isinstance(v, list):
             return [pack(x) for x in v]
+        if isinstance(v, dict) and all(isinstance(k, str) for k in v):  # weights and configs by name
+            return {"dict": [[k, pack(x)] for k, x in v.items()]}
         raise TypeError(f"cannot send a value of type {type(v).__name__} to a worker")
 
     return pack(values), tensors
@@ -154,7 +156,22 @@ def prefixed(tree: Any, prefix: str) -> Any:
             return {**tree, "tensor": prefix + tree["tensor"]}
         if isinstance(tree.get("tuple"), list):
             return {"tuple": [prefixed(x, prefix) for x in tree["tuple"]]}
+        if isinstance(tree.get("dict"), list):
+            return {"dict": [[k, prefixed(x, prefix)] for k, x in tree["dict"]]}
     return tree
+
+
+def cloned(value: Any) -> Any:
+    """A copy of a nest of values (lists, tuples, dicts) with every tensor cloned, layout kept."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(cloned(v) for v in value)
+    if isinstance(value, dict):
+        return {k: cloned(v) for k, v in value.items()}
+    return value
 
 
 def tensor_names(tree: Any) -> set[str]:
@@ -166,6 +183,8 @@ def tensor_names(tree: Any) -> set[str]:
             return {tree["tensor"]}
         if isinstance(tree.get("tuple"), list):
             return tensor_names(tree["tuple"])
+        if isinstance(tree.get("dict"), list):
+            return tensor_names([p[1] for p in tree["dict"] if isinstance(p, list) and len(p) == 2])
     return set()
 
 
@@ -184,6 +203,11 @@ def unpack_values(tree: Any, tensors: dict[str, Any]) -> Any:
                 return _restrided(t, v["strides"]) if "strides" in v else t
             if set(v) == {"tuple"} and isinstance(v["tuple"], list):
                 return tuple(unpack(x) for x in v["tuple"])
+            if set(v) == {"dict"} and isinstance(v["dict"], list):
+                pairs = v["dict"]
+                if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+                    raise WireError("malformed mapping in frame")
+                return {key: unpack(x) for key, x in pairs}
             if set(v) == {"dtype"} and isinstance(v["dtype"], str):
                 dtype = getattr(torch, v["dtype"], None)
                 if not isinstance(dtype, torch.dtype):
