@@ -22,6 +22,7 @@ Given the two checkouts by path; either may be left out. Resumable: judgments go
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -67,7 +68,8 @@ def kernelbench_problems(root: Path, levels: Iterable[int]) -> list[tuple[str, P
 
 
 def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expected]:
-    """The reference-as-candidate judgments, their candidate files written under `out`."""
+    """The reference-as-candidate judgments, their candidate files written under `out`; the levels taken in
+    turn, so that side-by-side lanes seldom hold several of level 1's multi-GiB problems at once."""
     expected = []
     for group, task in kernelbench_problems(root, levels):
         candidate = out / "kernelbench" / group / task.name
@@ -76,7 +78,8 @@ def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expe
         if not candidate.exists() or candidate.read_text() != text:
             candidate.write_text(text)
         expected.append(Expected(BatchItem(task, candidate), group, task.stem, "reference", "verified"))
-    return expected
+    by_level = [[e for e in expected if e.group == f"level{level}"] for level in levels]
+    return [e for turn in itertools.zip_longest(*by_level) for e in turn if e is not None]
 
 
 # Verdicts a solution's place does not give, each found by running the problem's own eval logic on an H200
@@ -97,8 +100,8 @@ GPUMODE_SKIPPED = {"helion": "the submissions import helion, which the GPU machi
 
 
 def gpumode_items(root: Path, sets: Sequence[str] | None, out: Path) -> tuple[list[Expected], list[str]]:
-    """Every solution of every problem folder (task.yml) under `root`'s problems/, with its expected verdict,
-    plus each problem's reference as a candidate (`custom_kernel = ref_kernel`); and what was left out, why."""
+    """Every solution of every problem folder (task.yml) under `root`'s problems/, with its expected verdict;
+    and what was left out, and why."""
     base = root / "problems" if (root / "problems").is_dir() else root
     items, skipped = [], []
     for spec in sorted(base.rglob("task.yml")):
@@ -110,15 +113,9 @@ def gpumode_items(root: Path, sets: Sequence[str] | None, out: Path) -> tuple[li
         elsewhere = next((why for key, why in GPUMODE_ELSEWHERE.items() if name == key or group == key), None)
         files = [folder / "submission.py"] if (folder / "submission.py").exists() else []
         files += sorted((folder / "solutions").rglob("*.py")) + sorted((folder / "submissions").rglob("*.py"))
-        reference = out / "gpumode" / name / "reference_as_submission.py"
-        reference.parent.mkdir(parents=True, exist_ok=True)
-        text = (folder / "reference.py").read_text()
-        if "def ref_kernel" in text:
-            reference.write_text(text + "\n\ncustom_kernel = ref_kernel\n")
-            files.append(reference)
         for path in files:
-            relative = f"{name}/{path.relative_to(folder).as_posix()}" if path != reference else f"{name}/reference"
-            if group in GPUMODE_SKIPPED and path != reference:
+            relative = f"{name}/{path.relative_to(folder).as_posix()}"
+            if group in GPUMODE_SKIPPED:
                 skipped.append(f"{relative}: {GPUMODE_SKIPPED[group]}")
                 continue
             verdict = "FAIL" if "/wrong/" in relative else GPUMODE_EXPECTED.get(relative, "verified")
@@ -155,7 +152,7 @@ def judge_all(
 
 
 def outcome(entry: Expected, record: Record | None) -> str:
-    """ "ok", "unsupported", "missing", "judge_error", "false_reject" or "false_accept"."""
+    """One of "ok", "unsupported", "degenerate_task", "missing", "judge_error", "false_reject", "false_accept"."""
     if record is None:
         return "missing"
     if record.status == "ERROR":
@@ -165,7 +162,11 @@ def outcome(entry: Expected, record: Record | None) -> str:
     if entry.verdict == "unsupported":
         return "ok" if record.status == "UNSUPPORTED" else "judged_anyway"
     if entry.verdict == "verified":
-        return "ok" if record.verified else "false_reject"
+        if record.verified:
+            return "ok"
+        warnings = {f.code for f in record.findings if f.severity in ("warning", "error")}
+        # The task's output does not depend on its inputs (H08): no pass on it verifies anything, by design.
+        return "degenerate_task" if record.status == "SUSPICIOUS" and warnings == {"KJ-T001"} else "false_reject"
     return "ok" if record.status == "FAIL" else "false_accept"
 
 
@@ -225,17 +226,15 @@ def table(rows: Sequence[dict[str, Any]], title: str) -> str:
     lines = [
         f"### {title}",
         "",
-        "| set | judged | as expected | unsupported | false rejects | false accepts | judge errors | missing |",
-        "|---|---|---|---|---|---|---|---|",
+        "| set | judged | as expected | unsupported | degenerate task | false rejects | false accepts | judge errors "
+        "| missing |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for group in dict.fromkeys(r["group"] for r in rows):
         mine = [r for r in rows if r["group"] == group]
-        count = {k: sum(r["outcome"] == k for r in mine) for k in ("ok", "unsupported", "false_reject")}
-        count |= {k: sum(r["outcome"] == k for r in mine) for k in ("false_accept", "judge_error", "missing")}
-        lines.append(
-            f"| {group} | {len(mine) - count['missing']} | {count['ok']} | {count['unsupported']} | "
-            f"{count['false_reject']} | {count['false_accept']} | {count['judge_error']} | {count['missing']} |"
-        )
+        kinds = ("ok", "unsupported", "degenerate_task", "false_reject", "false_accept", "judge_error", "missing")
+        count = {k: sum(r["outcome"] == k for r in mine) for k in kinds}
+        lines.append(f"| {group} | {len(mine) - count['missing']} | " + " | ".join(str(count[k]) for k in kinds) + " |")
     odd = [r for r in rows if r["outcome"] != "ok"]
     if odd:
         lines += ["", "| set | problem | solution | outcome | why |", "|---|---|---|---|---|"]
@@ -377,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "conformance.md").write_text("\n".join(text))
     sys.stdout.write("\n".join(text))
     outcomes = [r.get("outcome") for rows in report.values() for r in rows]
-    return 1 if any(o not in (None, "ok", "unsupported") for o in outcomes) else 0
+    return 1 if any(o not in (None, "ok", "unsupported", "degenerate_task") for o in outcomes) else 0
 
 
 if __name__ == "__main__":

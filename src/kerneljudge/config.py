@@ -54,7 +54,7 @@ class JudgeConfig:
     sandbox: str = "auto"
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
-    max_message_bytes: int = 2 * 1024**3
+    max_message_bytes: int = 64 * 1024**3  # each shared-memory channel's capacity (sparse: docs/process-model.md)
 
     def __post_init__(self) -> None:
         for name, allowed in (

@@ -9,6 +9,7 @@ bug in a task is never hidden behind them:
 - the device: an op or dtype this GPU (or the CPU, for a task that makes its inputs on CUDA) does not
   have, such as Blackwell-only FP4 matrix products on an H200;
 - a package the task imports is not installed on this machine;
+- the reference runs, but neither in float64 nor in float32 (no oracle to judge against);
 - the task's inputs hold objects (a dataclass of weights, a stateful module) that cannot be handed to
   another process as tensors and plain values.
 """
@@ -52,6 +53,8 @@ def unsupported_reason(response: dict[str, Any], device: str | None) -> str | No
         return f"the task imports {missing}, which is not installed on this machine"
     if any(m in text for m in DEVICE) or DTYPE_NOT_IMPLEMENTED.search(message) or AMD.search(message):
         return f"the reference cannot run on this {device or 'device'} ({first_line})"
+    if kind == "NoOracle":
+        return f"no oracle: {first_line}"
     if kind == "TypeError" and "cannot send a value of type" in message:
         return f"the task's inputs hold objects no process boundary carries ({first_line})"
     return None

@@ -22,6 +22,9 @@ PROTECTED = (
     "importlib",
 )
 
+# Calls under a flag's namespace that only read (`torch.backends.mps.is_available()`): not a change of flags.
+FLAG_QUERIES = ("is_available", "is_built", "is_enabled", "version", "get_")
+
 FLAG_PREFIXES = (
     "torch.backends.",
     "torch.set_float32_matmul_precision",

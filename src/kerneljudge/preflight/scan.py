@@ -21,6 +21,7 @@ from kerneljudge.preflight.rules import (
     CALL_RULES,
     FILE_METHODS,
     FLAG_PREFIXES,
+    FLAG_QUERIES,
     IMPORT_RULES,
     KERNEL_BUILDERS,
     KERNEL_DECORATORS,
@@ -210,7 +211,11 @@ class Scanner(ast.NodeVisitor):
             target = self.resolve(node.args[0])
             if target and target.split(".")[0] in PROTECTED:
                 self.add("KJ-S053", node, f"getattr({target}, <computed>)")
-        if name.startswith(FLAG_PREFIXES) and not name.startswith("torch.backends.cuda.sdp_kernel"):
+        if (
+            name.startswith(FLAG_PREFIXES)
+            and not name.startswith("torch.backends.cuda.sdp_kernel")
+            and not name.rsplit(".", 1)[-1].startswith(FLAG_QUERIES)
+        ):
             self.add("KJ-S002", node, f"calls {name}")
         if _matches(name, KERNEL_BUILDERS):
             self.report.declared_kernels.append(

@@ -201,21 +201,28 @@ def plan_mounts(workspace: str, needed: list[str], temporary: list[str], private
     return {"hide": hide, "expose": expose, "needed": [workspace, *needed]}
 
 
-def rlimits(policy: SandboxPolicy, lifetime_s: float) -> dict[str, int]:
+# A CUDA worker's address space also maps the device memory it allocates: KernelBench's 16 GiB pooling
+# input and its float64 copy for the oracle take 48 GiB of it in the reference worker alone.
+CUDA_ADDRESS_SPACE_FACTOR = 4
+
+
+def rlimits(policy: SandboxPolicy, lifetime_s: float, cuda: bool = False) -> dict[str, int]:
     cpu = policy.cpu_time_s if policy.cpu_time_s is not None else int(lifetime_s * (os.cpu_count() or 1)) + 60
+    space = policy.address_space_bytes
+    space = space * CUDA_ADDRESS_SPACE_FACTOR if space is not None and cuda else space
     limits = {
         "RLIMIT_CORE": 0,
         "RLIMIT_CPU": cpu,
         "RLIMIT_NPROC": policy.max_processes,
         "RLIMIT_NOFILE": policy.max_open_files,
         "RLIMIT_FSIZE": policy.max_file_bytes,
-        "RLIMIT_AS": policy.address_space_bytes,
+        "RLIMIT_AS": space,
     }
     return {name: value for name, value in limits.items() if value is not None}
 
 
 def launcher_spec(
-    workspace: Path, policy: SandboxPolicy, package_root: Path, lifetime_s: float, uid: int
+    workspace: Path, policy: SandboxPolicy, package_root: Path, lifetime_s: float, uid: int, cuda: bool = False
 ) -> dict[str, Any]:
     """Everything the launcher needs, as JSON-ready data; `uid` is the one to drop to when root."""
     ws = _real(workspace)
@@ -225,7 +232,7 @@ def launcher_spec(
         "tmpfs_bytes": policy.tmpfs_bytes,
         "uid": uid,
         "gid": policy.gid,
-        "rlimits": rlimits(policy, lifetime_s),
+        "rlimits": rlimits(policy, lifetime_s, cuda),
         "oom_score_adj": 1000,
         "required": [name for name in policy.required_layers() if name != "gpu_memory_cap"],
         "skip": sorted(policy.skip_layers),

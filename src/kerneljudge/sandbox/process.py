@@ -226,7 +226,9 @@ class WorkerProcess:
             report_r, report_w = os.pipe()
             package_root = Path(__file__).resolve().parents[2]
             self.uid = confine.take_worker_uid(self.policy)
-            spec = confine.launcher_spec(self.workspace.root, self.policy, package_root, limits.lifetime_s, self.uid)
+            spec = confine.launcher_spec(
+                self.workspace.root, self.policy, package_root, limits.lifetime_s, self.uid, cuda=device != "cpu"
+            )
             argv = confine.wrap_argv(argv, spec, report_w)
             pass_fds += (report_w,)
         self.proc = subprocess.Popen(

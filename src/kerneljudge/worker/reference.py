@@ -19,6 +19,10 @@ from kerneljudge.worker import contracts, evidence, family, wire
 from kerneljudge.worker.base import Worker, describe_exception, items_of
 
 
+class NoOracle(RuntimeError):
+    """The reference has no float64 or float32 form (checks/support.py makes the task UNSUPPORTED)."""
+
+
 def rounded_like(torch: Any, oracle: Any, out: Any) -> Any:
     """The oracle's floating-point outputs rounded to the dtypes of the reference's: the best answers
     representable there, which is all the comparison uses."""
@@ -209,8 +213,10 @@ class ReferenceWorker(Worker):
 
     def run_oracle(self, inputs: list[Any]) -> Any:
         """The reference in float64 on float64 copies of the inputs (float32, TF32 off, where an op lacks
-        float64); integer and boolean inputs are copied as they are."""
+        float64). Integer, boolean and quantised inputs (float8, float4: data an op decodes with its scales)
+        are copied as they are."""
         torch = self.torch
+        wide = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
         last_error: BaseException | None = None
         for dtype in (torch.float64, torch.float32):
             if self.oracle is not None and self.oracle_dtype != str(dtype).removeprefix("torch."):
@@ -222,7 +228,7 @@ class ReferenceWorker(Worker):
                     self.oracle_dtype = str(dtype).removeprefix("torch.")
                 cast = [
                     x.to(self.device, dtype, copy=True)
-                    if isinstance(x, torch.Tensor) and x.is_floating_point()
+                    if isinstance(x, torch.Tensor) and x.dtype in wide
                     else (x.to(self.device, copy=True) if isinstance(x, torch.Tensor) else x)
                     for x in inputs
                 ]
@@ -234,7 +240,11 @@ class ReferenceWorker(Worker):
                 last_error = exc
                 self.oracle = None
                 self.oracle_dtype = None
-        raise RuntimeError(f"the reference cannot run as an oracle: {last_error}")
+        # Neither ran: the reference itself may not run here (its own error says why), or it has no oracle.
+        device_inputs = [x.to(self.device, copy=True) if isinstance(x, torch.Tensor) else x for x in inputs]
+        with torch.no_grad():
+            self.model(*device_inputs)
+        raise NoOracle(f"the reference runs, but neither in float64 nor in float32: {last_error}")
 
     def op_trial(self, header: dict[str, Any], args: Any) -> None:
         """One trial: inputs from `seed` (reshaped by `variant` where the task's input contract allows),

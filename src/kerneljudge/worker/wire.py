@@ -20,7 +20,7 @@ from typing import Any
 
 MAGIC = b"KJW2"
 PREFIX = struct.Struct("<4sI")
-MAX_HEADER_BYTES = 4 * 1024 * 1024
+MAX_HEADER_BYTES = 32 * 1024 * 1024  # a kernel trace of 60,000 events, at about 250 bytes each
 
 
 def timed_set(sample: int, call: int, sets: int) -> int:
