@@ -15,6 +15,7 @@ sandbox/enter.py); `sandbox_layers` says which layers were in force, and
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
 from kerneljudge.worker import channel, wire
 
 WORKER_USER = "kerneljudge-worker"
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?")
 
 # Variables a worker inherits; everything else in the parent's environment stays behind.
 INHERITED_ENV = (
@@ -379,12 +381,14 @@ class WorkerProcess:
         return min(now + step, self.started_at + self.limits.lifetime_s)
 
     def _died(self, returncode: int | None) -> str:
-        """Why the worker died, with the last line it wrote to stderr (the usual cause)."""
+        """Why the worker died: the last exception line it wrote to stderr (a traceback's last line; CUDA's
+        errors trail several lines of advice after it), else its last line."""
         if self.gpu_watch is not None and self.gpu_watch.reason():
             return f"the {self.role} worker was killed: it {self.gpu_watch.reason()}"
         self.stderr.join(timeout=2)
         lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
-        cause = f": {lines[-1][:300]}" if lines else ""
+        raised = [line for line in lines if EXCEPTION_LINE.match(line)]
+        cause = f": {(raised or lines)[-1][:300]}" if lines else ""
         return f"the {self.role} worker died ({describe_returncode(returncode)}){cause}"
 
     # ------------------------------------------------------------ ending
