@@ -63,7 +63,7 @@ run() {
   set +e
   local status=0 audit_status=0 enforce_status=0
   if [ "$stage" = tests ] || [ "$stage" = all ]; then
-    python3 -m pytest -m gpu tests -v -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
+    python3 -m pytest -m gpu tests -v -n 0 -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
       | tee "$OUT/gpu_tests.log"
     status=${PIPESTATUS[0]}
     for example in examples/*/; do

@@ -12,4 +12,4 @@ if ! quiet .venv/bin/python -m pip install -q -e '.[dev,triton]'; then
   echo "setup: Triton did not install here; continuing without it (Triton candidates will fail to import)" >&2
   quiet .venv/bin/python -m pip install -q -e '.[dev]'
 fi
-.venv/bin/python -c "import kerneljudge, torch, numpy, pydantic, safetensors, rich, jsonschema, pytest, matplotlib"
+.venv/bin/python -c "import kerneljudge, torch, numpy, pydantic, rich, jsonschema, pytest, xdist, matplotlib"

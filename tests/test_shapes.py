@@ -37,7 +37,14 @@ def test_listed_family_never_draws_the_public_shape_and_keeps_tuples():
     family = read_family(LISTED)
     shapes = family.draw(10, random.Random(1))
     assert sorted(describe_shape(s) for s in shapes) == ["SHAPE=(1, 2)", "SHAPE=(7, 127)"]
-    assert family.summary() == {"form": "shapes", "size": 3, "names": ["SHAPE"], "public": {"SHAPE": [16, 33]}}
+    assert family.summary() == {
+        "form": "shapes",
+        "size": 3,
+        "names": ["SHAPE"],
+        "public": {"SHAPE": [16, 33]},
+        "every_shape": False,
+        "timing_shapes": 0,
+    }
 
 
 def test_a_large_table_is_drawn_from_without_enumerating_it():

@@ -545,13 +545,17 @@ class Judgment:
             if self.trial_screen is not None:
                 screens.append(self.trial_screen)
             cand = self.call_candidate(
-                inputs, phase=f"trial {index}", reuse=index == canary_at, trace=traced and index in trace_at
+                inputs,
+                phase=f"trial {index}",
+                reuse=index == canary_at,
+                trace=traced and index in trace_at,
+                keep_inputs=index + 1 == canary_at,
             )
             self._check_trial(index, kind, seed, cand, None if native else distribution, keep=index in replay_at)
             if distribution.get("kind") == "standard" or "rejected" in distribution:
                 self.timing_sets = (self.timing_sets + [{"seed": seed, "variant": distribution}])[-3:]
             if index in replay_at:
-                self._replay(index, inputs)
+                self._replay(index, inputs, keep_inputs=index + 1 == canary_at)
         self.add_findings(degenerate_outputs(screens))
         if not native:
             self._shape_trials()
@@ -715,7 +719,12 @@ class Judgment:
         return (response["inputs"], response["input_tensors"]), dict(response.get("variant") or distribution)
 
     def call_candidate(
-        self, inputs: tuple[Any, dict[str, Any]], phase: str, reuse: bool = False, trace: bool = False
+        self,
+        inputs: tuple[Any, dict[str, Any]],
+        phase: str,
+        reuse: bool = False,
+        trace: bool = False,
+        keep_inputs: bool = False,
     ) -> dict[str, Any]:
         """One candidate call on the inputs the reference wrote to its inbox (or, for a canary, on the previous
         storage), maybe traced; its response, whose outputs lie in its outbox, checked against the signature."""
@@ -728,6 +737,7 @@ class Judgment:
             "reread_s": self.config.reread_delay_s,
             "trace": trace,
             "call_seed": self.call_seed,
+            "keep_inputs": keep_inputs,  # the next call is the canary: it reuses these inputs' storage
         }
         response, _ = self._candidate_step(
             lambda: worker.request(header, placed=inputs, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
@@ -775,8 +785,8 @@ class Judgment:
             ),
         )
 
-    def _replay(self, index: int, inputs: tuple[Any, dict[str, Any]]) -> None:
-        again = self.call_candidate(inputs, phase=f"replay of trial {index}")
+    def _replay(self, index: int, inputs: tuple[Any, dict[str, Any]], keep_inputs: bool = False) -> None:
+        again = self.call_candidate(inputs, phase=f"replay of trial {index}", keep_inputs=keep_inputs)
         results = self._compare("trial", again, "replay")
         worst = next((r for r in results if not r["passed"]), None) or max(
             results, key=lambda r: r["metrics"].get("differing_elements", 0)

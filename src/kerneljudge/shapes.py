@@ -155,17 +155,10 @@ def read_family(description: Any) -> ShapeFamily | None:
     if not isinstance(description, dict):
         raise MalformedFamily("the family description is not a mapping")
     public = {k: _value(v, f"public {k}") for k, v in _names(description.get("public"), "public").items()}
-    every = description.get("every", False) is True
-    timing_list = description.get("timing") or []
-    if not isinstance(timing_list, list) or len(timing_list) > MAX_SHAPES:
+    timing = description.get("timing") or []
+    if not isinstance(timing, list) or len(timing) > MAX_SHAPES:
         raise MalformedFamily("the timing shapes are not a list")
-    timing = []
-    for i, shape in enumerate(timing_list):
-        entries = _names(shape, f"timing shape {i}")
-        if not entries or any(name not in public for name in entries):
-            raise MalformedFamily(f"timing shape {i} names a global without a public value, or none")
-        timing.append({name: _value(v, f"timing shape {i}") for name, v in entries.items()})
-    extra = {"every": every, "timing": tuple(timing)}
+    extra = {"every": description.get("every", False) is True, "timing": _shapes(timing, public, "timing shape")}
     if "axes" in description:
         axes = {}
         for name, axis in _names(description["axes"], "axes").items():
@@ -190,10 +183,15 @@ def read_family(description: Any) -> ShapeFamily | None:
     shapes = description.get("shapes")
     if not isinstance(shapes, list) or not 0 < len(shapes) <= MAX_SHAPES:
         raise MalformedFamily(f"the family needs axes or 1 to {MAX_SHAPES} shapes")
+    return ShapeFamily(public=public, shapes=_shapes(shapes, public, "shape"), **extra)
+
+
+def _shapes(listed: list[Any], public: dict[str, Any], what: str) -> tuple[dict[str, Any], ...]:
+    """Shapes in the list form, each naming globals that have a public value."""
     read = []
-    for i, shape in enumerate(shapes):
-        entries = _names(shape, f"shape {i}")
+    for i, shape in enumerate(listed):
+        entries = _names(shape, f"{what} {i}")
         if not entries or any(name not in public for name in entries):
-            raise MalformedFamily(f"shape {i} names a global without a public value, or none")
-        read.append({name: _value(v, f"shape {i}") for name, v in entries.items()})
-    return ShapeFamily(public=public, shapes=tuple(read), **extra)
+            raise MalformedFamily(f"{what} {i} names a global without a public value, or none")
+        read.append({name: _value(v, f"{what} {i}") for name, v in entries.items()})
+    return tuple(read)

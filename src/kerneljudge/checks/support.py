@@ -47,7 +47,7 @@ def unsupported_reason(response: dict[str, Any], device: str | None) -> str | No
     first_line = message.strip().splitlines()[0][:200] if message.strip() else kind
     if kind in ("OutOfMemoryError", "MemoryError") or any(m in text for m in MEMORY):
         return f"the reference does not fit the {device or 'device'}'s free memory ({first_line})"
-    if kind == "ModuleNotFoundError" and response.get("phase") == "import":
+    if kind == "ModuleNotFoundError":  # at import, or imported inside a function as a ROCm-only reference does
         found = re.search(r"No module named '([^']+)'", message)
         missing = found.group(1) if found else "a module"
         return f"the task imports {missing}, which is not installed on this machine"

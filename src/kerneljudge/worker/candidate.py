@@ -85,6 +85,9 @@ class CandidateWorker(Worker):
         """
         torch = self.torch
         inputs = list(args)  # read onto this device from the inbox: private copies already
+        if not header.get("reuse_inputs"):
+            self.prev_inputs = []
+        self.release_cached()
         if header.get("reuse_inputs"):
             inputs = self.reuse_storage(inputs)
         tracer = trace.KernelTrace(torch) if header.get("trace") and self.device.type == "cuda" else None
@@ -122,7 +125,10 @@ class CandidateWorker(Worker):
                 observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
         if tracer is not None:
             observed = {**observed, "trace": tracer.report()}
-        self.prev_inputs, self.prev_outputs = inputs, watched
+        # The previous output stays alive (an output in its storage is a stale answer, H06); the inputs only
+        # when the next call is the canary, which writes new values into them (a 6 GiB input kept for nothing
+        # ran the device out of memory beside the reference's).
+        self.prev_inputs, self.prev_outputs = (inputs if header.get("keep_inputs") else []), watched
         described = self.describe_output(out)
         header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
         if not all(d["plain_tensor"] for d in described["items"]):

@@ -132,8 +132,8 @@ class Channels:
             start = offset + done
             base = start - start % ALIGN
             length = min(nbytes - done, WINDOW_BYTES)
-            # Populated at once: faulting fresh pages in one by one made writes ten times slower.
-            flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if write else 0)
+            # Populated at once: faulting pages in one by one made writes ten times slower, and reads slow too.
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if write else 0)
             window = mmap.mmap(endpoint.fd, start - base + length, flags=flags, prot=prot, offset=base)
             try:

@@ -263,6 +263,8 @@ class ReferenceWorker(Worker):
         train = bool(header.get("train")) and hasattr(self.model, "train")
         if train:
             self.model.train()
+        self.slots.pop(str(header.get("slot", "trial")), None)  # the slot's last outputs go before new ones come
+        self.release_cached()
         try:
             inputs = self.make_inputs(seed, bool(header.get("on_device")))
             swapped = self.swap(inputs, header.get("swap"), bool(header.get("on_device")))
@@ -461,6 +463,9 @@ class ReferenceWorker(Worker):
                 self.synchronize()
                 self.send({"type": "staged", "sets": len(self.staged)})
                 return
+            self.slots = {name: slot for name, slot in self.slots.items() if not name.startswith("pool")}
+            self.staged, self.graphs = [], {}
+            self.release_cached()
             pool, trees, described, start = [], [], {}, 0
             for k, spec in enumerate(header["sets"]):
                 seed = int(spec["seed"])

@@ -1,0 +1,61 @@
+"""What a failure of the trusted reference means: a task this machine cannot run (UNSUPPORTED, with the reason)
+or a broken task (a judge error); and which judgments a batch judges again alone."""
+
+import pytest
+
+from helpers import make_record
+from kerneljudge.batch import short_of_memory
+from kerneljudge.checks.support import unsupported_reason
+from kerneljudge.verdict import Capability, Failure
+
+
+def error(exc_type, message, phase="reference"):
+    return {"type": "error", "phase": phase, "exc_type": exc_type, "message": message}
+
+
+@pytest.mark.parametrize(
+    "response, reason",
+    [
+        (error("OutOfMemoryError", "CUDA out of memory. Tried to allocate 16.00 GiB."), "does not fit"),
+        (error("ModuleNotFoundError", "No module named 'aiter'", phase="import"), "imports aiter"),
+        (error("ModuleNotFoundError", "No module named 'einops'"), "imports einops"),  # inside a function
+        (error("RuntimeError", "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul"), "cannot run"),
+        (error("RuntimeError", "kerneljudge: this problem runs on 8 GPUs with a process group"), "cannot run"),
+        (error("RuntimeError", "Torch not compiled with CUDA enabled"), "cannot run"),
+        (error("NoOracle", "the reference runs, but neither in float64 nor in float32: x"), "no oracle"),
+        (error("TypeError", "cannot send a value of type KVCache to a worker"), "objects"),
+    ],
+)
+def test_a_reference_that_cannot_run_here_is_unsupported_with_the_reason(response, reason):
+    assert reason in unsupported_reason(response, "cuda")
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        error("ValueError", "num_channels (6) must be divisible by num_groups (8)"),
+        error("NameError", "name 'height' is not defined"),
+        error("RuntimeError", "the relationship between these shapes is wrong"),  # "hip" inside a word
+    ],
+)
+def test_a_broken_task_is_not_hidden_behind_unsupported(response):
+    assert unsupported_reason(response, "cuda") is None
+
+
+def test_a_batch_judges_again_alone_what_ran_short_of_memory():
+    oom = make_record(
+        failure=Failure(
+            kind="crash",
+            phase="call",
+            summary="the candidate worker died (killed by "
+            "SIGKILL): torch.OutOfMemoryError: CUDA out of memory. Tried to allocate",
+        )
+    )
+    assert short_of_memory(oom)
+    unfit = make_record(failure=None)
+    unfit.capabilities["task_runs_here"] = Capability(
+        status="unavailable", required=True, detail="the reference does not fit the cuda's free memory (x)"
+    )
+    assert short_of_memory(unfit)
+    wrong = make_record(failure=Failure(kind="tolerance", phase="correctness", summary="3 of 9 elements outside"))
+    assert not short_of_memory(wrong) and not short_of_memory(make_record(failure=None))
