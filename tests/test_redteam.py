@@ -9,6 +9,10 @@ from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, inert_in_graph
 
 # Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
 CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R040", "KJ-R041", "KJ-R051"}
+# Notes about the task, not a candidate's attack: raised where those tasks are judged (a reference that draws
+# random numbers in its forward, tests/test_task_kinds.py; a problem's own check disagreeing with the oracle,
+# tests/test_gpumode.py).
+TASK_NOTE_CODES = {"KJ-T002", "KJ-C002"}
 
 
 def test_every_fixture_file_is_registered_and_every_entry_has_a_file():
@@ -24,7 +28,7 @@ def test_suite_matches_every_expectation_on_cpu(mode):
     assert all(o.status == "PASS" for o in outcomes if o.attack == "honest")
     assert not any(o.verified for o in outcomes if o.attack != "honest")
     if mode == "audit":  # every catalog code is raised by some fixture (enforce rejects many before they run)
-        assert set(codes_not_raised(outcomes)) <= CUDA_ONLY_CODES, codes_not_raised(outcomes)
+        assert set(codes_not_raised(outcomes)) <= CUDA_ONLY_CODES | TASK_NOTE_CODES, codes_not_raised(outcomes)
 
 
 def test_every_attack_class_has_a_fixture():

@@ -786,6 +786,8 @@ class Judgment:
         )
 
     def _replay(self, index: int, inputs: tuple[Any, dict[str, Any]], keep_inputs: bool = False) -> None:
+        if not self.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
+            self.call_seed = secrets.randbelow(2**31 - 1)
         again = self.call_candidate(inputs, phase=f"replay of trial {index}", keep_inputs=keep_inputs)
         results = self._compare("trial", again, "replay")
         worst = next((r for r in results if not r["passed"]), None) or max(
