@@ -25,12 +25,6 @@ def profiler_range(torch: Any, start: bool) -> None:
         pass
 
 
-def clone_output(torch: Any, value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return type(value)(clone_output(torch, v) for v in value)
-    return value.clone() if isinstance(value, torch.Tensor) else value
-
-
 class Timer:
     """The timing half of a worker (worker/base.py): `op_time`, and the state it keeps between requests."""
 
@@ -134,7 +128,7 @@ class Timer:
                         if bracket:
                             profiler_range(torch, False)
                         if graph is not None and capture is not None and s == int(capture[0]):
-                            captured = clone_output(torch, kept)  # after the end event; the next replay reuses it
+                            captured = wire.cloned(kept)  # after the end event; the next replay reuses it
                         events.append((busy, start, end))
                     self.synchronize()
                     times_ms = [s.elapsed_time(e) / calls for _, s, e in events]
