@@ -4,12 +4,12 @@ KernelBench, levels 1-3: every problem judged with its own reference as the cand
 renamed `ModelNew`, nothing else changed) in enforce mode under the practical policy. Each must be PASS
 and verified, or UNSUPPORTED with a one-line reason where the problem truly cannot run on this machine: a
 FAIL is a false reject, an ERROR a judge error. A stratified sample (`--timed`, spread evenly over each
-level) is judged with timing too: reference against itself, so no judgment may claim a win or a loss
-beyond the 2% margin. `tasks lint` runs over every problem (`--lint`).
+level) is judged with timing instead (once: its correctness counts in the sweep too): reference against
+itself, so no judgment may claim a win or a loss beyond the 2% margin. `tasks lint` runs over every problem (`--lint`).
 
 GPU MODE (gpu-mode/reference-kernels): every problem folder; each solution judged against the verdict
 its place says it should get (solutions/correct and a working submission.py: verified; solutions/wrong:
-FAIL), with timing at the problem's benchmark shapes.
+FAIL), correctness at every test and benchmark shape (`--gpumode-timing`: timed at the benchmark shapes too).
 
 Given the two checkouts by path; either may be left out. Resumable: judgments go to SQLite stores under
 `--out` (a rerun skips what they hold), lint results to a JSON-lines file. Writes `--out/conformance.md`
@@ -147,8 +147,12 @@ def judge_all(
 
     run_batch([e.item for e in items], config, store, lanes=lanes, deadline=deadline, progress=False)
     wanted = {(p.task.sha256, p.candidate.sha256) for p in prepare([e.item for e in items])}
-    with Store(store) as opened:
-        return {(r.task.sha256, r.candidate.sha256): r for r in opened if (r.task.sha256, r.candidate.sha256) in wanted}
+    with Store(store) as opened:  # a store may hold both a timed and an untimed judgment: the one of `config`
+        return {
+            (r.task.sha256, r.candidate.sha256): r
+            for r in opened
+            if (r.task.sha256, r.candidate.sha256) in wanted and r.config.get("timing") == config.timing
+        }
 
 
 def outcome(entry: Expected, record: Record | None) -> str:
@@ -349,12 +353,15 @@ def main(argv: list[str] | None = None) -> int:
         items = kernelbench_items(args.kernelbench, args.levels, args.out)
         if args.only:
             items = [e for e in items if e.problem in args.only]
-        records = judge_all(items, config.with_(timing=False), args.out / "kernelbench.db", lanes, deadline)
-        report["kernelbench"] = rows = summarise(items, records)
+        # The timed sample is judged once, with timing: its correctness counts in the sweep's table too.
+        sample = stratified(items, args.timed) if args.timed else []
+        rest = [e for e in items if e not in sample]
+        store = args.out / "kernelbench.db"
+        records = judge_all(rest, config.with_(timing=False), store, lanes, deadline)
+        timed = judge_all(sample, config, store, lanes, deadline) if sample else {}
+        report["kernelbench"] = rows = summarise(items, {**records, **timed})
         text.append(table(rows, "KernelBench, reference as candidate (enforce, practical, correctness)"))
-        if args.timed:
-            sample = stratified(items, args.timed)
-            timed = judge_all(sample, config, args.out / "kernelbench-timed.db", lanes, deadline)
+        if sample:
             report["kernelbench_timed"] = timed_rows = summarise(sample, timed)
             text.append(table(timed_rows, "KernelBench, timed sample (enforce, practical, with timing)"))
             text.append(timing_table(timed_rows))

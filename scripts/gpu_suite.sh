@@ -27,7 +27,8 @@
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
 #                                ext/KernelBench --gpumode ext/reference-kernels --jobs 6"; KJ_CONF_RESUME names a
-#                                results.tar.gz whose stores it goes on from; its tables in $OUT/conformance.md);
+#                                results.tar.gz whose stores it goes on from; KJ_CONF_LIMIT_S stops it after that
+#                                many seconds, the stores keeping what finished; its tables in $OUT/conformance.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records and stores to $OUT/results.tar.gz.
@@ -122,7 +123,7 @@ run() {
       tar xzf "$KJ_CONF_RESUME" -C "$OUT" conformance || true
     fi
     # shellcheck disable=SC2086  # KJ_CONF_ARGS holds several arguments
-    python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
+    timeout "${KJ_CONF_LIMIT_S:-86400}" python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
       ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 6} \
       2> "$OUT/conformance.log" | tee "$OUT/conformance.md"
     status=${PIPESTATUS[0]}

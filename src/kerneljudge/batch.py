@@ -16,14 +16,14 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
+from kerneljudge.gate import LaneGate
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
 from kerneljudge.timing.basic import CachedSide
 from kerneljudge.verdict import Record
@@ -302,50 +302,6 @@ def probe_hello(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
     return hello
 
 
-class LaneGate:
-    """Shared by a batch's lanes: while a lane measures, no other lane works, nor measures on its GPU.
-
-    CPU load while a lane measures moves its figures (an 18% shift of a speedup under a concurrent build
-    was seen on an H200 with a naive timer, issue 6), so a lane that wants to measure waits until the
-    other lanes finish what they are doing (starting workers, compiling, checking), and none starts
-    anything new until it is done. Lanes overlap their checking, never a measurement with work. Two lanes
-    of one GPU never measure at once; lanes of different GPUs may, each timing loop holding one host
-    core while its GPU works (issue 8's run checks that their figures agree with one lane's).
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._working = 0
-        self._measuring: set[str | None] = set()  # the GPUs being measured on (None: the inherited device)
-        self._waiting = 0  # lanes waiting to measure: new work waits behind them
-
-    @contextmanager
-    def work(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._measuring and not self._waiting)
-            self._working += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._working -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def measure(self, gpu: str | None = None) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            self._cond.wait_for(lambda: gpu not in self._measuring and not self._working)
-            self._waiting -= 1
-            self._measuring.add(gpu)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._measuring.discard(gpu)
-                self._cond.notify_all()
-
-
 def visible_gpus() -> list[str]:
     """The GPUs a worker could be given: CUDA_VISIBLE_DEVICES's entries where set, else NVML's indices."""
     import os
@@ -483,7 +439,7 @@ def run_batch(
             else:
                 todo.put((entry, key))
     show = sys.stdout.isatty() if progress is None else progress
-    gate = LaneGate() if len(lanes) > 1 else None
+    gate = LaneGate(list(lanes)) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []

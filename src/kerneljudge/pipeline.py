@@ -13,9 +13,9 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 import torch
 
@@ -31,6 +31,7 @@ from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call, timed_versus_traced
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
+from kerneljudge.gate import OPEN_GATE, Gate, memory_need
 from kerneljudge.preflight import preflight
 from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
@@ -246,27 +247,6 @@ def sandbox_capability(layers: dict[str, dict[str, str]], policy: SandboxPolicy)
     return Capability(status="unavailable" if missing else "available", required=policy.require, detail=detail)
 
 
-class Gate(Protocol):
-    """What a judgment holds while it works (starts, checks) and while it measures; a batch's lanes share one."""
-
-    def work(self) -> AbstractContextManager[None]: ...
-
-    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
-
-
-class _OpenGate:
-    """One judgment on its own: nothing to wait for."""
-
-    def work(self) -> AbstractContextManager[None]:
-        return nullcontext()
-
-    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
-        return nullcontext()
-
-
-OPEN_GATE = _OpenGate()
-
-
 class Judgment:
     """One judgment; `run()` always returns a record, whatever the candidate or the judge did."""
 
@@ -286,6 +266,8 @@ class Judgment:
         self.progress = progress or (lambda stage: None)
         self.gpu = gpu  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
         self.gate = gate or OPEN_GATE
+        self.held = ExitStack()  # the device memory reserved at the gate, given back when the judgment ends
+        self.memory_need = 0  # the bytes reserved (gate.memory_need), 0 when none were
         # Cached baselines (a batch's `--cached-baselines`): the task's reference, and its compiled form when
         # measured, timed once on this device; used instead of timing them here, where the regime matches.
         self.baselines = baselines or {}
@@ -350,16 +332,19 @@ class Judgment:
                 worker.close()
             self.booting = {}
             logs = {**self.closed_logs, **self._close_workers()}
+            self.held.close()
         return self._record(time.monotonic() - started, logs)
 
     @contextmanager
     def _clocked(self, name: str) -> Iterator[None]:
-        """Add the wall time of the block to the record's `stages_s[name]`."""
-        began = time.monotonic()
+        """Add the wall time of the block to the record's `stages_s[name]`, less what it spent waiting at the
+        gate (counted in `stages_s["waiting"]`)."""
+        began, waited = time.monotonic(), self.stages_s.get("waiting", 0.0)
         try:
             yield
         finally:
-            self.stages_s[name] = round(self.stages_s.get(name, 0.0) + time.monotonic() - began, 3)
+            spent = time.monotonic() - began - (self.stages_s.get("waiting", 0.0) - waited)
+            self.stages_s[name] = round(self.stages_s.get(name, 0.0) + spent, 3)
 
     def _pipeline(self) -> None:
         waited = time.monotonic()
@@ -473,11 +458,20 @@ class Judgment:
 
     def _load_reference(self, shape: dict[str, Any] | None = None) -> Any:
         """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
-        header: dict[str, Any] = {"op": "load", "seed": self.config.public_seed, "shape": shape}
+        admit = shape is None and self.gate is not OPEN_GATE and self.device == "cuda" and not self.memory_need
+        header: dict[str, Any] = {"op": "load", "seed": self.config.public_seed, "shape": shape, "footprint": admit}
         response, values = self._ask("reference", header)
         where = f" at {describe_shape(shape)}" if shape else ""
         if response.get("type") != "loaded":
             self._task_failed(response, f"the task failed to {response.get('phase')}{where}")
+        if admit:
+            self.memory_need = memory_need(response.get("footprint"))
+            if self.memory_need:
+                self.progress(f"waiting for {self.memory_need / 2**30:.1f} GiB of device memory")
+                waited = time.monotonic()
+                total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
+                self.held.enter_context(self.gate.admit(self.gpu, self.memory_need, total))
+                self.stages_s["waiting"] = round(self.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
         if shape is None and not self.family_read and self.config.mode != "off":
             self.family_read = True
             try:

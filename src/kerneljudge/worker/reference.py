@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from kerneljudge.checks import correctness
-from kerneljudge.worker import contracts, evidence, family, wire
+from kerneljudge.worker import contracts, evidence, family, footprint, wire
 from kerneljudge.worker.base import Worker, describe_exception, items_of
 
 
@@ -155,6 +155,7 @@ class ReferenceWorker(Worker):
             "family": self.family,
             "family_error": self.family_error,
             "contract_error": self.contract_error,
+            "footprint": footprint.describe(self.torch, self.module, init_inputs) if header.get("footprint") else None,
         }
         self.send_values(loaded, init_inputs=init_inputs)
 

@@ -1,0 +1,158 @@
+"""The lane gate: what a judgment waits for while other judgments share its machine.
+
+A judgment on its own waits for nothing (`OPEN_GATE`). A batch's lanes share one `LaneGate`, which keeps
+two rules:
+
+- **Measurement apart from work.** While a lane measures, no other lane works (starts workers, compiles,
+  checks), nor measures on the same GPU: CPU load moves a timer's figures (an 18% shift of a speedup under
+  a concurrent build was seen on an H200, issue 6).
+- **Device memory by reservation.** Before its first trial a judgment reserves the device memory it is
+  likely to need (`memory_need`, from the reference worker's meta-device description of the task,
+  worker/footprint.py) and waits until it fits beside the other lanes' reservations on its GPU. KernelBench's
+  level 1 has problems whose inputs alone take 6 to 16 GiB; side by side, a handful of them ran an H200 out
+  of memory (docs/conformance.md). A need larger than the GPU waits until nothing else is reserved there,
+  then runs alone. Lanes ask in turn, so a large need is not passed over for ever by small ones; a small
+  one (under 1/32 of what is reservable) that fits goes ahead at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Protocol
+
+GIB = 2**30
+CONTEXT_BYTES = GIB  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces, kept aside
+USABLE = 0.92  # of a GPU's memory, what reservations may take (the allocator's rounding and fragmentation)
+MARGIN = 1.25  # on a need worked out from tensor sizes: activations, workspaces, the allocator's blocks
+
+
+def memory_need(footprint: dict[str, Any] | None) -> int:
+    """The device bytes a judgment's two workers hold at most, from the task's one-call footprint.
+
+    The reference worker holds the model and its float64 oracle copy (3x the parameters), the inputs, their
+    float64 copies while the oracle runs and the previous trial's inputs for the canary (4x), the output,
+    the oracle's (2x) and its rounding, and the candidate's output read back to compare (5x); the candidate
+    worker holds its own model, inputs and output. An output the meta device could not size is taken to be
+    as large as the inputs. 0 when nothing is known.
+    """
+    if not footprint or footprint.get("input_bytes") is None:
+        return 0
+    inputs = int(footprint["input_bytes"])
+    parameters = int(footprint.get("parameter_bytes") or 0)
+    outputs = footprint.get("output_bytes")
+    outputs = inputs if outputs is None else int(outputs)
+    return int(MARGIN * (4 * parameters + 5 * inputs + 6 * outputs))
+
+
+class Gate(Protocol):
+    """What a judgment holds while it works (starts, checks), while it measures, and for its device memory."""
+
+    def work(self) -> AbstractContextManager[None]: ...
+
+    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
+
+    def admit(self, gpu: str | None, need: int, total: int) -> AbstractContextManager[None]: ...
+
+
+class _OpenGate:
+    """One judgment on its own: nothing to wait for."""
+
+    def work(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def admit(self, gpu: str | None, need: int, total: int) -> AbstractContextManager[None]:
+        return nullcontext()
+
+
+OPEN_GATE = _OpenGate()
+
+
+class LaneGate:
+    """Shared by a batch's lanes (`lanes`: the GPU of each, None for the inherited device): measurement apart
+    from work, and device memory by reservation (the module's docstring says why)."""
+
+    def __init__(self, lanes: list[str | None] | None = None) -> None:
+        self._cond = threading.Condition()
+        self._working = 0
+        self._measuring: set[str | None] = set()  # the GPUs being measured on (None: the inherited device)
+        self._waiting = 0  # lanes waiting to measure: new work waits behind them
+        self._lanes = {gpu: (lanes or []).count(gpu) for gpu in set(lanes or [])}
+        self._reserved: dict[str | None, int] = {}  # bytes reserved per GPU
+        self._asking: dict[str | None, list[int]] = {}  # per GPU, the tickets of lanes waiting for memory, in turn
+        self._tickets = itertools.count()
+        self.waits: list[tuple[str | None, int, float]] = []  # (gpu, need, seconds waited) of each admission
+
+    @contextmanager
+    def work(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._measuring and not self._waiting)
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._working -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def measure(self, gpu: str | None = None) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: gpu not in self._measuring and not self._working)
+            self._waiting -= 1
+            self._measuring.add(gpu)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._measuring.discard(gpu)
+                self._cond.notify_all()
+
+    def reservable(self, gpu: str | None, total: int) -> int:
+        """What the lanes of `gpu` may reserve of its `total` bytes: a share, less every lane's CUDA contexts
+        (two workers each, and a timing pair booting beside them)."""
+        return max(0, int(USABLE * total) - 3 * CONTEXT_BYTES * max(1, self._lanes.get(gpu, 1)))
+
+    @contextmanager
+    def admit(self, gpu: str | None, need: int, total: int) -> Iterator[None]:
+        """Hold `need` bytes of `gpu` (of `total`) until the block ends; called inside `work()`, whose hold
+        is given up while waiting (a lane that waits for memory must not keep another from measuring)."""
+        import time
+
+        if need <= 0 or total <= 0:
+            yield
+            return
+        room = self.reservable(gpu, total)
+        with self._cond:
+            ticket = next(self._tickets)
+            turn = self._asking.setdefault(gpu, [])
+            turn.append(ticket)
+            began = time.monotonic()
+
+            def fits() -> bool:
+                used = self._reserved.get(gpu, 0)
+                if used + need > room and used > 0:
+                    return False
+                return turn[0] == ticket or need <= room // 32
+
+            if not fits():
+                self._working -= 1
+                self._cond.notify_all()
+                self._cond.wait_for(lambda: fits() and not self._measuring and not self._waiting)
+                self._working += 1
+            turn.remove(ticket)
+            self._reserved[gpu] = self._reserved.get(gpu, 0) + need
+            self.waits.append((gpu, need, round(time.monotonic() - began, 3)))
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._reserved[gpu] -= need
+                self._cond.notify_all()

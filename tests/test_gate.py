@@ -1,0 +1,157 @@
+"""The lane gate's device-memory reservations, and the task footprint they are worked out from."""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+
+import torch
+
+from kerneljudge.gate import GIB, OPEN_GATE, LaneGate, memory_need
+from kerneljudge.worker import footprint
+
+TOTAL = 100 * GIB  # a GPU of 100 GiB; one lane on it may reserve USABLE * TOTAL less three contexts
+
+
+def hold(gate, need, log, name, seconds, started=None, gpu="0"):
+    with gate.work(), gate.admit(gpu, need, TOTAL):
+        log.append(f"{name} in")
+        if started is not None:
+            started.set()
+        time.sleep(seconds)
+        log.append(f"{name} out")
+
+
+def run_all(*targets):
+    threads = [threading.Thread(target=t) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in threads), "a lane never got its memory"
+
+
+def test_a_need_that_does_not_fit_beside_another_waits_for_it():
+    gate, log, first = LaneGate(["0", "0"]), [], threading.Event()
+    room = gate.reservable("0", TOTAL)
+    run_all(
+        lambda: hold(gate, int(0.6 * room), log, "A", 0.3, first),
+        lambda: (first.wait(), hold(gate, int(0.6 * room), log, "B", 0.0)),
+    )
+    assert log == ["A in", "A out", "B in", "B out"]
+    assert gate.waits[1][2] >= 0.2  # B's wait is kept, for the record's stages_s["waiting"]
+
+
+def test_needs_that_fit_together_run_together_and_other_gpus_are_apart():
+    gate, log, first = LaneGate(["0", "0", "1"]), [], threading.Event()
+    room = gate.reservable("0", TOTAL)
+    run_all(
+        lambda: hold(gate, int(0.45 * room), log, "A", 0.3, first),
+        lambda: (first.wait(), hold(gate, int(0.45 * room), log, "B", 0.0)),
+        lambda: (first.wait(), hold(gate, int(0.9 * room), log, "C", 0.0, gpu="1")),
+    )
+    assert log.index("B in") < log.index("A out") and log.index("C in") < log.index("A out")
+
+
+def test_a_need_larger_than_the_gpu_runs_alone_and_small_ones_do_not_starve_it():
+    gate, log, first = LaneGate(["0"] * 4), [], threading.Event()
+    room = gate.reservable("0", TOTAL)
+    big_waiting = threading.Event()
+
+    def big():
+        first.wait()
+        big_waiting.set()
+        hold(gate, 2 * room, log, "big", 0.1)
+
+    def middle():  # asks after the big one: waits its turn although it would fit beside A
+        big_waiting.wait()
+        time.sleep(0.05)
+        hold(gate, room // 4, log, "middle", 0.0)
+
+    def small():  # under 1/32 of the room: goes ahead beside A at once
+        big_waiting.wait()
+        time.sleep(0.05)
+        hold(gate, room // 64, log, "small", 0.0)
+
+    run_all(lambda: hold(gate, room // 2, log, "A", 0.4, first), big, middle, small)
+    assert log.index("small in") < log.index("A out")
+    assert log.index("A out") < log.index("big in") < log.index("big out") < log.index("middle in")
+
+
+def test_a_lane_waiting_for_memory_does_not_keep_another_from_measuring():
+    gate, log = LaneGate(["0", "0"]), []
+    room = gate.reservable("0", TOTAL)
+    holding, asking = threading.Event(), threading.Event()
+
+    def first():  # holds most of the memory, then measures: must not wait for the lane that waits for memory
+        with gate.work():
+            cm = gate.admit("0", int(0.8 * room), TOTAL)
+            cm.__enter__()
+            holding.set()
+        asking.wait()
+        time.sleep(0.1)
+        with gate.measure("0"):
+            log.append("A measures")
+        cm.__exit__(None, None, None)
+
+    def second():
+        holding.wait()
+        asking.set()
+        hold(gate, int(0.8 * room), log, "B", 0.0)
+
+    run_all(first, second)
+    assert log == ["A measures", "B in", "B out"]
+
+
+def test_no_need_and_the_open_gate_wait_for_nothing():
+    gate = LaneGate(["0"])
+    with gate.work(), gate.admit("0", 0, TOTAL), OPEN_GATE.admit("0", 10 * TOTAL, TOTAL):
+        pass
+    assert gate.waits == []
+
+
+def test_the_need_counts_both_workers_copies_and_is_zero_when_the_inputs_are_unknown():
+    assert memory_need(None) == 0 and memory_need({"input_bytes": None}) == 0
+    sized = memory_need({"input_bytes": GIB, "parameter_bytes": 0, "output_bytes": GIB})
+    assert sized == int(1.25 * 11 * GIB)  # 5 copies of the inputs and 6 of the output across the two workers
+    unsized = memory_need({"input_bytes": GIB, "parameter_bytes": 2 * GIB, "output_bytes": None})
+    assert unsized == int(1.25 * (4 * 2 + 11) * GIB)  # an output the meta device could not size: as the inputs
+
+
+def task(source):
+    module = types.ModuleType("task")
+    exec(source, module.__dict__)  # noqa: S102  # a test's own trusted task
+    return module
+
+
+def test_the_footprint_is_read_on_the_meta_device_without_making_the_tensors():
+    module = task(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def __init__(self, n):\n"
+        "        super().__init__()\n"
+        "        self.w = torch.nn.Linear(n, 2 * n)\n"
+        "    def forward(self, x, labels):\n"
+        "        return self.w(x), labels.sum()\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(1 << 20, 1024), torch.randint(0, 5, (1 << 20,))]\n"
+        "def get_init_inputs():\n"
+        "    return [1024]\n"
+    )
+    before = torch.get_rng_state()
+    found = footprint.describe(torch, module, [1024])
+    assert torch.equal(before, torch.get_rng_state())  # no random numbers drawn
+    assert found == {
+        "input_bytes": (1 << 20) * 1024 * 4 + (1 << 20) * 8,  # 4 GiB that were never made
+        "parameter_bytes": (1024 * 2048 + 2048) * 4,
+        "output_bytes": (1 << 20) * 2048 * 4 + 8,
+    }
+
+
+def test_what_the_meta_device_cannot_run_is_left_unknown():
+    item = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * x.sum().item()\n"
+    module = task(item + "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
+    assert footprint.describe(torch, module, []) == {"input_bytes": 32, "parameter_bytes": 0, "output_bytes": None}
+    broken = task(item + "def get_inputs():\n    return [torch.randn(int(torch.randn(1).item()))]\n")
+    assert footprint.describe(torch, broken, []) == {"input_bytes": None, "parameter_bytes": None, "output_bytes": None}
