@@ -4,7 +4,7 @@ KernelBench, levels 1-3: every problem judged with its own reference as the cand
 renamed `ModelNew`, nothing else changed) in enforce mode under the practical policy. Each must be PASS
 and verified, or UNSUPPORTED with a one-line reason where the problem truly cannot run on this machine: a
 FAIL is a false reject, an ERROR a judge error. A stratified sample (`--timed`, spread evenly over each
-level) is judged with timing instead (once: its correctness counts in the sweep too): reference against
+level) is judged first, with timing (its correctness counts in the sweep too): reference against
 itself, so no judgment may claim a win or a loss beyond the 2% margin. `tasks lint` runs over every problem (`--lint`).
 
 GPU MODE (gpu-mode/reference-kernels): every problem folder; each solution judged against the verdict
@@ -67,9 +67,35 @@ def kernelbench_problems(root: Path, levels: Iterable[int]) -> list[tuple[str, P
     return found
 
 
+def input_bytes(path: Path) -> int:
+    """The bytes of a KernelBench problem's inputs, read on torch's meta device (no tensor is made); 0 where
+    that fails. KernelBench's problems are trusted references: this script may run them."""
+    import importlib.util
+    import warnings
+
+    import torch
+
+    from kerneljudge.worker.footprint import tensor_bytes
+
+    spec = importlib.util.spec_from_file_location(f"kj_conformance_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        return 0
+    module = importlib.util.module_from_spec(spec)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spec.loader.exec_module(module)
+            with torch.device("meta"):
+                return tensor_bytes(torch, list(module.get_inputs()))
+    except Exception:
+        return 0
+
+
 def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expected]:
     """The reference-as-candidate judgments, their candidate files written under `out`; the levels taken in
-    turn, so that side-by-side lanes seldom hold several of level 1's multi-GiB problems at once."""
+    turn, then the problems of up to 1 GiB of inputs before the larger ones, largest last: level 1 has
+    problems of 6 to 16 GiB of inputs that take most of an H200 each (the lanes reserve device memory,
+    kerneljudge/gate.py), so the others go through side by side first."""
     expected = []
     for group, task in kernelbench_problems(root, levels):
         candidate = out / "kernelbench" / group / task.name
@@ -79,7 +105,9 @@ def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expe
             candidate.write_text(text)
         expected.append(Expected(BatchItem(task, candidate), group, task.stem, "reference", "verified"))
     by_level = [[e for e in expected if e.group == f"level{level}"] for level in levels]
-    return [e for turn in itertools.zip_longest(*by_level) for e in turn if e is not None]
+    interleaved = [e for turn in itertools.zip_longest(*by_level) for e in turn if e is not None]
+    sizes = {e.item.task: input_bytes(e.item.task) for e in interleaved}
+    return sorted(interleaved, key=lambda e: 0 if sizes[e.item.task] <= 2**30 else sizes[e.item.task])
 
 
 # Verdicts a solution's place does not give, each found by running the problem's own eval logic on an H200
@@ -349,26 +377,6 @@ def main(argv: list[str] | None = None) -> int:
     config = JudgeConfig(device=args.device, mode="enforce", policy="practical", timeout_s=args.timeout)
     report: dict[str, Any] = {}
     text = ["# Conformance", ""]
-    if args.kernelbench is not None:
-        items = kernelbench_items(args.kernelbench, args.levels, args.out)
-        if args.only:
-            items = [e for e in items if e.problem in args.only]
-        # The timed sample is judged once, with timing: its correctness counts in the sweep's table too.
-        sample = stratified(items, args.timed) if args.timed else []
-        rest = [e for e in items if e not in sample]
-        store = args.out / "kernelbench.db"
-        records = judge_all(rest, config.with_(timing=False), store, lanes, deadline)
-        timed = judge_all(sample, config, store, lanes, deadline) if sample else {}
-        report["kernelbench"] = rows = summarise(items, {**records, **timed})
-        text.append(table(rows, "KernelBench, reference as candidate (enforce, practical, correctness)"))
-        if sample:
-            report["kernelbench_timed"] = timed_rows = summarise(sample, timed)
-            text.append(table(timed_rows, "KernelBench, timed sample (enforce, practical, with timing)"))
-            text.append(timing_table(timed_rows))
-        if args.lint:
-            problems = [(e.group, e.item.task) for e in items]
-            report["lint"] = entries = lint_all(problems, args.out / "lint.jsonl", args.device)
-            text.append(lint_table(entries))
     if args.gpumode is not None:
         items, skipped = gpumode_items(args.gpumode, args.gpumode_sets, args.out)
         if args.only:
@@ -379,6 +387,27 @@ def main(argv: list[str] | None = None) -> int:
         timed = "with timing at the benchmark shapes" if args.gpumode_timing else "correctness"
         text.append(table(rows, f"GPU MODE reference-kernels, every solution (enforce, practical, {timed})"))
         text.append("".join(f"- not judged: {line}\n" for line in skipped))
+    if args.kernelbench is not None:
+        items = kernelbench_items(args.kernelbench, args.levels, args.out)
+        if args.only:
+            items = [e for e in items if e.problem in args.only]
+        # The timed sample is judged first, with timing (its correctness counts in the sweep's table too), then
+        # the rest without.
+        sample = stratified(items, args.timed) if args.timed else []
+        rest = [e for e in items if e not in sample]
+        store = args.out / "kernelbench.db"
+        timed = judge_all(sample, config, store, lanes, deadline) if sample else {}
+        records = judge_all(rest, config.with_(timing=False), store, lanes, deadline)
+        report["kernelbench"] = rows = summarise(items, {**records, **timed})
+        text.append(table(rows, "KernelBench, reference as candidate (enforce, practical, correctness)"))
+        if sample:
+            report["kernelbench_timed"] = timed_rows = summarise(sample, timed)
+            text.append(table(timed_rows, "KernelBench, timed sample (enforce, practical, with timing)"))
+            text.append(timing_table(timed_rows))
+        if args.lint:
+            problems = [(e.group, e.item.task) for e in items]
+            report["lint"] = entries = lint_all(problems, args.out / "lint.jsonl", args.device)
+            text.append(lint_table(entries))
     (args.out / "conformance.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "conformance.md").write_text("\n".join(text))
     sys.stdout.write("\n".join(text))

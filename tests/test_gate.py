@@ -67,12 +67,12 @@ def test_a_need_larger_than_the_gpu_runs_alone_and_small_ones_do_not_starve_it()
     def middle():  # asks after the big one: waits its turn although it would fit beside A
         big_waiting.wait()
         time.sleep(0.05)
-        hold(gate, room // 4, log, "middle", 0.0)
+        hold(gate, room // 4 + 1, log, "middle", 0.0)
 
-    def small():  # under 1/32 of the room: goes ahead beside A at once
+    def small():  # up to 1/8 of the room: goes ahead beside A at once
         big_waiting.wait()
         time.sleep(0.05)
-        hold(gate, room // 64, log, "small", 0.0)
+        hold(gate, room // 8, log, "small", 0.0)
 
     run_all(lambda: hold(gate, room // 2, log, "A", 0.4, first), big, middle, small)
     assert log.index("small in") < log.index("A out")

@@ -12,7 +12,7 @@ two rules:
   level 1 has problems whose inputs alone take 6 to 16 GiB; side by side, a handful of them ran an H200 out
   of memory (docs/conformance.md). A need larger than the GPU waits until nothing else is reserved there,
   then runs alone. Lanes ask in turn, so a large need is not passed over for ever by small ones; a small
-  one (under 1/32 of what is reservable) that fits goes ahead at once.
+  one (up to 1/8 of what is reservable) that fits goes ahead at once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 GIB = 2**30
-CONTEXT_BYTES = GIB  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces, kept aside
+CONTEXT_BYTES = 3 * GIB // 4  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces
 USABLE = 0.92  # of a GPU's memory, what reservations may take (the allocator's rounding and fragmentation)
 MARGIN = 1.25  # on a need worked out from tensor sizes: activations, workspaces, the allocator's blocks
 
@@ -116,8 +116,8 @@ class LaneGate:
 
     def reservable(self, gpu: str | None, total: int) -> int:
         """What the lanes of `gpu` may reserve of its `total` bytes: a share, less every lane's CUDA contexts
-        (two workers each, and a timing pair booting beside them)."""
-        return max(0, int(USABLE * total) - 3 * CONTEXT_BYTES * max(1, self._lanes.get(gpu, 1)))
+        (two workers each)."""
+        return max(0, int(USABLE * total) - 2 * CONTEXT_BYTES * max(1, self._lanes.get(gpu, 1)))
 
     @contextmanager
     def admit(self, gpu: str | None, need: int, total: int) -> Iterator[None]:
@@ -139,7 +139,7 @@ class LaneGate:
                 used = self._reserved.get(gpu, 0)
                 if used + need > room and used > 0:
                     return False
-                return turn[0] == ticket or need <= room // 32
+                return turn[0] == ticket or need <= room // 8
 
             if not fits():
                 self._working -= 1
