@@ -135,3 +135,27 @@ def test_timing_at_the_benchmark_shapes_reports_their_geometric_mean():
     assert [dict(s["shape"]["_KJ_SPEC"])["size"] for s in timing.shapes] == [6000, 20000]
     product = timing.shapes[0]["speedup"] * timing.shapes[1]["speedup"]
     assert timing.speedup == pytest.approx(product**0.5)
+
+
+QR_INTO = Path(__file__).parent / "fixtures" / "gpumode" / "qrinto"
+HALF_MIX = Path(__file__).parent / "fixtures" / "gpumode" / "halfmix"
+
+
+def test_a_named_tuple_reaches_the_problems_check_as_a_tuple_and_the_output_buffer_among_the_inputs_is_writable():
+    """linalg's QR check requires a tuple (torch returns a named one); pmpp_v2's conv2d hands the output's
+    buffer among the inputs, and GPU MODE's harness passes copies: writing into it is no violation."""
+    record = run_judge(QR_INTO, QR_INTO / "submission.py", mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
+    assert all(t.task_check == {"passed": True, "message": ""} for t in record.correctness.trials)
+    written = [f for f in record.findings if f.code in ("KJ-R021", "KJ-R023")]
+    assert written and all(f.severity == "info" for f in written)  # seen, and recorded
+
+
+def test_a_reference_without_an_oracle_is_judged_by_the_problems_own_check():
+    """amd/moe's reference mixes float32 and float16 inside: it runs in neither float64 nor float32."""
+    record = run_judge(HALF_MIX, HALF_MIX / "submission.py", mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, record.capabilities.get("task_runs_here"))
+    assert record.correctness.oracle_dtype is None
+    assert "the reference has none" in record.correctness.trials[0].outputs[0]["summary"]
+    wrong = run_judge(HALF_MIX, HALF_MIX / "submission_wrong.py", mode="enforce")
+    assert wrong.status == "FAIL" and wrong.failure.summary.startswith("the task's own check: max difference")

@@ -51,6 +51,24 @@ def test_construct_is_found(source, code):
     assert code in codes(source)
 
 
+def test_setting_a_flag_to_the_stricter_value_is_not_a_change_of_numerics():
+    """GPU MODE's pmpp conv2d solution turns TF32 off and cuDNN's determinism on: numerics only stricter."""
+    stricter = (
+        "import torch\ntorch.backends.cudnn.allow_tf32 = False\ntorch.backends.cudnn.deterministic = True\n"
+        "torch.backends.cuda.matmul.allow_tf32 = False\ntorch.set_float32_matmul_precision('highest')\n"
+        "torch.use_deterministic_algorithms(True)\n"
+    )
+    assert "KJ-S002" not in codes(stricter)
+    for looser in (
+        "import torch\ntorch.backends.cudnn.allow_tf32 = True\n",
+        "import torch\ntorch.backends.cudnn.allow_tf32 = 0\n",  # not the value itself: judged as a change
+        "import torch\ntorch.backends.cudnn.allow_tf32 = flag\n",
+        "import torch\ntorch.set_float32_matmul_precision('high')\n",
+        "import torch\ntorch.backends.cudnn.allow_tf32 |= False\n",
+    ):
+        assert "KJ-S002" in codes(looser), looser
+
+
 def test_comments_and_strings_neither_hide_nor_fake():
     source = "# torch.allclose = None; import socket; exec('x')\ndoc = 'import ctypes; open(\"/etc/passwd\")'\n"
     assert codes(source) == set()

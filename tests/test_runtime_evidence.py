@@ -31,6 +31,14 @@ def test_runtime_hack_is_caught(tiny_task, fixture, code, status):
         assert code in codes(record), codes(record)
 
 
+def test_a_static_output_buffer_passes_under_practical_and_a_cache_in_one_fails_by_its_values(tiny_task):
+    honest = run_judge(tiny_task, CANDIDATES / "static_output_buffer.py", mode="enforce")
+    assert honest.status == "PASS" and honest.verified, (honest.failure, codes(honest))
+    assert codes(honest).get("KJ-R022") == "info"
+    cache = run_judge(tiny_task, CANDIDATES / "cache_in_static_buffer.py", mode="enforce")
+    assert cache.status == "FAIL" and cache.failure.kind in ("tolerance", "nondeterministic"), cache.failure
+
+
 def test_pointer_cache_fails_a_correctness_trial(tiny_task):
     # Whether a public trial's input lands where an earlier one's did (and the stale answer shows there) or
     # only the hidden trials' storage-reuse canary exposes it depends on the allocator: both were seen, with
@@ -90,3 +98,27 @@ def test_reference_behaviour_excuses_mutation_and_aliasing():
     evidence = {**CLEAN, "inputs_mutated": [0], "aliases_input": [0]}
     assert {f.code for f in call_findings(evidence, {}, "t")} == {"KJ-R023", "KJ-R021"}
     assert call_findings(evidence, {"inputs_mutated": [0], "aliases_input": [0]}, "t") == []
+
+
+def test_a_task_with_writable_inputs_records_writes_into_them_without_holding_them_against_the_candidate():
+    evidence = {**CLEAN, "inputs_mutated": [2], "aliases_input": [0]}
+    found = call_findings(evidence, {}, "t", inputs_writable=True)
+    assert {(f.code, f.severity) for f in found} == {("KJ-R023", "info"), ("KJ-R021", "info")}
+
+
+def test_reusing_the_previous_outputs_storage_is_an_error_under_strict_and_recorded_under_practical():
+    """torch.compile's CUDA graphs return each call's output in one static buffer (GPU MODE's pmpp sort)."""
+    evidence = {**CLEAN, "aliases_previous_output": [0]}
+    [strict] = call_findings(evidence, {}, "t", "strict")
+    [practical] = call_findings(evidence, {}, "t", "practical")
+    assert (strict.code, strict.severity) == ("KJ-R022", "error")
+    assert (practical.code, practical.severity) == ("KJ-R022", "info")
+
+
+def test_flags_made_stricter_are_recorded_and_flags_loosened_are_a_warning():
+    [stricter] = call_findings({**CLEAN, "flags_changed": {"cudnn_deterministic": True}}, {}, "t")
+    [looser] = call_findings(
+        {**CLEAN, "flags_changed": {"cudnn_deterministic": True, "cudnn_allow_tf32": True}}, {}, "t"
+    )
+    assert (stricter.code, stricter.severity) == ("KJ-R002", "info")
+    assert (looser.code, looser.severity) == ("KJ-R002", "warning")

@@ -131,6 +131,7 @@ _KJ_SPEC = {spec!r}  # task.yml's first test, as (keyword, value) pairs
 SHAPE_FAMILY = {{"_KJ_SPEC": {family!r}}}  # every test and every benchmark
 SHAPE_TRIALS = "all"  # the judge checks each of them
 TIMING_SHAPES = {timing!r}  # the benchmarks: timed, their speedups' geometric mean reported
+INPUTS_WRITABLE = True  # GPU MODE's harness hands each call a copy: a submission may write into its inputs
 
 
 def _kj_arguments(data):
@@ -176,6 +177,7 @@ _KJ_SPEC = {spec!r}
 SHAPE_FAMILY = {{"_KJ_SPEC": {family!r}}}
 SHAPE_TRIALS = "all"
 TIMING_SHAPES = {timing!r}
+INPUTS_WRITABLE = True
 _KJ_BATCH = 4096  # its eval.py's fixed batch
 
 

@@ -298,6 +298,7 @@ class Judgment:
         # output's signature (dtype and shape of each item) at the public shape.
         self.timing_sets: list[dict[str, Any]] = []
         self.signature: dict[str, Any] = {}
+        self.inputs_writable = False  # the task lets the candidate write into its inputs (INPUTS_WRITABLE)
         self.task_check = False  # the task checks outputs itself (a GPU MODE problem's check_implementation)
         self.call_seed: int | None = None  # the random state the current trial's calls start from, both sides
         self.draws_random = False  # the reference draws random numbers in its forward
@@ -472,6 +473,8 @@ class Judgment:
                 total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
                 self.held.enter_context(self.gate.admit(self.gpu, self.memory_need, total))
                 self.stages_s["waiting"] = round(self.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
+        if shape is None:
+            self.inputs_writable = response.get("inputs_writable") is True
         if shape is None and not self.family_read and self.config.mode != "off":
             self.family_read = True
             try:
@@ -623,7 +626,7 @@ class Judgment:
             uncompared = [r["summary"] for r in results if r["passed"] is None]
             oracle_passed = failure_kind is None and not uncompared
             oracle_summary = summary if failure_kind is not None else (uncompared or ["passed"])[0]
-            if task_check["passed"] != oracle_passed:
+            if task_check["passed"] != oracle_passed and len(uncompared) < len(results):  # else nothing compared
                 self.add_findings([task_check_disagrees(where, task_check, oracle_summary, oracle_passed)])
             failure_kind = None if task_check["passed"] else "tolerance"
             summary = "passed" if task_check["passed"] else f"the task's own check: {task_check['message']}"
@@ -739,7 +742,11 @@ class Judgment:
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, phase))
         if self.config.mode != "off":
-            self.add_findings(call_findings(response.get("evidence"), self.reference_evidence, phase))
+            self.add_findings(
+                call_findings(
+                    response.get("evidence"), self.reference_evidence, phase, self.config.policy, self.inputs_writable
+                )
+            )
         if trace:
             self._keep_trace(response.get("evidence"), phase)
         problem = check_structure(response, self.signature, self.device or "cpu", exact=not self.task_check)

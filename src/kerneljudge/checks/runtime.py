@@ -12,6 +12,15 @@ from typing import Any
 from kerneljudge.checks.catalog import finding
 from kerneljudge.verdict import Finding
 
+# numerics_flags() names (worker/evidence.py) and the values that only make numerics stricter than pinned.
+STRICTER_FLAGS = {
+    "cuda_matmul_allow_tf32": False,
+    "cudnn_allow_tf32": False,
+    "float32_matmul_precision": "highest",
+    "cudnn_benchmark": False,
+    "cudnn_deterministic": True,
+    "deterministic_algorithms": True,
+}
 INDEX_LISTS = ("changed_after_return", "inputs_mutated", "aliases_input", "aliases_previous_output")
 IMPORT_KEYS = {"threads_started": int, "children": list, "flags_changed": dict, "hooks": list, "apis_replaced": list}
 CALL_KEYS = {**IMPORT_KEYS, **{k: list for k in INDEX_LISTS}}
@@ -33,10 +42,12 @@ def _common(evidence: dict[str, Any], where: str) -> list[Finding]:
             )
         )
     if evidence["flags_changed"]:
+        # Flags only made stricter (TF32 off, exact matmuls, determinism) change nothing a reward depends on.
+        looser = {k: v for k, v in evidence["flags_changed"].items() if STRICTER_FLAGS.get(k, object()) != v}
         found.append(
             finding(
                 "KJ-R002",
-                "warning",
+                "warning" if looser else "info",
                 f"{where}: changed {', '.join(map(str, evidence['flags_changed']))}",
                 {"flags": evidence["flags_changed"]},
             )
@@ -78,8 +89,18 @@ def import_findings(evidence: Any) -> list[Finding]:
     return _common(evidence, "after import")
 
 
-def call_findings(evidence: Any, reference: Any, where: str) -> list[Finding]:
-    """Findings from one call; `reference` is the reference worker's evidence for the same inputs."""
+def call_findings(
+    evidence: Any, reference: Any, where: str, policy: str = "strict", inputs_writable: bool = False
+) -> list[Finding]:
+    """Findings from one call; `reference` is the reference worker's evidence for the same inputs.
+
+    Under the practical policy an output that reuses the previous call's storage is recorded, not held
+    against the candidate: torch.compile's CUDA graphs (mode="reduce-overhead") return every call's output
+    in one static buffer, and each call's values are checked before the next call anyway, on new inputs
+    (a stale output fails there). A task that declares its inputs writable (`INPUTS_WRITABLE = True`: GPU
+    MODE's harness hands each call a copy, and some problems pass the output's buffer among the inputs)
+    lets the candidate write into them and return them.
+    """
     if not _well_formed(evidence, CALL_KEYS):
         return [finding("KJ-R030", "warning", f"{where}: evidence missing or malformed")]
     reference = reference if isinstance(reference, dict) else {}
@@ -98,13 +119,18 @@ def call_findings(evidence: Any, reference: Any, where: str) -> list[Finding]:
     stale = [i for i in evidence["aliases_previous_output"] if i not in evidence["aliases_input"]]
     if stale:
         found.append(
-            finding("KJ-R022", "error", f"{where}: output shares storage with the previous output", {"outputs": stale})
+            finding(
+                "KJ-R022",
+                "error" if policy == "strict" else "info",
+                f"{where}: output shares storage with the previous output",
+                {"outputs": stale},
+            )
         )
     if evidence["inputs_mutated"] and not reference.get("inputs_mutated"):
         found.append(
             finding(
                 "KJ-R023",
-                "error",
+                "info" if inputs_writable else "error",
                 f"{where}: inputs {evidence['inputs_mutated']} were modified",
                 {"inputs": evidence["inputs_mutated"]},
             )
@@ -113,7 +139,7 @@ def call_findings(evidence: Any, reference: Any, where: str) -> list[Finding]:
         found.append(
             finding(
                 "KJ-R021",
-                "warning",
+                "info" if inputs_writable else "warning",
                 f"{where}: output shares storage with an input",
                 {"outputs": evidence["aliases_input"]},
             )

@@ -25,6 +25,20 @@ PROTECTED = (
 # Calls under a flag's namespace that only read (`torch.backends.mps.is_available()`): not a change of flags.
 FLAG_QUERIES = ("is_available", "is_built", "is_enabled", "version", "get_")
 
+# Settings that only make numerics stricter than the judge pins them (TF32 off, exact matmuls, deterministic
+# algorithms, no autotuned cuDNN choice): a solution that asks for them, as GPU MODE's pmpp conv2d does,
+# changes nothing a reward depends on. By dotted name, the value an assignment or a call's one argument sets.
+STRICTER_SETTINGS: dict[str, object] = {
+    "torch.backends.cuda.matmul.allow_tf32": False,
+    "torch.backends.cudnn.allow_tf32": False,
+    "torch.backends.cudnn.deterministic": True,
+    "torch.backends.cudnn.benchmark": False,
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction": False,
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+    "torch.set_float32_matmul_precision": "highest",
+    "torch.use_deterministic_algorithms": True,
+}
+
 FLAG_PREFIXES = (
     "torch.backends.",
     "torch.set_float32_matmul_precision",

@@ -27,10 +27,21 @@ from kerneljudge.preflight.rules import (
     KERNEL_DECORATORS,
     PROTECTED,
     REDUCED_PRECISION_METHODS,
+    STRICTER_SETTINGS,
     TENSOR_COMPUTE_METHODS,
     TORCH_NON_COMPUTE_PREFIXES,
     TORCH_STRUCTURAL,
 )
+
+
+def stricter(name: str, value: ast.AST | None) -> bool:
+    """A flag set to a constant that only makes numerics stricter (rules.STRICTER_SETTINGS)."""
+    return (
+        name in STRICTER_SETTINGS
+        and isinstance(value, ast.Constant)
+        and type(value.value) is type(STRICTER_SETTINGS[name])
+        and value.value == STRICTER_SETTINGS[name]
+    )
 
 
 @dataclass(frozen=True)
@@ -158,7 +169,8 @@ class Scanner(ast.NodeVisitor):
         if name is None:
             return
         if name.startswith(FLAG_PREFIXES):
-            self.add("KJ-S002", node, f"sets {name}")
+            if not (isinstance(node, (ast.Assign, ast.AnnAssign)) and stricter(name, node.value)):
+                self.add("KJ-S002", node, f"sets {name}")
         elif name.split(".")[0] in PROTECTED:
             self.add("KJ-S001", node, f"assigns {name}")
 
@@ -215,6 +227,7 @@ class Scanner(ast.NodeVisitor):
             name.startswith(FLAG_PREFIXES)
             and not name.startswith("torch.backends.cuda.sdp_kernel")
             and not name.rsplit(".", 1)[-1].startswith(FLAG_QUERIES)
+            and not (len(node.args) == 1 and not node.keywords and stricter(name, node.args[0]))
         ):
             self.add("KJ-S002", node, f"calls {name}")
         if _matches(name, KERNEL_BUILDERS):

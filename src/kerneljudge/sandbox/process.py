@@ -290,6 +290,11 @@ class WorkerProcess:
         # teardown). The candidate worker is traced and the reference is not; without this the A/A control
         # measured 0.71x (docs/timing.md).
         env["TEARDOWN_CUPTI"] = "1"
+        # torch.compile's Inductor compiles in a pool of subprocesses that outlives the call (with threads
+        # to watch it): an honest `torch.compile`d kernel then shows child processes and threads still alive
+        # (KJ-R010, KJ-R011; GPU MODE's pmpp sort and vectorsum solutions, docs/conformance.md). One compile
+        # thread: Inductor compiles in the worker itself.
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""

@@ -54,10 +54,16 @@ def items_of(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
+def container_of(out: Any) -> str:
+    """ "tuple" for any tuple (a named one too: torch.return_types.geqrf, which a task's own check may require
+    to be a tuple), "list" for any list, else the type's name."""
+    return "tuple" if isinstance(out, tuple) else ("list" if isinstance(out, list) else type(out).__name__)
+
+
 def describe_output(torch: Any, out: Any) -> dict[str, Any]:
     """What a call returned, item by item, for the parent's structural checks (checks/outputs.py)."""
     return {
-        "container": type(out).__name__,
+        "container": container_of(out),
         "items": [
             {
                 "type": f"{type(x).__module__}.{type(x).__qualname__}",

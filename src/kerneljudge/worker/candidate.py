@@ -9,6 +9,7 @@ its own two channels only: the reference's, where the oracle lies, are never han
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any
 
 from kerneljudge.worker import channel, evidence, trace, wire
@@ -22,12 +23,39 @@ class CandidateWorker(Worker):
         super().__init__(*args)
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
+        self.returned: list[Any] = []  # weak references to every output tensor returned so far
+
+    def spoil_returned(self) -> None:
+        """Overwrite the storage of every output returned earlier that is still alive (NaN bytes for floating
+        point, 0x5A bytes else) before the next call, parameters and buffers of the model excepted.
+
+        An output cache, keyed on the input's content or its address, answers with a tensor it returned
+        before: now spoiled, the answer fails the comparison. A candidate that writes each call's answer
+        into one static buffer (torch.compile's CUDA graphs) writes over the spoiled bytes and is right,
+        which is why reusing the previous output's storage is only recorded under the practical policy
+        (KJ-R022, checks/runtime.py).
+        """
+        torch = self.torch
+        model = self.model if isinstance(self.model, torch.nn.Module) else None
+        kept = [evidence.storage_span(t) for t in (*model.parameters(), *model.buffers())] if model is not None else []
+        alive = []
+        for ref in self.returned:
+            t = ref()
+            if t is None:
+                continue
+            alive.append(ref)
+            span = evidence.storage_span(t)
+            if any(evidence.overlaps(span, k) for k in kept):
+                continue
+            raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+            raw.fill_(0xFF if t.is_floating_point() or t.is_complex() else 0x5A)
+        self.returned = alive[-256:]
 
     def op_load(self, header: dict[str, Any], args: Any) -> None:
         """Import the candidate (once) and build ModelNew from the reference's init inputs after the seed."""
         if not self.import_source("kj_candidate"):
             return
-        self.prev_inputs, self.prev_outputs = [], []
+        self.prev_inputs, self.prev_outputs, self.returned = [], [], []
         try:
             cls = getattr(self.module, "ModelNew", None)
             if cls is None:
@@ -87,6 +115,11 @@ class CandidateWorker(Worker):
         inputs = list(args)  # read onto this device from the inbox: private copies already
         if not header.get("reuse_inputs"):
             self.prev_inputs = []
+        try:
+            self.spoil_returned()  # before the canary writes new values into storage an output may share
+        except Exception as exc:
+            self.send(self.describe_exception("call", exc))
+            return
         self.release_cached()
         if header.get("reuse_inputs"):
             inputs = self.reuse_storage(inputs)
@@ -129,6 +162,7 @@ class CandidateWorker(Worker):
         # when the next call is the canary, which writes new values into them (a 6 GiB input kept for nothing
         # ran the device out of memory beside the reference's).
         self.prev_inputs, self.prev_outputs = (inputs if header.get("keep_inputs") else []), watched
+        self.returned += [weakref.ref(t) for t in watched]
         described = self.describe_output(out)
         header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
         if not all(d["plain_tensor"] for d in described["items"]):
