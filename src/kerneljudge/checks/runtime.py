@@ -26,6 +26,10 @@ IMPORT_KEYS = {"threads_started": int, "children": list, "flags_changed": dict, 
 CALL_KEYS = {**IMPORT_KEYS, **{k: list for k in INDEX_LISTS}}
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _well_formed(evidence: Any, keys: dict[str, type]) -> bool:
     return isinstance(evidence, dict) and all(isinstance(evidence.get(k), t) for k, t in keys.items())
 
@@ -67,7 +71,10 @@ def _common(evidence: dict[str, Any], where: str) -> list[Finding]:
                 "KJ-R010",
                 "warning",
                 f"{where}: {evidence['threads_started']} thread(s) still alive",
-                {"threads": evidence["threads_started"]},
+                {
+                    "threads": evidence["threads_started"],
+                    "names": [str(n)[:80] for n in _listed(evidence.get("thread_names"))][:8],
+                },
             )
         )
     if evidence["children"]:

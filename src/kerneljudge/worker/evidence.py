@@ -114,6 +114,11 @@ def python_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
 
 
+def thread_names(idents: set[int]) -> list[str]:
+    """The names of the threads `idents` (the first eight): who started them, where a library names its own."""
+    return sorted(t.name for t in threading.enumerate() if t.ident in idents)[:8]
+
+
 def native_tasks() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -202,6 +207,7 @@ class CallWatch:
                 i for i, o in enumerate(tensors) if any(overlaps(storage_span(o), s) for s in previous_spans)
             ],
             "threads_started": len(python_threads() - self.threads_before),
+            "thread_names": thread_names(python_threads() - self.threads_before),
             "native_tasks_added": native_tasks() - self.tasks_before,
             "children": sorted(set(child_processes()) - self.children_before),
             "flags_changed": {k: v for k, v in flags.items() if self.pinned_flags.get(k) != v},
@@ -215,6 +221,7 @@ def import_evidence(pinned_flags: dict[str, Any], threads_before: set[int]) -> d
     flags = numerics_flags()
     return {
         "threads_started": len(python_threads() - threads_before),
+        "thread_names": thread_names(python_threads() - threads_before),
         "children": child_processes(),
         "flags_changed": {k: v for k, v in flags.items() if pinned_flags.get(k) != v},
         "hooks": hooks(),
