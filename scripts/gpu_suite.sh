@@ -26,7 +26,7 @@
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
-#                                ext/KernelBench --gpumode ext/reference-kernels --jobs 6"; KJ_CONF_RESUME names a
+#                                ext/KernelBench --gpumode ext/reference-kernels --jobs 12"; KJ_CONF_RESUME names a
 #                                results.tar.gz whose stores it goes on from; KJ_CONF_LIMIT_S stops it after that
 #                                many seconds, the stores keeping what finished; its tables in $OUT/conformance.md);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
@@ -124,7 +124,7 @@ run() {
     fi
     # shellcheck disable=SC2086  # KJ_CONF_ARGS holds several arguments
     timeout "${KJ_CONF_LIMIT_S:-86400}" python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
-      ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 6} \
+      ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 12} \
       2> "$OUT/conformance.log" | tee "$OUT/conformance.md"
     status=${PIPESTATUS[0]}
   fi
