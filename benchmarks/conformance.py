@@ -371,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timed", type=int, default=0, help="judge a stratified sample of this many with timing")
     parser.add_argument("--lint", action="store_true", help="also run tasks lint over every KernelBench problem")
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--only", nargs="*", default=None, help="problem names (file stems) to keep")
+    parser.add_argument("--only", nargs="*", default=None, help="KernelBench problem names (file stems) to keep")
+    parser.add_argument("--gpumode-only", nargs="*", default=None, help="GPU MODE problem folder names to keep")
     parser.add_argument("--gpumode-sets", nargs="*", default=None, help="problem sets (pmpp_v2, linalg, ...)")
     parser.add_argument("--gpumode-timing", action="store_true", help="time GPU MODE solutions at their benchmarks")
     parser.add_argument("--stop-after", type=float, default=None, help="start no judgment after this many seconds")
@@ -384,8 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     text = ["# Conformance", ""]
     if args.gpumode is not None:
         items, skipped = gpumode_items(args.gpumode, args.gpumode_sets, args.out)
-        if args.only:
-            items = [e for e in items if e.problem.split("/")[-1] in args.only]
+        if args.gpumode_only:
+            items = [e for e in items if e.problem.split("/")[-1] in args.gpumode_only]
         gpumode_config = config.with_(timing=args.gpumode_timing)
         records = judge_all(items, gpumode_config, args.out / "gpumode.db", lanes, deadline)
         report["gpumode"] = rows = summarise(items, records)
