@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
@@ -123,8 +124,6 @@ class LaneGate:
     def admit(self, gpu: str | None, need: int, total: int) -> Iterator[None]:
         """Hold `need` bytes of `gpu` (of `total`) until the block ends; called inside `work()`, whose hold
         is given up while waiting (a lane that waits for memory must not keep another from measuring)."""
-        import time
-
         if need <= 0 or total <= 0:
             yield
             return

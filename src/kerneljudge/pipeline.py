@@ -267,7 +267,7 @@ class Judgment:
         self.gpu = gpu  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
         self.gate = gate or OPEN_GATE
         self.held = ExitStack()  # the device memory reserved at the gate, given back when the judgment ends
-        self.memory_need = 0  # the bytes reserved (gate.memory_need), 0 when none were
+        self.reserved_bytes = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was
         # Cached baselines (a batch's `--cached-baselines`): the task's reference, and its compiled form when
         # measured, timed once on this device; used instead of timing them here, where the regime matches.
         self.baselines = baselines or {}
@@ -459,19 +459,19 @@ class Judgment:
 
     def _load_reference(self, shape: dict[str, Any] | None = None) -> Any:
         """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
-        admit = shape is None and self.gate is not OPEN_GATE and self.device == "cuda" and not self.memory_need
+        admit = shape is None and self.gate is not OPEN_GATE and self.device == "cuda" and not self.reserved_bytes
         header: dict[str, Any] = {"op": "load", "seed": self.config.public_seed, "shape": shape, "footprint": admit}
         response, values = self._ask("reference", header)
         where = f" at {describe_shape(shape)}" if shape else ""
         if response.get("type") != "loaded":
             self._task_failed(response, f"the task failed to {response.get('phase')}{where}")
         if admit:
-            self.memory_need = memory_need(response.get("footprint"))
-            if self.memory_need:
-                self.progress(f"waiting for {self.memory_need / 2**30:.1f} GiB of device memory")
+            self.reserved_bytes = memory_need(response.get("footprint"))
+            if self.reserved_bytes:
+                self.progress(f"waiting for {self.reserved_bytes / 2**30:.1f} GiB of device memory")
                 waited = time.monotonic()
                 total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
-                self.held.enter_context(self.gate.admit(self.gpu, self.memory_need, total))
+                self.held.enter_context(self.gate.admit(self.gpu, self.reserved_bytes, total))
                 self.stages_s["waiting"] = round(self.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
         if shape is None:
             self.inputs_writable = response.get("inputs_writable") is True
