@@ -313,6 +313,9 @@ class Judgment:
         self.family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
         self.family_read = False
         self.stages_s: dict[str, float] = {}  # wall seconds per stage: waiting (for other lanes), build, ...
+        # Where trials' inputs are made (worker/seeded.py): again in the candidate's worker from each trial's
+        # seed in the hardened modes, until it cannot make the reference's; shipped from the reference's else.
+        self.inputs: dict[str, Any] = {"made": "each worker" if config.mode != "off" else "reference worker"}
 
     # ------------------------------------------------------------ the pipeline
 
@@ -496,7 +499,9 @@ class Judgment:
     def _build_candidate(self, init_inputs: Any, shape: dict[str, Any] | None = None) -> None:
         """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
         worker = self.workers["candidate"]
-        header = {"op": "load", "seed": self.config.public_seed}
+        header: dict[str, Any] = {"op": "load", "seed": self.config.public_seed}
+        if self._inputs_made():  # the task's source, loaded before the candidate's, to make inputs there
+            header["task"] = self.task.text
         response, _ = self._candidate_step(lambda: worker.request(header, init_inputs), phase="build")
         if response.get("type") == "error":
             failure = error_failure(response, "import" if response.get("phase") == "import" else "init")
@@ -538,16 +543,19 @@ class Judgment:
         self.correctness_checked = True
         for index, (kind, seed) in enumerate(plan):
             self.progress(f"correctness trial {index + 1}/{len(plan)} ({kind})")
+            call = {
+                "phase": f"trial {index}",
+                "reuse": index == canary_at,
+                "trace": traced and index in trace_at,
+                "keep_inputs": index + 1 == canary_at,
+            }
             inputs, distribution = self._reference_trial(seed, oracle=not native, distribution=distributions[index])
+            cand = self.call_candidate(inputs, **call)
+            if cand is None:  # the candidate's worker could not make them: shipped, the trial run again
+                inputs, distribution = self._reference_trial(seed, not native, distributions[index])
+                cand = self.call_candidate(inputs, **call)
             if self.trial_screen is not None:
                 screens.append(self.trial_screen)
-            cand = self.call_candidate(
-                inputs,
-                phase=f"trial {index}",
-                reuse=index == canary_at,
-                trace=traced and index in trace_at,
-                keep_inputs=index + 1 == canary_at,
-            )
             self._check_trial(index, kind, seed, cand, None if native else distribution, keep=index in replay_at)
             if distribution.get("kind") == "standard" or "rejected" in distribution:
                 self.timing_sets = (self.timing_sets + [{"seed": seed, "variant": distribution}])[-3:]
@@ -673,7 +681,7 @@ class Judgment:
             self.progress(f"correctness at a hidden shape ({label})")
             self._build_candidate(self._load_reference(shape), shape)
             seed = secrets.randbelow(2**32 - 1)
-            inputs, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"})
+            inputs, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
             cand = self.call_candidate(inputs, phase=f"shape trial {index} at {label}")
             self._check_trial(index, "shape", seed, cand, {"kind": "standard"}, shape)
         self.capabilities["hidden_shapes"] = Capability(
@@ -684,9 +692,18 @@ class Judgment:
             else "the task's shape family has no shape but the public one",
         )
 
-    def _reference_trial(self, seed: int, oracle: bool, distribution: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """One trial in the reference worker: its inputs go straight to the candidate's inbox, its outputs and
-        the oracle's stay in the worker (slot "trial"). The inputs' (tree, descriptions) and the distribution."""
+    def _inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
+        """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened
+        modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
+        return self.config.mode != "off" and shape is None and "shipped" not in self.inputs
+
+    def _reference_trial(
+        self, seed: int, oracle: bool, distribution: dict[str, Any], shape: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """One trial in the reference worker: its inputs go straight to the candidate's inbox, or are made
+        again there (`_inputs_made`); its outputs and the oracle's stay in the worker (slot "trial"). The
+        inputs (their (tree, descriptions), or what the candidate's worker needs to make them: {"made": ...})
+        and the distribution."""
         self.call_seed = secrets.randbelow(2**31 - 1)  # the random state both sides' calls start from
         header = {
             "op": "trial",
@@ -695,7 +712,7 @@ class Judgment:
             "oracle": oracle,
             "variant": distribution,
             "slot": "trial",
-            "inputs_to": "candidate",
+            "inputs_to": "made" if self._inputs_made(shape) else "candidate",
             "on_device": self.config.mode != "off",  # KernelBench makes inputs on the host: `off` does too
         }
         response, _ = self._ask("reference", header)
@@ -713,22 +730,27 @@ class Judgment:
             self.oracle_dtype = response.get("oracle_dtype")
         self.trial_screen = response.get("screen")
         self.reference_evidence = response.get("evidence")
-        return (response["inputs"], response["input_tensors"]), dict(response.get("variant") or distribution)
+        inputs = {"made": response["made"]} if "made" in response else (response["inputs"], response["input_tensors"])
+        return inputs, dict(response.get("variant") or distribution)
 
     def call_candidate(
         self,
-        inputs: tuple[Any, dict[str, Any]],
+        inputs: Any,
         phase: str,
         reuse: bool = False,
         trace: bool = False,
         keep_inputs: bool = False,
-    ) -> dict[str, Any]:
-        """One candidate call on the inputs the reference wrote to its inbox (or, for a canary, on the previous
-        storage), maybe traced; its response, whose outputs lie in its outbox, checked against the signature."""
+    ) -> dict[str, Any] | None:
+        """One candidate call on the inputs the reference wrote to its inbox or that its worker makes again
+        ({"made": ...}), or, for a canary, on the previous storage; maybe traced. Its response, whose outputs
+        lie in its outbox, checked against the signature; None when its worker could not make the inputs
+        (they are shipped from then on: the trial must be run again)."""
         size = expected_bytes(self.signature)
         worker = self.workers["candidate"]
+        made = inputs.get("made") if isinstance(inputs, dict) else None
         header = {
             "op": "call",
+            "made": made,
             "reuse_inputs": reuse,
             "poison_bytes": 2 * size,
             "reread_s": self.config.reread_delay_s,
@@ -736,11 +758,15 @@ class Judgment:
             "call_seed": self.call_seed,
             "keep_inputs": keep_inputs,  # the next call is the canary: it reuses these inputs' storage
         }
+        placed = ([], {}) if made is not None else inputs
         response, _ = self._candidate_step(
-            lambda: worker.request(header, placed=inputs, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
+            lambda: worker.request(header, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
         )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, phase))
+        if response.get("type") == "inputs_differ" and made is not None:
+            self.inputs = {**self.inputs, "shipped": phase, "why": str(response.get("detail"))[:500]}
+            return None
         if self.config.mode != "off":
             self.add_findings(
                 call_findings(
@@ -790,6 +816,15 @@ class Judgment:
         if not self.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
             self.call_seed = secrets.randbelow(2**31 - 1)
         again = self.call_candidate(inputs, phase=f"replay of trial {index}", keep_inputs=keep_inputs)
+        if again is None:  # made the first time from the seed, not the second: the candidate's process differs
+            raise CandidateFailed(
+                Failure(
+                    kind="nondeterministic",
+                    phase=f"replay of trial {index}",
+                    summary=f"the candidate's worker made other inputs from the trial's seed the second time "
+                    f"({self.inputs.get('why')})",
+                )
+            )
         results = self._compare("trial", again, "replay")
         worst = next((r for r in results if not r["passed"]), None) or max(
             results, key=lambda r: r["metrics"].get("differing_elements", 0)
@@ -1159,6 +1194,7 @@ class Judgment:
             replay=self.replay,
             worst=worst,
             shape_family=self.family.summary() if self.family is not None else None,
+            inputs=self.inputs,
         )
         record = Record(
             kerneljudge_version=__version__,

@@ -91,6 +91,7 @@ class Correctness(Model):
     worst: dict[str, Any] | None = None
     # The task's shape family (form, size, the globals it varies, the public shape); None if it declares none
     shape_family: dict[str, Any] | None = None
+    inputs: dict[str, Any] | None = None  # where trials' inputs were made (worker/seeded.py), and why shipped
 
 
 class TimingStats(Model):

@@ -12,7 +12,7 @@ import contextlib
 import weakref
 from typing import Any
 
-from kerneljudge.worker import channel, evidence, trace, wire
+from kerneljudge.worker import channel, evidence, seeded, trace, wire
 from kerneljudge.worker.base import TEXT_CAP, Worker
 
 
@@ -24,6 +24,8 @@ class CandidateWorker(Worker):
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
         self.returned: list[Any] = []  # weak references to every output tensor returned so far
+        self.task: Any = None  # the task's module, to make trials' inputs from their seeds (worker/seeded.py)
+        self.task_error: str | None = None
 
     def spoil_returned(self) -> None:
         """Overwrite the storage of every output returned earlier that is still alive (NaN bytes for floating
@@ -57,7 +59,18 @@ class CandidateWorker(Worker):
         self.returned = alive[-256:]
 
     def op_load(self, header: dict[str, Any], args: Any) -> None:
-        """Import the candidate (once) and build ModelNew from the reference's init inputs after the seed."""
+        """Import the candidate (once) and build ModelNew from the reference's init inputs after the seed.
+
+        `task`: the task's source, loaded first (before any candidate code runs), to make trials' inputs
+        here; what its import sets (flags, threads) is the baseline the candidate's evidence is read against.
+        """
+        if header.get("task") is not None and self.module is None and self.task is None:
+            try:
+                self.task = seeded.load_text(str(header["task"]), "kj_task")
+            except Exception as exc:  # the trials' inputs are shipped then
+                self.task_error = f"{type(exc).__name__}: {exc}"[:TEXT_CAP]
+            self.pinned_flags = evidence.numerics_flags()
+            self.threads_baseline = evidence.python_threads()
         if not self.import_source("kj_candidate"):
             return
         self.prev_inputs, self.prev_outputs, self.returned = [], [], []
@@ -118,6 +131,10 @@ class CandidateWorker(Worker):
         """
         torch = self.torch
         inputs = list(args)  # read onto this device from the inbox: private copies already
+        if header.get("made") is not None:
+            inputs = self.remade(header["made"])
+            if inputs is None:
+                return
         if not header.get("reuse_inputs"):
             self.prev_inputs = []
         try:
@@ -177,6 +194,26 @@ class CandidateWorker(Worker):
             self.send_values(header_out, values=items)
         except (channel.ChannelError, RuntimeError, TypeError) as exc:  # e.g. a meta tensor has no data
             self.send({**header_out, "unreadable": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]})
+
+    def remade(self, spec: dict[str, Any]) -> list[Any] | None:
+        """The trial's inputs made here as the reference made them (worker/seeded.py), on this device; None,
+        with an "inputs_differ" answer sent, when they cannot be made or their fingerprint is not the
+        reference's."""
+        why = self.task_error or ("no task source was sent" if self.task is None else None)
+        inputs: list[Any] = []
+        if why is None:
+            try:
+                inputs = seeded.remake(self.torch, self.task, spec, self.device, self.set_seed)
+                if seeded.fingerprint(self.torch, inputs) != spec.get("fingerprint"):
+                    why = "their fingerprint differs from the reference's"
+                inputs = seeded.moved(self.torch, inputs, self.device)
+            except Exception as exc:
+                why = f"making them failed: {type(exc).__name__}: {exc}"[:TEXT_CAP]
+        if why is None:
+            return inputs
+        del inputs
+        self.send({"type": "inputs_differ", "detail": why})
+        return None
 
     def op_recheck(self, header: dict[str, Any], args: Any) -> None:
         """After a graph's replays, one plain call on the graph's own buffer `buffer`, its output sent back.

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from kerneljudge.checks import correctness
-from kerneljudge.worker import contracts, evidence, family, footprint, wire
+from kerneljudge.worker import contracts, evidence, family, footprint, seeded, wire
 from kerneljudge.worker.base import Worker, container_of, describe_exception, items_of
 
 
@@ -167,18 +167,14 @@ class ReferenceWorker(Worker):
     def make_inputs(self, seed: int, on_device: bool) -> list[Any]:
         """The task's inputs for `seed`: made on the device when asked and the task allows (its get_inputs
         runs under the device as default; one that fails there is made on the host from then on)."""
-        torch = self.torch
-        self.set_seed(seed)
         if on_device and self.device.type == "cuda" and self.inputs_on_device is not False:
             try:
-                with torch.device(self.device):
-                    inputs = list(self.module.get_inputs())
+                inputs = seeded.make(self.torch, self.module, seed, self.device, True, self.set_seed)
                 self.inputs_on_device = True
                 return inputs
             except Exception:
                 self.inputs_on_device = False
-                self.set_seed(seed)
-        return list(self.module.get_inputs())
+        return seeded.make(self.torch, self.module, seed, self.device, False, self.set_seed)
 
     def rng_state(self) -> Any:
         torch = self.torch
@@ -281,8 +277,9 @@ class ReferenceWorker(Worker):
             swapped = self.swap(inputs, header.get("swap"), bool(header.get("on_device")))
             if header.get("rng_seed") is not None:
                 self.set_seed(int(header["rng_seed"]))
+            asked = variant
             inputs, variant = self.reshaped(inputs, variant, seed)
-            placed = self.place_inputs(inputs, header.get("inputs_to"))
+            placed = self.place_inputs(inputs, header.get("inputs_to"), seed, asked)
             pristine = self.kept_for_check(inputs)
             call_seed = header.get("call_seed")
             out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
@@ -290,7 +287,7 @@ class ReferenceWorker(Worker):
                 # The task does not allow this distribution after all: its own output is not finite on it.
                 inputs = self.make_inputs(seed, bool(header.get("on_device")))
                 variant = {**variant, "rejected": "the reference's output is not finite on these inputs"}
-                placed = self.place_inputs(inputs, header.get("inputs_to"))
+                placed = self.place_inputs(inputs, header.get("inputs_to"), seed, {"kind": "standard"})
                 pristine = self.kept_for_check(inputs)
                 out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
         except BaseException as exc:
@@ -370,8 +367,18 @@ class ReferenceWorker(Worker):
             return inputs, {"kind": "standard"} if "rejected" not in variant else variant
         return contracts.reshape(self.torch, inputs, variant, seed, declared=self.contract)
 
-    def place_inputs(self, inputs: list[Any], where: Any) -> dict[str, Any]:
-        """Inputs bound for the candidate, written to its inbox: their tree and descriptions, for the response."""
+    def place_inputs(self, inputs: list[Any], where: Any, seed: int, asked: dict[str, Any]) -> dict[str, Any]:
+        """Inputs bound for the candidate: written to its inbox ("candidate": their tree and descriptions, for
+        the response), or made again in its worker ("made": what it needs to, and their fingerprint, taken
+        before the reference runs, which may write into them; worker/seeded.py)."""
+        if where == "made":
+            made = {
+                "seed": seed,
+                "on_device": bool(self.inputs_on_device),
+                "variant": asked,
+                "fingerprint": seeded.fingerprint(self.torch, inputs),
+            }
+            return {"made": made}
         if where != "candidate":
             return {}
         tree, described = self.channels.put("candidate_in", inputs)

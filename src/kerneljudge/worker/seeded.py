@@ -1,0 +1,95 @@
+"""A trial's inputs, made from its seed: in the reference's worker, and again in the candidate's.
+
+Shipping a trial's inputs from the reference's worker to the candidate's costs two copies over the host
+(device to shared memory, shared memory to device): on an H200, about 3 s for each of the twelve calls of a
+KernelBench task with 8 GiB of inputs, most of its correctness stage. So in the hardened modes the
+candidate's worker makes them itself, from the seed, the task's `get_inputs()` and the distribution the
+reference applied (worker/contracts.py), where the reference made them (on the device or the host), and
+reports their fingerprints. The parent compares those with the reference's; where they differ (a task whose
+inputs do not follow from the seed alone), the trial's inputs are shipped, from then on.
+
+Nothing is given away by this: the seed reaches the candidate's worker when its inputs would, and the
+inputs themselves are what the candidate sees either way. A candidate that makes other inputs than it
+reports answers for other inputs than the reference's, and fails the comparison, which the reference's
+worker makes on its own outputs.
+"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from kerneljudge.worker import contracts, evidence, wire
+
+VALUE_CAP = 200  # characters of a non-tensor input's repr in its fingerprint
+
+
+def load_text(text: str, name: str) -> Any:
+    """A module from source text, registered under `name` (a dataclass needs its module in sys.modules);
+    tracebacks show its lines."""
+    filename = f"<{name}>"
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    exec(compile(text, filename, "exec"), module.__dict__)
+    return module
+
+
+def make(torch: Any, module: Any, seed: int, device: Any, on_device: bool, set_seed: Callable[[int], None]) -> list:
+    """The task's inputs for `seed`: `get_inputs()` after the seed, under the device as default when
+    `on_device` (a CUDA device), else as the task makes them."""
+    set_seed(seed)
+    if on_device and device.type == "cuda":
+        with torch.device(device):
+            return list(module.get_inputs())
+    return list(module.get_inputs())
+
+
+def fingerprint(torch: Any, value: Any) -> Any:
+    """What identifies inputs, as JSON: each tensor's digest (bytes, dtype, two position-weighted sums,
+    worker/evidence.py) with its shape and strides, nests followed, other values by their repr."""
+    if isinstance(value, torch.Tensor):
+        return [*evidence.digest(value), list(value.shape), list(value.stride())]
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [fingerprint(torch, v) for v in value]]
+    if isinstance(value, dict):
+        return ["dict", [[str(k), fingerprint(torch, v)] for k, v in value.items()]]
+    return repr(value)[:VALUE_CAP]
+
+
+def moved(torch: Any, value: Any, device: Any, seen: set[int] | None = None) -> Any:
+    """`value` with every tensor in it on `device` as the inbox would give it: a strided tensor keeps its
+    layout with NaN in the gaps (wire.placed), an overlapping one (an expand) comes dense, and no two share
+    storage."""
+    seen = set() if seen is None else seen
+    if isinstance(value, torch.Tensor):
+        base = value.untyped_storage().data_ptr() if value.numel() else None
+        shared = base is not None and base in seen
+        if base is not None:
+            seen.add(base)
+        if wire.layout(value) is not None:
+            return wire.placed(value, device)
+        if not value.is_contiguous():
+            return value.to(device).contiguous()
+        return value.to(device, copy=shared)
+    if isinstance(value, (list, tuple)):
+        return type(value)(moved(torch, v, device, seen) for v in value)
+    if isinstance(value, dict):
+        return {k: moved(torch, v, device, seen) for k, v in value.items()}
+    return value
+
+
+def remake(torch: Any, module: Any, spec: dict[str, Any], device: Any, set_seed: Callable[[int], None]) -> list:
+    """The inputs `spec` describes (seed, on_device, the distribution the reference asked for, the task's
+    declared contract), made as the reference made them (before they are moved())."""
+    seed = int(spec["seed"])
+    inputs = make(torch, module, seed, device, bool(spec.get("on_device")), set_seed)
+    variant = spec.get("variant") or {"kind": "standard"}
+    if variant.get("kind", "standard") != "standard" and "rejected" not in variant:
+        declared = contracts.read_declared(getattr(module, "INPUT_CONTRACT", None))
+        inputs, _ = contracts.reshape(torch, inputs, variant, seed, declared=declared)
+    return inputs
