@@ -55,6 +55,8 @@ def test_an_honest_submission_passes_and_a_wrong_one_fails():
     record = run_judge(PROBLEM, PROBLEM / "submission.py", mode="audit")
     assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
     assert "KJ-R023" not in {f.code for f in record.findings}  # it writes its output input, as the reference does
+    # Its output buffer (torch.empty among the inputs) is filled alike in both workers: never shipped.
+    assert record.correctness.inputs == {"made": "each worker"}, record.correctness.inputs
     shaped = sorted(str(t.shape) for t in record.correctness.trials if t.kind == "shape")
     assert shaped == sorted(  # the other test and the benchmark, each a hidden shape: every one is checked
         str({"_KJ_SPEC": spec})

@@ -122,3 +122,23 @@ def test_flags_made_stricter_are_recorded_and_flags_loosened_are_a_warning():
     )
     assert (stricter.code, stricter.severity) == ("KJ-R002", "info")
     assert (looser.code, looser.severity) == ("KJ-R002", "warning")
+
+
+def test_a_librarys_own_service_thread_is_recorded_under_practical_and_any_other_thread_is_a_warning():
+    """tqdm's monitor thread, which torch.compile's autotuning leaves alive (GPU MODE's pmpp sort, on an H200)."""
+    monitor = {
+        **CLEAN,
+        "threads_started": 1,
+        "thread_names": ["tqdm_monitor"],
+        "thread_kinds": ["tqdm._monitor.TMonitor"],
+    }
+    [practical] = call_findings(monitor, {}, "t", "practical")
+    [strict] = call_findings(monitor, {}, "t", "strict")
+    assert (practical.code, practical.severity) == ("KJ-R010", "info") and "library" in practical.summary
+    assert (strict.code, strict.severity) == ("KJ-R010", "warning")
+    named_alike = {**monitor, "thread_kinds": ["threading.Thread"]}  # the name is the candidate's to choose
+    assert [(f.code, f.severity) for f in call_findings(named_alike, {}, "t", "practical")] == [("KJ-R010", "warning")]
+    one_more = {**monitor, "threads_started": 2, "thread_kinds": ["threading.Thread", "tqdm._monitor.TMonitor"]}
+    assert [f.severity for f in call_findings(one_more, {}, "t", "practical")] == ["warning"]
+    unnamed = {**monitor, "thread_kinds": None}  # older or tampered evidence: no classes, no excuse
+    assert [f.severity for f in import_findings(unnamed, "practical")] == ["warning"]

@@ -37,3 +37,12 @@ def test_a_candidate_that_tampers_with_its_generators_gets_the_reference_inputs(
     assert record.correctness.trials and all(t.passed for t in record.correctness.trials), record.failure
     first = record.correctness.trials[0].outputs[0]
     assert first["numel"] == 1 and first["max_abs_error"] == first["reference_max_abs_error"]  # the same formula
+
+
+def test_inputs_made_alike_once_and_not_again_at_the_replay_are_shipped_and_the_trial_run_again():
+    task = load_task(TASKS / "counted_inputs.py")
+    record = run_judge(task, reference_as_candidate(task), mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
+    assert record.correctness.inputs["shipped"] == "replay of trial 0", record.correctness.inputs
+    assert [t.index for t in record.correctness.trials] == list(range(10))  # the first trial's record: its rerun
+    assert record.correctness.replay["trials"][0]["trial"] == 0 and record.correctness.replay["bitwise_identical"]

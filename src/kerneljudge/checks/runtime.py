@@ -21,6 +21,10 @@ STRICTER_FLAGS = {
     "cudnn_deterministic": True,
     "deterministic_algorithms": True,
 }
+# Service threads that libraries start on their own, by class (worker/evidence.thread_kinds): tqdm's monitor,
+# which a progress bar starts (torch.compile's autotuning shows one) and which only watches progress bars.
+# Under the practical policy a call that leaves only these alive is recorded, not held against it.
+LIBRARY_THREADS = frozenset({"tqdm._monitor.TMonitor"})
 INDEX_LISTS = ("changed_after_return", "inputs_mutated", "aliases_input", "aliases_previous_output")
 IMPORT_KEYS = {"threads_started": int, "children": list, "flags_changed": dict, "hooks": list, "apis_replaced": list}
 CALL_KEYS = {**IMPORT_KEYS, **{k: list for k in INDEX_LISTS}}
@@ -34,7 +38,7 @@ def _well_formed(evidence: Any, keys: dict[str, type]) -> bool:
     return isinstance(evidence, dict) and all(isinstance(evidence.get(k), t) for k, t in keys.items())
 
 
-def _common(evidence: dict[str, Any], where: str) -> list[Finding]:
+def _common(evidence: dict[str, Any], where: str, policy: str = "strict") -> list[Finding]:
     found = []
     if evidence["apis_replaced"]:
         found.append(
@@ -66,14 +70,18 @@ def _common(evidence: dict[str, Any], where: str) -> list[Finding]:
             )
         )
     if evidence["threads_started"] > 0:
+        kinds = [str(k)[:120] for k in _listed(evidence.get("thread_kinds"))][:8]
+        library = policy == "practical" and len(kinds) == evidence["threads_started"] and set(kinds) <= LIBRARY_THREADS
         found.append(
             finding(
                 "KJ-R010",
-                "warning",
-                f"{where}: {evidence['threads_started']} thread(s) still alive",
+                "info" if library else "warning",
+                f"{where}: {evidence['threads_started']} thread(s) still alive"
+                + (f" (a library's own: {', '.join(sorted(set(kinds)))})" if library else ""),
                 {
                     "threads": evidence["threads_started"],
                     "names": [str(n)[:80] for n in _listed(evidence.get("thread_names"))][:8],
+                    "kinds": kinds,
                 },
             )
         )
@@ -89,11 +97,11 @@ def _common(evidence: dict[str, Any], where: str) -> list[Finding]:
     return found
 
 
-def import_findings(evidence: Any) -> list[Finding]:
+def import_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
     """Findings from what the worker saw after importing and building the candidate."""
     if not _well_formed(evidence, IMPORT_KEYS):
         return [finding("KJ-R030", "warning", "after import: evidence missing or malformed")]
-    return _common(evidence, "after import")
+    return _common(evidence, "after import", policy)
 
 
 def call_findings(
@@ -111,7 +119,7 @@ def call_findings(
     if not _well_formed(evidence, CALL_KEYS):
         return [finding("KJ-R030", "warning", f"{where}: evidence missing or malformed")]
     reference = reference if isinstance(reference, dict) else {}
-    found = _common(evidence, where)
+    found = _common(evidence, where, policy)
     if evidence["changed_after_return"]:
         found.append(
             finding(

@@ -119,6 +119,14 @@ def thread_names(idents: set[int]) -> list[str]:
     return sorted(t.name for t in threading.enumerate() if t.ident in idents)[:8]
 
 
+def thread_kinds(idents: set[int]) -> list[str]:
+    """The classes of the threads `idents` (module and name, the first eight): a library's service thread is
+    of its own class (tqdm's monitor: tqdm._monitor.TMonitor), a plain one of threading.Thread."""
+    return sorted(f"{type(t).__module__}.{type(t).__qualname__}" for t in threading.enumerate() if t.ident in idents)[
+        :8
+    ]
+
+
 def native_tasks() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -140,6 +148,19 @@ def child_processes() -> list[int]:
 def storage_span(t: torch.Tensor) -> tuple[int, int]:
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def live_spans(tensors: list[Any]) -> list[tuple[int, int]]:
+    """The storage spans of the tensors that can still be read: torch.compile's CUDA graphs refuse any use
+    of an output a later run has overwritten (RuntimeError), and no one can hand that one back either."""
+    spans = []
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            try:
+                spans.append(storage_span(t))
+            except RuntimeError:
+                continue
+    return spans
 
 
 def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -193,7 +214,7 @@ class CallWatch:
         synchronize()
         changed = [i for i, (o, s) in enumerate(zip(tensors, snapshots, strict=True)) if digest(o) != s]
         input_spans = [storage_span(x) for x in self.inputs]
-        previous_spans = [storage_span(p) for p in previous_outputs if isinstance(p, torch.Tensor)]
+        previous_spans = live_spans(previous_outputs)
         flags = numerics_flags()
         return {
             "changed_after_return": changed,
@@ -208,6 +229,7 @@ class CallWatch:
             ],
             "threads_started": len(python_threads() - self.threads_before),
             "thread_names": thread_names(python_threads() - self.threads_before),
+            "thread_kinds": thread_kinds(python_threads() - self.threads_before),
             "native_tasks_added": native_tasks() - self.tasks_before,
             "children": sorted(set(child_processes()) - self.children_before),
             "flags_changed": {k: v for k, v in flags.items() if self.pinned_flags.get(k) != v},
@@ -222,6 +244,7 @@ def import_evidence(pinned_flags: dict[str, Any], threads_before: set[int]) -> d
     return {
         "threads_started": len(python_threads() - threads_before),
         "thread_names": thread_names(python_threads() - threads_before),
+        "thread_kinds": thread_kinds(python_threads() - threads_before),
         "children": child_processes(),
         "flags_changed": {k: v for k, v in flags.items() if pinned_flags.get(k) != v},
         "hooks": hooks(),

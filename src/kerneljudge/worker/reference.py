@@ -335,15 +335,17 @@ class ReferenceWorker(Worker):
         return check if callable(check) else None
 
     def kept_for_check(self, inputs: list[Any]) -> Any:
-        """A copy of the trial's inputs as made, for the task's own check (the reference may write into them)."""
-        return wire.cloned(inputs) if self.task_check is not None else None
+        """A copy of the trial's inputs as made, for the task's own check (the reference may write into them):
+        deep, for state held in objects too (GPU MODE's amd/mla-decode hands over a dataclass of weights and
+        a KV cache module that the reference appends to). The task's objects are trusted here."""
+        return copy.deepcopy(inputs) if self.task_check is not None else None
 
     def run_task_check(self, slot: dict[str, Any], outputs: list[Any], container: str) -> dict[str, Any]:
         """The task's own check on the slot's inputs and the candidate's output, returned as it was."""
         output = outputs[0] if container == "Tensor" else (tuple(outputs) if container == "tuple" else outputs)
         try:
             with self.torch.no_grad():
-                passed, message = self.task_check(wire.cloned(slot["inputs"]), output)
+                passed, message = self.task_check(copy.deepcopy(slot["inputs"]), output)
         except Exception as exc:  # a check that cannot even run on this output rejects it
             passed, message = False, f"the check raised {type(exc).__name__}: {exc}"
         return {"passed": bool(passed), "message": str(message)[:2000]}

@@ -16,9 +16,11 @@ worker makes on its own outputs.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -39,14 +41,38 @@ def load_text(text: str, name: str) -> Any:
     return module
 
 
+@contextlib.contextmanager
+def filled_empties(torch: Any) -> Any:
+    """Memory that torch.empty hands out filled (NaN for floating point, the largest value for integers) while
+    the task makes its inputs: GPU MODE's problems pass a preallocated output buffer made by torch.empty among
+    them, whose bytes are whatever the allocator held before, other in each worker and each call. The fill
+    is torch's own (torch.utils.deterministic.fill_uninitialized_memory), on while deterministic algorithms
+    are, here in warn-only mode; both are set back after."""
+    # torch._C's setter, not torch.use_deterministic_algorithms: that one imports torch._dynamo, which wraps
+    # torch functions (torch.manual_seed) as it loads, and would read as the candidate's doing (KJ-R001).
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    try:
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an op without a deterministic form warns, and runs as it would
+            yield
+    finally:
+        torch._C._set_deterministic_algorithms(enabled, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
 def make(torch: Any, module: Any, seed: int, device: Any, on_device: bool, set_seed: Callable[[int], None]) -> list:
     """The task's inputs for `seed`: `get_inputs()` after the seed, under the device as default when
-    `on_device` (a CUDA device), else as the task makes them."""
+    `on_device` (a CUDA device), else as the task makes them; empty tensors filled (`filled_empties`)."""
     set_seed(seed)
-    if on_device and device.type == "cuda":
-        with torch.device(device):
-            return list(module.get_inputs())
-    return list(module.get_inputs())
+    with filled_empties(torch):
+        if on_device and device.type == "cuda":
+            with torch.device(device):
+                return list(module.get_inputs())
+        return list(module.get_inputs())
 
 
 def fingerprint(torch: Any, value: Any) -> Any:
