@@ -173,7 +173,7 @@ def judge_all(
     (task sha256, candidate sha256)."""
     from kerneljudge.batch import prepare
 
-    run_batch([e.item for e in items], config, store, lanes=lanes, deadline=deadline, progress=False)
+    run_batch([e.item for e in items], config, store, lanes=lanes, deadline=deadline, progress=False, log=sys.stderr)
     wanted = {(p.task.sha256, p.candidate.sha256) for p in prepare([e.item for e in items])}
     with Store(store) as opened:  # a store may hold both a timed and an untimed judgment: the one of `config`
         return {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 import threading
 import time
 
@@ -137,8 +139,15 @@ def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_w
     items = [BatchItem(tiny_task, CANDIDATES / name) for name in names]
     config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
     store = tmp_path / "results.db"
-    counts = run_batch(items, config, store, progress=False, lanes=[None, None])
+    log = io.StringIO()
+    counts = run_batch(items, config, store, progress=False, lanes=[None, None], log=log)
     assert counts.judged == 3 and counts.passed + counts.suspicious == 3, counts  # import_marker writes a file
+    lines = log.getvalue().splitlines()  # each judgment's stages, timed, as they started: where the time went
+    assert sum(line.split(" ", 1)[1].startswith("done: ") for line in lines) == 3
+    for name in names:
+        stages = [line for line in lines if f"/{name.removesuffix('.py')}: " in line]
+        assert any("correctness trial 10/10" in line for line in stages), stages
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d lane \d: .+", line) for line in stages), stages
     with Store(store) as s:
         assert sorted(r.candidate.name for r in s) == sorted(n.removesuffix(".py") for n in names)
     [gate] = gates

@@ -57,5 +57,14 @@ def test_a_batch_judges_again_alone_what_ran_short_of_memory():
         status="unavailable", required=True, detail="the reference does not fit the cuda's free memory (x)"
     )
     assert short_of_memory(unfit)
+    no_handle = make_record(  # a worker starting beside lanes that hold the device's memory (an H200 sweep)
+        failure=Failure(
+            kind="judge_error",
+            phase="judge",
+            summary="the reference worker did not start: the reference worker died (killed by SIGKILL): RuntimeError: "
+            "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        )
+    )
+    assert short_of_memory(no_handle)
     wrong = make_record(failure=Failure(kind="tolerance", phase="correctness", summary="3 of 9 elements outside"))
     assert not short_of_memory(wrong) and not short_of_memory(make_record(failure=None))

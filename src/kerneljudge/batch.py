@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
@@ -388,6 +388,11 @@ class BaselineCache:
         return {name: side for name, side in sides.items() if side is not None}
 
 
+# How running out of memory reads in a failure: torch's allocator, and cuBLAS failing to make its handle
+# (a worker starting beside lanes that hold the device's memory, on an H200: CUBLAS_STATUS_ALLOC_FAILED).
+OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed")
+
+
 def short_of_memory(record: Record) -> bool:
     """The judgment ran out of device or host memory (the reference did not fit, or the candidate failed
     allocating): with other lanes holding memory that says nothing about the task or the candidate."""
@@ -398,7 +403,7 @@ def short_of_memory(record: Record) -> bool:
     return (
         failure is not None
         and failure.kind in ("runtime_error", "crash", "judge_error")
-        and ("out of memory" in failure.summary.lower() or "outofmemoryerror" in failure.summary.lower())
+        and any(sign in failure.summary.lower() for sign in OUT_OF_MEMORY)
     )
 
 
@@ -410,6 +415,7 @@ def run_batch(
     on_record: Callable[[BatchItem, Record], None] | None = None,
     lanes: Sequence[str | None] = (None,),
     deadline: float | None = None,
+    log: TextIO | None = None,
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
@@ -418,8 +424,9 @@ def run_batch(
     `LaneGate`, so no lane measures while another works. A judgment that ran short of memory while other
     lanes were at work (`short_of_memory`) is not stored: it is judged again once every lane is done, alone.
     `progress`: live counts and an ETA (rich) on
-    stdout; None shows them when stdout is a terminal. `on_record` is called after each judged item's
-    record is stored.
+    stdout; None shows them when stdout is a terminal. `log`: every judgment's stages, a line each with the
+    time, written there as they start (a GPU run's record of where the time went). `on_record` is called
+    after each judged item's record is stored.
     """
     from kerneljudge.pipeline import judge
 
@@ -489,7 +496,7 @@ def run_batch(
             failures.append(exc)
 
     retry: queue.SimpleQueue[tuple[Prepared, StoreKey]] = queue.SimpleQueue()
-    with _Progress(show, todo.qsize(), counts) as bar:
+    with _Progress(show, todo.qsize(), counts, log) as bar:
         if len(lanes) == 1:
             lane(0, lanes[0], bar)
         else:
@@ -513,8 +520,9 @@ def run_batch(
 class _Progress:
     """Live counts and an ETA through rich.progress, or nothing."""
 
-    def __init__(self, show: bool, total: int, counts: BatchCounts) -> None:
+    def __init__(self, show: bool, total: int, counts: BatchCounts, log: TextIO | None = None) -> None:
         self.counts = counts
+        self.log = log
         self.label = ""
         self.bar: Any = None
         if show:
@@ -560,11 +568,17 @@ class _Progress:
         self.note(f"{self.label}: {text}")
 
     def note(self, text: str) -> None:
-        """The stage column as given (lanes name their own judgment in it)."""
+        """The stage column as given (lanes name their own judgment in it), and a line of the log."""
+        if self.log is not None:
+            self.log.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+            self.log.flush()
         if self.bar is not None:
             self.bar.update(self.task_id, stage=text)
 
     def advance(self) -> None:
+        if self.log is not None:
+            self.log.write(f"{time.strftime('%H:%M:%S')} done: {self._counts()}\n")
+            self.log.flush()
         if self.bar is not None:
             self.bar.update(self.task_id, advance=1, description=self._counts(), stage="")
 
