@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -306,8 +307,33 @@ def timing_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lint_all(problems: Sequence[tuple[str, Path]], out: Path, device: str) -> list[dict[str, Any]]:
-    """`tasks lint` of every problem, one JSON line each in `out`, resumed from what it holds."""
+def lint_need(inputs: int) -> int:
+    """Device bytes a lint of a task with `inputs` bytes of inputs holds at most: two seeds' inputs (the
+    swap trial makes another's) and outputs taken as large as the inputs, with the gate's margin."""
+    return int(MARGIN_LINT * 4 * inputs)
+
+
+MARGIN_LINT = 1.25
+
+
+def gpu_memory_bytes() -> int:
+    """The first GPU's memory, read through NVML (the parent starts no CUDA context); 0 where none is seen."""
+    from kerneljudge.sandbox.gpu_memory import open_nvml
+
+    nvml, handles, _ = open_nvml()
+    return int(nvml.nvmlDeviceGetMemoryInfo(handles[0]).total) if handles else 0
+
+
+def lint_all(
+    problems: Sequence[tuple[str, Path]], out: Path, device: str, jobs: int = 1, deadline: float | None = None
+) -> list[dict[str, Any]]:
+    """`tasks lint` of every problem, one JSON line each in `out`, resumed from what it holds; `jobs` side by
+    side, each holding its share of the GPU's memory (kerneljudge/gate.py) so that level 1's multi-GiB
+    problems do not run the device out of memory together; smallest first, none started after `deadline`.
+    The entries in problem order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kerneljudge.gate import LaneGate
     from kerneljudge.task import load_task
     from kerneljudge.tasklint import lint_task
 
@@ -315,24 +341,34 @@ def lint_all(problems: Sequence[tuple[str, Path]], out: Path, device: str) -> li
     if out.exists():
         for line in out.read_text().splitlines():
             entry = json.loads(line)
-            done[entry["path"]] = entry
-    with out.open("a") as handle:
-        for group, path in problems:
-            if str(path) in done:
-                continue
+            done[str(entry["path"])] = entry
+    todo = sorted(((input_bytes(p), g, p) for g, p in problems if str(p) not in done), key=lambda t: t[0])
+    total = gpu_memory_bytes() if device != "cpu" else 0
+    gate, lock = LaneGate([None] * jobs), threading.Lock()
+
+    def lint_one(size: int, group: str, path: Path) -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            return
+        with gate.work(), gate.admit(None, lint_need(size), total):
             result = lint_task(load_task(path), device)
-            entry = {
-                "group": group,
-                "path": str(path),
-                "task": result.task,
-                "error": result.error,
-                "flags": [{"id": f.id, "severity": f.severity, "summary": f.summary} for f in result.flags],
-                "facts": result.facts,
-            }
+        entry = {
+            "group": group,
+            "path": str(path),
+            "task": result.task,
+            "error": result.error,
+            "flags": [{"id": f.id, "severity": f.severity, "summary": f.summary} for f in result.flags],
+            "facts": result.facts,
+        }
+        with lock:
             done[str(path)] = entry
-            handle.write(json.dumps(entry) + "\n")
-            handle.flush()
-    return list(done.values())
+            with out.open("a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+            print(f"{time.strftime('%H:%M:%S')} linted {group}/{path.stem}", file=sys.stderr, flush=True)
+
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for future in [pool.submit(lint_one, *entry) for entry in todo]:
+            future.result()
+    return [done[str(p)] for _, p in problems if str(p) in done]
 
 
 LINT_FLAGS = ("input_independent", "input_unused", "near_zero", "near_constant", "weights_unused", "stochastic")
@@ -412,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             text.append(timing_table(timed_rows))
         if args.lint:
             problems = [(e.group, e.item.task) for e in items]
-            report["lint"] = entries = lint_all(problems, args.out / "lint.jsonl", args.device)
+            report["lint"] = entries = lint_all(problems, args.out / "lint.jsonl", args.device, args.jobs, deadline)
             text.append(lint_table(entries))
     (args.out / "conformance.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "conformance.md").write_text("\n".join(text))
