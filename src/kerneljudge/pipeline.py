@@ -955,7 +955,7 @@ class Judgment:
             return time_side
 
         pool = [[None] * len(sets)]  # the sets stay in the workers (`_stage`); requests name them by position
-        self._stage(sets)
+        self._stage(sets, shape)
         timed_regime = regime if self.device == "cuda" else HOST_CLOCK
         cached = {
             name: entry
@@ -1018,19 +1018,31 @@ class Judgment:
                 ]
             )
 
-    def _stage(self, sets: list[dict[str, Any]]) -> None:
+    def _stage(self, sets: list[dict[str, Any]], shape: dict[str, Any] | None = None) -> None:
         """Make the timing pool once: the reference worker makes the sets' inputs again (from their seeds and
         distributions), keeps their outputs and the oracle's to check timed calls, and writes them to the
-        candidate's inbox; every timing request then names the pool."""
-        header = {"op": "stage", "sets": sets, "on_device": self.config.mode != "off"}
+        candidate's inbox, or has the candidate's worker make them again (`_inputs_made`); every timing
+        request then names the pool."""
+        made = self._inputs_made(shape)
+        header = {
+            "op": "stage",
+            "sets": sets,
+            "on_device": self.config.mode != "off",
+            "inputs_to": "made" if made else "candidate",
+        }
         response, _ = self._ask("reference", header)
         if response.get("type") != "staged":
             self._task_failed(response, "the reference worker could not stage the timing inputs")
-        placed = (response["inputs"], response["input_tensors"])
+        placed = ([], {}) if made else (response["inputs"], response["input_tensors"])
         self.signature = dict(response.get("signature") or self.signature)
+        request = {"op": "stage", "made": response["made"]} if made else {"op": "stage"}
         response, _ = self._candidate_step(
-            lambda: self.workers["candidate"].request({"op": "stage"}, placed=placed, fetch=()), "timing"
+            lambda: self.workers["candidate"].request(request, placed=placed, fetch=()), "timing"
         )
+        if response.get("type") == "inputs_differ" and made:  # shipped from now on, the pool staged again
+            self.inputs = {**self.inputs, "shipped": "timing pool", "why": str(response.get("detail"))[:500]}
+            self._stage(sets, shape)
+            return
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
         if response.get("type") != "staged":

@@ -91,9 +91,18 @@ class CandidateWorker(Worker):
             del junk
 
     def op_stage(self, header: dict[str, Any], args: Any) -> None:
-        """Keep the timing pool (the input sets the reference wrote to the inbox) on the device."""
+        """Keep the timing pool on the device: the input sets the reference wrote to the inbox, or those
+        `made` describes, made here (worker/seeded.py; "inputs_differ" where one is not the reference's)."""
+        sets = [list(inputs) for inputs in args]
+        if header.get("made") is not None:
+            sets = []
+            for spec in header["made"]:
+                inputs = self.remade(spec)
+                if inputs is None:
+                    return
+                sets.append(inputs)
         try:
-            self.staged = [list(inputs) for inputs in args]
+            self.staged = sets
             self.graphs = {}
             self.synchronize()
         except BaseException as exc:

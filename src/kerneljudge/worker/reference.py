@@ -479,7 +479,8 @@ class ReferenceWorker(Worker):
     def op_stage(self, header: dict[str, Any], args: Any) -> None:
         """The timing pool: the input sets of `sets` (each a trial's seed and variant) made again, kept here
         for timing the reference, their outputs and the oracle's in slots pool0, pool1, ..., and written to
-        the candidate's inbox one after another; or, without `sets`, the pool `args` sent by the parent."""
+        the candidate's inbox one after another (or, `inputs_to` "made", described for the candidate's worker
+        to make again, worker/seeded.py); or, without `sets`, the pool `args` sent by the parent."""
         torch = self.torch
         try:
             if header.get("sets") is None:
@@ -491,18 +492,15 @@ class ReferenceWorker(Worker):
             self.slots = {name: slot for name, slot in self.slots.items() if not name.startswith("pool")}
             self.staged, self.graphs = [], {}
             self.release_cached()
-            pool, trees, described, start = [], [], {}, 0
+            pool, trees, described, start, made = [], [], {}, 0, []
             for k, spec in enumerate(header["sets"]):
                 seed = int(spec["seed"])
                 inputs = self.make_inputs(seed, bool(header.get("on_device")))
-                inputs, _ = self.reshaped(inputs, spec.get("variant") or {"kind": "standard"}, seed)
+                variant = spec.get("variant") or {"kind": "standard"}
+                inputs, _ = self.reshaped(inputs, variant, seed)
+                if header.get("inputs_to") == "made":
+                    made.append(self.place_inputs(inputs, "made", seed, variant)["made"])
                 inputs = self.to_device(inputs)
-                tree, tensors = wire.pack_values(inputs)
-                renamed = {f"s{k}.{name}": t for name, t in tensors.items()}
-                written = self.channels.write("candidate_in", renamed, start)
-                start = max((d["offset"] + d["nbytes"] for d in written.values()), default=start)
-                described |= written
-                trees.append(wire.prefixed(tree, f"s{k}."))
                 out, _, oracle_out = self.run_reference(wire.cloned(inputs), True)
                 self.slots[f"pool{k}"] = {
                     "out": out,
@@ -512,12 +510,22 @@ class ReferenceWorker(Worker):
                     "inputs": self.kept_for_check(inputs),
                 }
                 pool.append(inputs)
+                if made:
+                    continue
+                tree, tensors = wire.pack_values(inputs)
+                renamed = {f"s{k}.{name}": t for name, t in tensors.items()}
+                written = self.channels.write("candidate_in", renamed, start)
+                start = max((d["offset"] + d["nbytes"] for d in written.values()), default=start)
+                described |= written
+                trees.append(wire.prefixed(tree, f"s{k}."))
             self.staged, self.graphs = pool, {}
             self.synchronize()
         except BaseException as exc:
             self.send(describe_exception("time", exc))
             return
         staged = {"type": "staged", "sets": len(pool), "inputs": trees, "input_tensors": described}
+        if made:
+            staged = {"type": "staged", "sets": len(pool), "made": made}
         self.send({**staged, "signature": signature(torch, self.slots["pool0"]["out"]) if pool else None})
 
     def op_compile(self, header: dict[str, Any], args: Any) -> None:
