@@ -156,6 +156,13 @@ def test_a_finished_batch_is_all_skipped(resumed, capsys):
     assert stored_rows(resumed.store) == 3
 
 
+def test_a_stage_log_where_no_folder_is_refused_in_one_line_before_any_judgment(resumed, tmp_path):
+    log = tmp_path / "missing" / "stages.log"
+    with pytest.raises(UsageError, match="cannot write .*stages.log: directory .* does not exist"):
+        run_command(["batch", str(resumed.manifest), "--store", str(resumed.store), "--log", str(log), *FLAGS])
+    assert stored_rows(resumed.store) == 3
+
+
 def test_export_writes_every_record(resumed, tmp_path):
     jsonl, table = tmp_path / "out.jsonl", tmp_path / "out.csv"
     assert run_command(["export", "--store", str(resumed.store), "--jsonl", str(jsonl), "--csv", str(table)]) == 0

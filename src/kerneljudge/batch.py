@@ -10,6 +10,7 @@ most the judgment in flight.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import queue
 import re
@@ -643,6 +644,12 @@ def add_batch_commands(sub: Any) -> None:
         help="time each task's reference once per device (an A/A judgment) and share it with the task's "
         "candidates, instead of timing it in every judgment",
     )
+    b.add_argument(
+        "--log",
+        type=Path,
+        metavar="PATH",
+        help="append every judgment's stages there, a line each with the time, as they start",
+    )
     e = sub.add_parser("export", help="write a results store's records as JSONL and/or a flat CSV table")
     e.add_argument("--store", type=Path, required=True, metavar="PATH")
     e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
@@ -698,7 +705,11 @@ def cmd_batch(args: argparse.Namespace) -> int:
             print(f"{record.task.name}/{record.candidate.name}: {record.status} ({record.duration_s:.1f} s)")
 
     lanes = lanes_for(config.device, args.gpus, args.jobs)
-    counts = run_batch(items, config, args.store, on_record=log, lanes=lanes)
+    if args.log is not None and not args.log.parent.is_dir():
+        raise UsageError(f"cannot write {args.log}: directory {args.log.parent} does not exist")
+    with contextlib.ExitStack() as stack:
+        stages = stack.enter_context(args.log.open("a")) if args.log is not None else None
+        counts = run_batch(items, config, args.store, on_record=log, lanes=lanes, log=stages)
     print(f"{counts.summary()}; store {args.store}")
     return 1 if counts.errors else 0
 
