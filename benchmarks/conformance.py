@@ -310,10 +310,9 @@ def timing_table(rows: Sequence[dict[str, Any]]) -> str:
 def lint_need(inputs: int) -> int:
     """Device bytes a lint of a task with `inputs` bytes of inputs holds at most: two seeds' inputs (the
     swap trial makes another's) and outputs taken as large as the inputs, with the gate's margin."""
-    return int(MARGIN_LINT * 4 * inputs)
+    from kerneljudge.gate import MARGIN as GATE_MARGIN
 
-
-MARGIN_LINT = 1.25
+    return int(GATE_MARGIN * 4 * inputs)
 
 
 def gpu_memory_bytes() -> int:

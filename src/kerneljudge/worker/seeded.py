@@ -5,8 +5,9 @@ Shipping a trial's inputs from the reference's worker to the candidate's costs t
 KernelBench task with 8 GiB of inputs, most of its correctness stage. So in the hardened modes the
 candidate's worker makes them itself, from the seed, the task's `get_inputs()` and the distribution the
 reference applied (worker/contracts.py), where the reference made them (on the device or the host), and
-reports their fingerprints. The parent compares those with the reference's; where they differ (a task whose
-inputs do not follow from the seed alone), the trial's inputs are shipped, from then on.
+compares their fingerprint with the one the reference's worker sent. Where they differ (a task whose inputs
+do not follow from the seed alone, a generator the candidate patched) it answers "inputs_differ", and the
+parent ships that trial's inputs and every later one's.
 
 Nothing is given away by this: the seed reaches the candidate's worker when its inputs would, and the
 inputs themselves are what the candidate sees either way. A candidate that makes other inputs than it
