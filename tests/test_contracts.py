@@ -230,6 +230,24 @@ def test_heavy_tails_draw_what_the_hidden_trials_always_drew():
     assert torch.equal(shifted, (x.double() - 2.5 * float(x.double().std())).float())
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def test_variants_applied_in_blocks_give_what_the_whole_tensor_gives(monkeypatch, dtype):
+    """Hidden distributions run in blocks (patched small here: 4 GiB float64 copies of a 6 GiB input ran an
+    H200 out of memory); the input as made is never written, and the tails are one stream in either worker."""
+    x = (torch.randn(9, 13, dtype=torch.float64) * 3 + 1).to(dtype)
+    made = x.clone()
+    monkeypatch.setattr(contracts, "CHUNK", 7)
+    (scaled,), _ = reshape(torch, [x], {"kind": "scaled", "factor": 45.3}, 0)
+    assert torch.equal(scaled, (x.double() * 45.3).to(dtype))
+    (shifted,), _ = reshape(torch, [x], {"kind": "shifted", "offset": -2.5}, 0)
+    expected = (x.double() - 2.5 * float(x.double().std())).to(dtype)
+    assert torch.allclose(shifted.double(), expected.double(), rtol=1e-6, atol=0)
+    tails = [reshape(torch, [x, x.t()], {"kind": "heavy_tailed", "sigma": 0.7}, 11)[0] for _ in range(2)]
+    assert all(torch.equal(a, b) for a, b in zip(*tails, strict=True))
+    assert tails[0][1].stride() == x.t().stride() and not torch.equal(tails[0][0], tails[0][1].t())
+    assert torch.equal(x, made)
+
+
 def test_rounding_that_breaks_a_property_falls_back_to_the_input_as_made():
     tiny = torch.full((4, 4), 1e-7, dtype=torch.float16) * torch.arange(1, 17, dtype=torch.float16).view(4, 4)
     (y,), report = reshape(torch, [tiny], {"kind": "scaled", "factor": 0.02}, 0)

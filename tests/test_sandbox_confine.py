@@ -180,6 +180,20 @@ def test_the_gpu_memory_watch_kills_over_the_cap():
     assert killed == [1] and "3.00 GiB of GPU memory, over its cap of 2.00 GiB" in watch.reason()
 
 
+def test_without_a_cap_the_watch_keeps_the_most_held_and_kills_nothing():
+    killed, readings = [], [(10, 2**30)]
+    watch = GpuMemoryWatch(FakeNvml(readings), ["gpu0"], lambda: {10}, lambda: killed.append(1), None, 0.01)
+    watch.start()
+    time.sleep(0.1)
+    readings[0] = (10, 5 * 2**30)
+    time.sleep(0.1)
+    readings[0] = (10, 2**29)
+    time.sleep(0.1)
+    watch.stop()
+    watch.join(timeout=5)
+    assert watch.peak_bytes == 5 * 2**30 and killed == [] and watch.reason() is None
+
+
 def test_the_gpu_memory_cap_does_not_apply_on_the_cpu():
     watch, layer = start_watch("cpu", 2**30, set, time.sleep)
     assert watch is None and layer.status == "not_applicable"

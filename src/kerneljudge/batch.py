@@ -479,7 +479,9 @@ def run_batch(
                 if todo is not retry and len(lanes) > 1 and short_of_memory(record):
                     with lock:
                         alone.append((entry, key))
-                        bar.note(f"{entry.task.name}/{entry.candidate.name}: short of memory; judged again alone")
+                        why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
+                        label = f"{entry.task.name}/{entry.candidate.name}"
+                        bar.note(f"{label}: short of memory ({why}); judged again alone")
                     continue
                 # The record's own key is what is stored; it differs from `key` only when the
                 # judgment saw another environment (its reference worker failed before saying hello).

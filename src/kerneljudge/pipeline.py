@@ -268,6 +268,7 @@ class Judgment:
         self.gate = gate or OPEN_GATE
         self.held = ExitStack()  # the device memory reserved at the gate, given back when the judgment ends
         self.reserved_bytes = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was
+        self.memory_peaks: dict[str, int] = {}  # per worker, the most device memory it held (NVML)
         # Cached baselines (a batch's `--cached-baselines`): the task's reference, and its compiled form when
         # measured, timed once on this device; used instead of timing them here, where the regime matches.
         self.baselines = baselines or {}
@@ -337,6 +338,9 @@ class Judgment:
             self.booting = {}
             logs = {**self.closed_logs, **self._close_workers()}
             self.held.close()
+        if any(self.memory_peaks.values()):  # the reservation checked against what was held (a stage log line)
+            held = ", ".join(f"{role} {peak / 2**30:.1f}" for role, peak in self.memory_peaks.items())
+            self.progress(f"device memory: reserved {self.reserved_bytes / 2**30:.1f} GiB; held at most {held} GiB")
         return self._record(time.monotonic() - started, logs)
 
     @contextmanager
@@ -1180,6 +1184,7 @@ class Judgment:
         for role, worker in self.workers.items():
             worker.close()
             logs[role + suffix] = WorkerLog(**worker.logs())
+            self.memory_peaks[role + suffix] = worker.gpu_peak_bytes
         self.workers = {}
         return logs
 

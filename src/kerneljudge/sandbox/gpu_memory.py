@@ -1,4 +1,6 @@
 """A per-worker GPU memory cap: the parent watches NVML's per-process memory and kills a worker over it.
+Without a cap the watch still keeps the most the worker held (`peak_bytes`): what a batch's memory
+reservation (kerneljudge/gate.py) is checked against, in its stage log.
 
 Rlimits do not see device memory, and one worker filling the GPU would starve the other worker of the
 pair (an out-of-memory error read as the reference's or the next candidate's fault). NVML lists every
@@ -38,7 +40,8 @@ def used_bytes(nvml: Any, handles: list[Any], pids: set[int]) -> int:
 
 
 class GpuMemoryWatch(threading.Thread):
-    """Polls the worker tree's GPU memory; over the cap, records the reading and calls `kill`."""
+    """Polls the worker tree's GPU memory and keeps the most it saw; over the cap (if any), records the
+    reading and calls `kill`."""
 
     def __init__(
         self,
@@ -46,7 +49,7 @@ class GpuMemoryWatch(threading.Thread):
         handles: list[Any],
         pids: Callable[[], set[int]],
         kill: Callable[[], object],
-        cap_bytes: int,
+        cap_bytes: int | None,
         interval_s: float = 0.2,
     ) -> None:
         super().__init__(daemon=True)
@@ -54,6 +57,7 @@ class GpuMemoryWatch(threading.Thread):
         self.cap_bytes = cap_bytes
         self.interval_s = interval_s
         self.exceeded_bytes: int | None = None
+        self.peak_bytes = 0
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -62,7 +66,8 @@ class GpuMemoryWatch(threading.Thread):
                 used = used_bytes(self.nvml, self.handles, self.pids())
             except Exception:  # a transient NVML error: read again next time
                 continue
-            if used > self.cap_bytes:
+            self.peak_bytes = max(self.peak_bytes, used)
+            if self.cap_bytes is not None and used > self.cap_bytes:
                 self.exceeded_bytes = used
                 self.kill()
                 return
@@ -71,7 +76,7 @@ class GpuMemoryWatch(threading.Thread):
         self._halt.set()
 
     def reason(self) -> str | None:
-        if self.exceeded_bytes is None:
+        if self.exceeded_bytes is None or self.cap_bytes is None:
             return None
         held, cap = self.exceeded_bytes / 2**30, self.cap_bytes / 2**30
         return f"held {held:.2f} GiB of GPU memory, over its cap of {cap:.2f} GiB"
@@ -83,13 +88,13 @@ def start_watch(
     """Start the watcher where it means something; always say why not where it does not."""
     if device == "cpu":
         return None, Layer("not_applicable", "the worker runs on the CPU")
-    if cap_bytes is None:
-        return None, Layer("not_applicable", "no GPU memory cap set by the policy")
     nvml, handles, error = open_nvml()
-    if error is not None:
-        return None, Layer("missing", error)
-    if not handles:
-        return None, Layer("not_applicable", "NVML sees no GPU")
-    watch = GpuMemoryWatch(nvml, handles, pids, kill, cap_bytes)
-    watch.start()
+    watch = None
+    if error is None and handles:  # with no cap, only the peak is kept
+        watch = GpuMemoryWatch(nvml, handles, pids, kill, cap_bytes)
+        watch.start()
+    if cap_bytes is None:
+        return watch, Layer("not_applicable", "no GPU memory cap set by the policy")
+    if watch is None:
+        return None, Layer("missing", error) if error is not None else Layer("not_applicable", "NVML sees no GPU")
     return watch, Layer("in_force", f"NVML per-process memory polled every {watch.interval_s} s; cap {cap_bytes} bytes")

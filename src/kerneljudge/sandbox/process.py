@@ -250,6 +250,7 @@ class WorkerProcess:
         self.stderr = StreamCapture(self.proc.stderr, limits.log_cap_bytes)
         self.dead = False
         self.gpu_watch = None
+        self.gpu_peak_bytes = 0  # the most device memory its process tree held (NVML), known once it is closed
         try:
             layers = self._confinement(report_r)
         except confine.SandboxUnavailable:
@@ -426,6 +427,7 @@ class WorkerProcess:
             self.uid = None
         if self.gpu_watch is not None:
             self.gpu_watch.stop()
+            self.gpu_peak_bytes = self.gpu_watch.peak_bytes
         self.stdout.join(timeout=5)
         self.stderr.join(timeout=5)
         for fd in (self._req_w, self._resp_r):

@@ -140,12 +140,13 @@ class CandidateWorker(Worker):
         """
         torch = self.torch
         inputs = list(args)  # read onto this device from the inbox: private copies already
+        if not header.get("reuse_inputs"):
+            self.prev_inputs = []
         if header.get("made") is not None:
+            self.release_cached()  # what the last call cut its blocks for, before multi-GiB inputs are made
             inputs = self.remade(header["made"])
             if inputs is None:
                 return
-        if not header.get("reuse_inputs"):
-            self.prev_inputs = []
         try:
             self.spoil_returned()  # before the canary writes new values into storage an output may share
         except Exception as exc:
