@@ -114,9 +114,19 @@ def test_no_need_and_the_open_gate_wait_for_nothing():
 def test_the_need_counts_both_workers_copies_and_is_zero_when_the_inputs_are_unknown():
     assert memory_need(None) == 0 and memory_need({"input_bytes": None}) == 0
     sized = memory_need({"input_bytes": GIB, "parameter_bytes": 0, "output_bytes": GIB})
-    assert sized == int(1.25 * 11 * GIB)  # 5 copies of the inputs and 6 of the output across the two workers
+    # reference 4I + 4A + 3O, candidate 3I + A + 3O; the working set as large as the output; margin and overhead
+    assert sized == int(1.5 * 18 * GIB) + 4 * GIB
     unsized = memory_need({"input_bytes": GIB, "parameter_bytes": 2 * GIB, "output_bytes": None})
-    assert unsized == int(1.25 * (4 * 2 + 11) * GIB)  # an output the meta device could not size: as the inputs
+    assert unsized == int(1.5 * (4 * 2 + 18) * GIB) + 4 * GIB  # an output the meta device could not size: as the inputs
+
+
+def test_a_working_set_larger_than_the_output_raises_the_need():
+    """Measured on an H200: a 4 GiB flip, cumsum, flip held 73 GiB in the reference's worker and 41 GiB in the
+    candidate's, over the 55 GiB that sizing by the output alone reserved for both."""
+    plain = {"input_bytes": 4 * GIB, "parameter_bytes": 0, "output_bytes": 4 * GIB}
+    chained = {**plain, "activation_bytes": 8 * GIB}
+    assert memory_need(chained) - memory_need(plain) == int(1.5 * 5 * 4 * GIB)
+    assert memory_need(chained) >= (73 + 41) * GIB
 
 
 def task(source):
@@ -146,12 +156,32 @@ def test_the_footprint_is_read_on_the_meta_device_without_making_the_tensors():
         "input_bytes": (1 << 20) * 1024 * 4 + (1 << 20) * 8,  # 4 GiB that were never made
         "parameter_bytes": (1024 * 2048 + 2048) * 4,
         "output_bytes": (1 << 20) * 2048 * 4 + 8,
+        "activation_bytes": found["activation_bytes"],
     }
+    # the output, and what the ops made on the way (the integer sum's own temporary, the labels' size)
+    assert found["output_bytes"] <= found["activation_bytes"] <= found["output_bytes"] + (1 << 20) * 8
+
+
+def test_the_working_set_counts_intermediates_alive_at_once_not_views_or_in_place_ops():
+    module = task(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        y = torch.cumsum(x.flip(1), dim=1).flip(1)\n"  # two of x's size alive at once, at most
+        "        return y.view(-1).relu_().reshape(x.shape)\n"  # a view and an in-place op: nothing new
+        "def get_inputs():\n"
+        "    return [torch.randn(1 << 14, 1 << 16)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n"
+    )
+    found = footprint.describe(torch, module, [])
+    assert found["output_bytes"] == 4 << 30 and found["activation_bytes"] == 8 << 30
 
 
 def test_what_the_meta_device_cannot_run_is_left_unknown():
     item = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * x.sum().item()\n"
     module = task(item + "def get_inputs():\n    return [torch.randn(8)]\ndef get_init_inputs():\n    return []\n")
-    assert footprint.describe(torch, module, []) == {"input_bytes": 32, "parameter_bytes": 0, "output_bytes": None}
+    unknown = {"output_bytes": None, "activation_bytes": None}
+    assert footprint.describe(torch, module, []) == {"input_bytes": 32, "parameter_bytes": 0, **unknown}
     broken = task(item + "def get_inputs():\n    return [torch.randn(int(torch.randn(1).item()))]\n")
-    assert footprint.describe(torch, broken, []) == {"input_bytes": None, "parameter_bytes": None, "output_bytes": None}
+    assert footprint.describe(torch, broken, []) == {"input_bytes": None, "parameter_bytes": None, **unknown}

@@ -197,3 +197,57 @@ def test_cached_baselines_need_the_interleaved_timer(capsys, tmp_path):
     assert main(["batch", str(manifest), "--store", str(store), "--mode", "off", "--cached-baselines"]) == 1
     err = capsys.readouterr().err.strip()
     assert "cached baselines need the interleaved timer" in err and len(err.splitlines()) == 1
+
+
+def test_a_judgment_run_alone_waits_for_the_gpu_to_empty_and_keeps_others_out():
+    gate, total, events = LaneGate(["0", "0", "0"]), 100 * 2**30, []
+    first_in, alone_in = threading.Event(), threading.Event()
+
+    def small(name, entered=None, hold=0.3):
+        with gate.work(), gate.admit("0", 2**30, total):
+            events.append(f"{name} in")
+            if entered is not None:
+                entered.set()
+            time.sleep(hold)
+            events.append(f"{name} out")
+
+    def alone():
+        first_in.wait()
+        with gate.work(), batch.Alone(gate).admit("0", 0, total):  # even a judgment of no known need
+            events.append("alone in")
+            alone_in.set()
+            time.sleep(0.3)
+            events.append("alone out")
+
+    threads = [threading.Thread(target=small, args=("first", first_in)), threading.Thread(target=alone)]
+    for thread in threads:
+        thread.start()
+    alone_in.wait(timeout=10)
+    late = threading.Thread(target=small, args=("late",))
+    late.start()
+    for thread in [*threads, late]:
+        thread.join(timeout=10)
+    assert events == ["first in", "first out", "alone in", "alone out", "late in", "late out"]
+
+
+def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny_task, monkeypatch):
+    from helpers import make_record
+    from kerneljudge import pipeline
+    from kerneljudge.verdict import Failure
+
+    calls, big = [], "print_visible_devices"
+
+    def judge(task, candidate, config, progress, gpu, gate, baselines):
+        calls.append((candidate.name, type(gate).__name__))
+        if candidate.name == big and not isinstance(gate, batch.Alone):
+            oom = Failure(kind="runtime_error", phase="call", summary="OutOfMemoryError: CUDA out of memory.")
+            return make_record(candidate.name, status="FAIL", failure=oom)
+        return make_record(candidate.name)
+
+    monkeypatch.setattr(pipeline, "judge", judge)
+    items = [BatchItem(tiny_task, CANDIDATES / f"{name}.py") for name in ("honest_torch", big)]
+    log = io.StringIO()
+    counts = run_batch(items, JudgeConfig(device="cpu"), tmp_path / "s.db", progress=False, lanes=[None, None], log=log)
+    assert counts.judged == 2 and counts.passed == 2
+    assert sorted(calls) == [("honest_torch", "LaneGate"), (big, "Alone"), (big, "LaneGate")]
+    assert f"{big}: short of memory (OutOfMemoryError: CUDA out of memory.); judged again, alone" in log.getvalue()

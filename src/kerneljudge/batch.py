@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -394,6 +395,23 @@ class BaselineCache:
 OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed")
 
 
+class Alone:
+    """A lane gate for a judgment run again alone: it reserves more than its GPU holds, so it waits until no
+    other judgment holds memory there, and none starts beside it (gate.py)."""
+
+    def __init__(self, gate: LaneGate) -> None:
+        self.gate = gate
+
+    def work(self) -> AbstractContextManager[None]:
+        return self.gate.work()
+
+    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
+        return self.gate.measure(gpu)
+
+    def admit(self, gpu: str | None, need: int, total: int) -> AbstractContextManager[None]:
+        return self.gate.admit(gpu, max(need, total + 1), total)
+
+
 def short_of_memory(record: Record) -> bool:
     """The judgment ran out of device or host memory (the reference did not fit, or the candidate failed
     allocating): with other lanes holding memory that says nothing about the task or the candidate."""
@@ -423,7 +441,7 @@ def run_batch(
     `deadline` (a time.monotonic() value): no judgment starts after it; a rerun resumes the rest.
     `lanes`: one judgment at a time per lane, side by side (`lanes_for`); more than one lane share a
     `LaneGate`, so no lane measures while another works. A judgment that ran short of memory while other
-    lanes were at work (`short_of_memory`) is not stored: it is judged again once every lane is done, alone.
+    lanes were at work (`short_of_memory`) is judged again at once by its lane, alone on its GPU (`Alone`).
     `progress`: live counts and an ETA (rich) on
     stdout; None shows them when stdout is a terminal. `log`: every judgment's stages, a line each with the
     time, written there as they start (a GPU run's record of where the time went). `on_record` is called
@@ -451,7 +469,6 @@ def run_batch(
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
-    alone: list[tuple[Prepared, StoreKey]] = []  # judged again once the lanes are done (short of memory)
 
     def lane(index: int, gpu: str | None, bar: _Progress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
@@ -476,13 +493,12 @@ def run_batch(
                 record = judge(
                     entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate, baselines=baselines
                 )
-                if todo is not retry and len(lanes) > 1 and short_of_memory(record):
-                    with lock:
-                        alone.append((entry, key))
-                        why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
-                        label = f"{entry.task.name}/{entry.candidate.name}"
-                        bar.note(f"{label}: short of memory ({why}); judged again alone")
-                    continue
+                if gate is not None and short_of_memory(record):
+                    why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
+                    stage(f"short of memory ({why}); judged again, alone on its GPU")
+                    record = judge(
+                        entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=Alone(gate), baselines=None
+                    )
                 # The record's own key is what is stored; it differs from `key` only when the
                 # judgment saw another environment (its reference worker failed before saying hello).
                 own.put(record)
@@ -498,7 +514,6 @@ def run_batch(
         except BaseException as exc:  # stop the other lanes at their next item, and re-raise below
             failures.append(exc)
 
-    retry: queue.SimpleQueue[tuple[Prepared, StoreKey]] = queue.SimpleQueue()
     with _Progress(show, todo.qsize(), counts, log) as bar:
         if len(lanes) == 1:
             lane(0, lanes[0], bar)
@@ -510,11 +525,6 @@ def run_batch(
                 thread.start()
             for thread in threads:
                 thread.join()
-            if alone and not failures:
-                for entry in alone:
-                    retry.put(entry)
-                todo, gate = retry, None
-                lane(0, lanes[0], bar)
     if failures:
         raise failures[0]
     return counts

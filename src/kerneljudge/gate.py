@@ -27,17 +27,23 @@ from typing import Any, Protocol
 GIB = 2**30
 CONTEXT_BYTES = 3 * GIB // 4  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces
 USABLE = 0.92  # of a GPU's memory, what reservations may take (the allocator's rounding and fragmentation)
-MARGIN = 1.25  # on a need worked out from tensor sizes: activations, workspaces, the allocator's blocks
+MARGIN = 1.5  # on a need worked out from tensor sizes: the allocator's cached blocks, workspaces, float64 im2col
+OVERHEAD = 4 * GIB  # per judgment, beside its tensors: cuBLAS and cuDNN workspaces, the allocator's rounding
 
 
 def memory_need(footprint: dict[str, Any] | None) -> int:
     """The device bytes a judgment's two workers hold at most, from the task's one-call footprint.
 
-    The reference worker holds the model and its float64 oracle copy (3x the parameters), the inputs, their
-    float64 copies while the oracle runs and the previous trial's inputs for the canary (4x), the output,
-    the oracle's (2x) and its rounding, and the candidate's output read back to compare (5x); the candidate
-    worker holds its own model, inputs and output. An output the meta device could not size is taken to be
-    as large as the inputs. 0 when nothing is known.
+    P, I, O: the parameters, inputs and output; A: the forward's working set (worker/footprint.py), at least
+    the output. The reference worker holds the model and its float64 copy (3P), the inputs, the previous
+    trial's for the canary and the float64 copies while the oracle runs (4I), the forward in float64 beside the
+    native one (4A), and its output, the oracle's rounded and the candidate's read back to compare (3O). The
+    candidate's worker holds its model (P), the inputs, the previous trial's and a hidden trial's unshaped
+    ones (3I), its forward (A), and its previous output kept, the poisoned memory its output is placed in
+    (2O) (3O). Calibrated against NVML's peaks of both workers on an H200, KernelBench's level 1 and 2
+    (docs/batch.md#device-memory): 1.5 x that sum plus OVERHEAD covered every peak seen. An output or
+    working set the meta device could not size is taken to be as large as the inputs. 0 when nothing is
+    known.
     """
     if not footprint or footprint.get("input_bytes") is None:
         return 0
@@ -45,7 +51,11 @@ def memory_need(footprint: dict[str, Any] | None) -> int:
     parameters = int(footprint.get("parameter_bytes") or 0)
     outputs = footprint.get("output_bytes")
     outputs = inputs if outputs is None else int(outputs)
-    return int(MARGIN * (4 * parameters + 5 * inputs + 6 * outputs))
+    working = footprint.get("activation_bytes")
+    working = max(outputs, inputs if working is None else int(working))
+    reference = 3 * parameters + 4 * inputs + 4 * working + 3 * outputs
+    candidate = parameters + 3 * inputs + working + 3 * outputs
+    return int(MARGIN * (reference + candidate)) + OVERHEAD
 
 
 class Gate(Protocol):

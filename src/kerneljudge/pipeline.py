@@ -472,14 +472,14 @@ class Judgment:
         where = f" at {describe_shape(shape)}" if shape else ""
         if response.get("type") != "loaded":
             self._task_failed(response, f"the task failed to {response.get('phase')}{where}")
-        if admit:
+        if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
             self.reserved_bytes = memory_need(response.get("footprint"))
             if self.reserved_bytes:
                 self.progress(f"waiting for {self.reserved_bytes / 2**30:.1f} GiB of device memory")
-                waited = time.monotonic()
-                total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
-                self.held.enter_context(self.gate.admit(self.gpu, self.reserved_bytes, total))
-                self.stages_s["waiting"] = round(self.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
+            waited = time.monotonic()
+            total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
+            self.held.enter_context(self.gate.admit(self.gpu, self.reserved_bytes, total))
+            self.stages_s["waiting"] = round(self.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
         if shape is None:
             self.inputs_writable = response.get("inputs_writable") is True
         if shape is None and not self.family_read and self.config.mode != "off":
