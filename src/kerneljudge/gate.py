@@ -39,11 +39,12 @@ def memory_need(footprint: dict[str, Any] | None) -> int:
     trial's for the canary and the float64 copies while the oracle runs (4I), the forward in float64 beside the
     native one (4A), and its output, the oracle's rounded and the candidate's read back to compare (3O). The
     candidate's worker holds its model (P), the inputs, the previous trial's and a hidden trial's unshaped
-    ones (3I), its forward (A), and its previous output kept, the poisoned memory its output is placed in
-    (2O) (3O). Calibrated against NVML's peaks of both workers on an H200, KernelBench's level 1 and 2
-    (docs/batch.md#device-memory): 1.5 x that sum plus OVERHEAD covered every peak seen. An output or
-    working set the meta device could not size is taken to be as large as the inputs. 0 when nothing is
-    known.
+    ones (3I), its forward (A), and its previous output kept and the poisoned memory (twice the output) its
+    output is placed in (3O). Set against NVML's peaks of both workers on an H200, KernelBench's level 1 and 2
+    (docs/batch.md#device-memory): 1.5 x that sum plus OVERHEAD covers the problems dominated by their
+    inputs or working set, not yet those dominated by a large output (up to 1.5x short); a judgment that
+    runs short anyway is judged again alone (batch.Alone). An output or working set the meta device could
+    not size is taken to be as large as the inputs. 0 when nothing is known.
     """
     if not footprint or footprint.get("input_bytes") is None:
         return 0
