@@ -186,3 +186,28 @@ def test_forged_strides_are_refused(strides, why):
     tensors = {"t0": torch.zeros(4, 3)}
     with pytest.raises(wire.WireError, match=why):
         wire.unpack_values([{"tensor": "t0", "strides": strides}], tensors)
+
+
+def test_packed_and_unpacked_tensors_are_freed_by_reference_counting_alone():
+    """No reference cycle holds what crossed a channel: with the cyclic collector off, a tensor packed and
+    unpacked is gone once its last user drops it (a cycle kept every output a worker sent or read alive until
+    the collector ran: ten to sixteen times a KernelBench output on an H200)."""
+    import gc
+    import weakref
+
+    import torch
+
+    from kerneljudge.worker.wire import pack_values, unpack_values
+
+    gc.collect()
+    gc.disable()
+    try:
+        t = torch.zeros(1024)
+        alive = weakref.ref(t)
+        tree, tensors = pack_values([(t, {"w": t}), 1.0])
+        back = unpack_values(tree, tensors)
+        assert back[0][0] is t and back[0][1]["w"] is t
+        del t, tree, tensors, back
+        assert alive() is None
+    finally:
+        gc.enable()

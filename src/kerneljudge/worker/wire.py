@@ -120,31 +120,35 @@ def _restrided(t: Any, strides: Any) -> Any:
 
 def pack_values(values: Any) -> tuple[Any, dict[str, Any]]:
     """Split a nest of Python values into a JSON-able tree and a dict of tensors."""
+    tensors: dict[str, Any] = {}
+    return _pack(values, tensors), tensors
+
+
+def _pack(v: Any, tensors: dict[str, Any]) -> Any:
+    """One value of pack_values, its tensors added to `tensors`. A module function, not a closure: a nested
+    function that calls itself is a reference cycle holding `tensors`, which only the cyclic collector frees,
+    and every output and input that crossed a channel stayed alive until it ran (on an H200, workers held
+    ten to sixteen times a KernelBench problem's output, docs/batch.md#device-memory)."""
     import torch
 
-    tensors: dict[str, Any] = {}
-
-    def pack(v: Any) -> Any:
-        if isinstance(v, torch.Tensor):
-            name = f"t{len(tensors)}"
-            tensors[name] = v
-            strides = layout(v)
-            return {"tensor": name} if strides is None else {"tensor": name, "strides": strides}
-        if isinstance(v, torch.dtype):
-            return {"dtype": str(v).removeprefix("torch.")}
-        if v is None or isinstance(v, (bool, int, str)):
-            return v
-        if isinstance(v, float):
-            return v if math.isfinite(v) else {"float": repr(v)}
-        if isinstance(v, tuple):
-            return {"tuple": [pack(x) for x in v]}
-        if isinstance(v, list):
-            return [pack(x) for x in v]
-        if isinstance(v, dict) and all(isinstance(k, str) for k in v):  # weights and configs by name
-            return {"dict": [[k, pack(x)] for k, x in v.items()]}
-        raise TypeError(f"cannot send a value of type {type(v).__name__} to a worker")
-
-    return pack(values), tensors
+    if isinstance(v, torch.Tensor):
+        name = f"t{len(tensors)}"
+        tensors[name] = v
+        strides = layout(v)
+        return {"tensor": name} if strides is None else {"tensor": name, "strides": strides}
+    if isinstance(v, torch.dtype):
+        return {"dtype": str(v).removeprefix("torch.")}
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else {"float": repr(v)}
+    if isinstance(v, tuple):
+        return {"tuple": [_pack(x, tensors) for x in v]}
+    if isinstance(v, list):
+        return [_pack(x, tensors) for x in v]
+    if isinstance(v, dict) and all(isinstance(k, str) for k in v):  # weights and configs by name
+        return {"dict": [[k, _pack(x, tensors)] for k, x in v.items()]}
+    raise TypeError(f"cannot send a value of type {type(v).__name__} to a worker")
 
 
 def prefixed(tree: Any, prefix: str) -> Any:
@@ -190,37 +194,39 @@ def tensor_names(tree: Any) -> set[str]:
 
 def unpack_values(tree: Any, tensors: dict[str, Any]) -> Any:
     """Inverse of pack_values; unknown tensor names and shapes of tree raise WireError."""
+    return _unpack(tree, tensors)
+
+
+def _unpack(v: Any, tensors: dict[str, Any]) -> Any:
+    """One value of unpack_values (a module function for the reason _pack is one)."""
     import torch
 
-    def unpack(v: Any) -> Any:
-        if isinstance(v, list):
-            return [unpack(x) for x in v]
-        if isinstance(v, dict):
-            if set(v) in ({"tensor"}, {"tensor", "strides"}):
-                if v["tensor"] not in tensors:
-                    raise WireError(f"frame refers to a missing tensor {v['tensor']!r}")
-                t = tensors[v["tensor"]]
-                return _restrided(t, v["strides"]) if "strides" in v else t
-            if set(v) == {"tuple"} and isinstance(v["tuple"], list):
-                return tuple(unpack(x) for x in v["tuple"])
-            if set(v) == {"dict"} and isinstance(v["dict"], list):
-                pairs = v["dict"]
-                if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
-                    raise WireError("malformed mapping in frame")
-                return {key: unpack(x) for key, x in pairs}
-            if set(v) == {"dtype"} and isinstance(v["dtype"], str):
-                dtype = getattr(torch, v["dtype"], None)
-                if not isinstance(dtype, torch.dtype):
-                    raise WireError(f"unknown dtype {v['dtype']!r}")
-                return dtype
-            if set(v) == {"float"} and v["float"] in ("nan", "inf", "-inf"):
-                return float(v["float"])
-            raise WireError(f"malformed value in frame: keys {sorted(v)}")
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return v
-        raise WireError(f"malformed value in frame: {type(v).__name__}")
-
-    return unpack(tree)
+    if isinstance(v, list):
+        return [_unpack(x, tensors) for x in v]
+    if isinstance(v, dict):
+        if set(v) in ({"tensor"}, {"tensor", "strides"}):
+            if v["tensor"] not in tensors:
+                raise WireError(f"frame refers to a missing tensor {v['tensor']!r}")
+            t = tensors[v["tensor"]]
+            return _restrided(t, v["strides"]) if "strides" in v else t
+        if set(v) == {"tuple"} and isinstance(v["tuple"], list):
+            return tuple(_unpack(x, tensors) for x in v["tuple"])
+        if set(v) == {"dict"} and isinstance(v["dict"], list):
+            pairs = v["dict"]
+            if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+                raise WireError("malformed mapping in frame")
+            return {key: _unpack(x, tensors) for key, x in pairs}
+        if set(v) == {"dtype"} and isinstance(v["dtype"], str):
+            dtype = getattr(torch, v["dtype"], None)
+            if not isinstance(dtype, torch.dtype):
+                raise WireError(f"unknown dtype {v['dtype']!r}")
+            return dtype
+        if set(v) == {"float"} and v["float"] in ("nan", "inf", "-inf"):
+            return float(v["float"])
+        raise WireError(f"malformed value in frame: keys {sorted(v)}")
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise WireError(f"malformed value in frame: {type(v).__name__}")
 
 
 # ---------------------------------------------------------------- frames
