@@ -5,7 +5,8 @@ renamed `ModelNew`, nothing else changed) in enforce mode under the practical po
 and verified, or UNSUPPORTED with a one-line reason where the problem truly cannot run on this machine: a
 FAIL is a false reject, an ERROR a judge error. A stratified sample (`--timed`, spread evenly over each
 level) is judged first, with timing (its correctness counts in the sweep too): reference against
-itself, so no judgment may claim a win or a loss beyond the 2% margin. `tasks lint` runs over every problem (`--lint`).
+itself, so no judgment may claim a win or a loss beyond the 2% margin. `tasks lint` runs over every problem (`--lint`),
+before any judgment.
 
 GPU MODE (gpu-mode/reference-kernels): every problem folder; each solution judged against the verdict
 its place says it should get (solutions/correct and a working submission.py: verified; solutions/wrong:
@@ -367,6 +368,8 @@ def lint_all(
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         for future in [pool.submit(lint_one, *entry) for entry in todo]:
             future.result()
+    if "torch" in sys.modules and sys.modules["torch"].cuda.is_initialized():
+        sys.modules["torch"].cuda.empty_cache()  # the judgments after it reserve the device's memory without this
     return [done[str(p)] for _, p in problems if str(p) in done]
 
 
@@ -432,8 +435,12 @@ def main(argv: list[str] | None = None) -> int:
         items = kernelbench_items(args.kernelbench, args.levels, args.out)
         if args.only:
             items = [e for e in items if e.problem in args.only]
-        # The timed sample is judged first, with timing (its correctness counts in the sweep's table too), then
-        # the rest without.
+        # Lint first (seconds a problem, in this process), then the timed sample, with timing (its correctness
+        # counts in the sweep's table too), then the rest without: a call that ends at its deadline has done the
+        # cheap parts.
+        if args.lint:
+            problems = [(e.group, e.item.task) for e in items]
+            report["lint"] = lint_all(problems, args.out / "lint.jsonl", args.device, args.jobs, deadline)
         sample = stratified(items, args.timed) if args.timed else []
         rest = [e for e in items if e not in sample]
         store = args.out / "kernelbench.db"
@@ -446,9 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             text.append(table(timed_rows, "KernelBench, timed sample (enforce, practical, with timing)"))
             text.append(timing_table(timed_rows))
         if args.lint:
-            problems = [(e.group, e.item.task) for e in items]
-            report["lint"] = entries = lint_all(problems, args.out / "lint.jsonl", args.device, args.jobs, deadline)
-            text.append(lint_table(entries))
+            text.append(lint_table(report["lint"]))
     (args.out / "conformance.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "conformance.md").write_text("\n".join(text))
     sys.stdout.write("\n".join(text))

@@ -27,24 +27,23 @@ from typing import Any, Protocol
 GIB = 2**30
 CONTEXT_BYTES = 3 * GIB // 4  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces
 USABLE = 0.92  # of a GPU's memory, what reservations may take (the allocator's rounding and fragmentation)
-MARGIN = 1.5  # on a need worked out from tensor sizes: the allocator's cached blocks, workspaces, float64 im2col
-OVERHEAD = 4 * GIB  # per judgment, beside its tensors: cuBLAS and cuDNN workspaces, the allocator's rounding
+MARGIN = 1.1  # on a need worked out from tensor sizes: the allocator's cached blocks, workspaces, float64 im2col
+OVERHEAD = 3 * GIB  # per judgment, beside its tensors: cuBLAS and cuDNN workspaces, the allocator's rounding
 
 
 def memory_need(footprint: dict[str, Any] | None) -> int:
     """The device bytes a judgment's two workers hold at most, from the task's one-call footprint.
 
     P, I, O: the parameters, inputs and output; A: the forward's working set (worker/footprint.py), at least
-    the output. The reference worker holds the model and its float64 copy (3P), the inputs, the previous
-    trial's for the canary and the float64 copies while the oracle runs (4I), the forward in float64 beside the
-    native one (4A), and its output, the oracle's rounded and the candidate's read back to compare (3O). The
-    candidate's worker holds its model (P), the inputs, the previous trial's and a hidden trial's unshaped
-    ones (3I), its forward (A), and its previous output kept and the poisoned memory (twice the output) its
-    output is placed in (3O). Set against NVML's peaks of both workers on an H200, KernelBench's level 1 and 2
-    (docs/batch.md#device-memory): 1.5 x that sum plus OVERHEAD covers the problems dominated by their
-    inputs or working set, not yet those dominated by a large output (up to 1.5x short); a judgment that
-    runs short anyway is judged again alone (batch.Alone). An output or working set the meta device could
-    not size is taken to be as large as the inputs. 0 when nothing is known.
+    the output. The reference worker holds the model and its float64 copy (3P), the inputs and their float64
+    copies (3I), the native output and the candidate's read back to compare (2O), and the oracle's forward in
+    float64 (2A). The candidate's worker holds its model (P), the inputs (I), its forward (A), and five outputs:
+    the previous one kept, the poisoned memory its output is placed in, the evidence's snapshot and the copy it
+    sends. Fitted to NVML's peaks of both workers on an H200 (KernelBench level 1, eleven problems of 0.25 to
+    8 GiB, docs/batch.md#device-memory) once channels freed what they carried (worker/wire.py): MARGIN times
+    that sum plus OVERHEAD is 1.1 to 1.6 times what was held. A judgment that runs short anyway is judged again
+    alone (batch.Alone). An output or working set the meta device could not size is taken to be as large as
+    the inputs. 0 when nothing is known.
     """
     if not footprint or footprint.get("input_bytes") is None:
         return 0
@@ -54,8 +53,8 @@ def memory_need(footprint: dict[str, Any] | None) -> int:
     outputs = inputs if outputs is None else int(outputs)
     working = footprint.get("activation_bytes")
     working = max(outputs, inputs if working is None else int(working))
-    reference = 3 * parameters + 4 * inputs + 4 * working + 3 * outputs
-    candidate = parameters + 3 * inputs + working + 3 * outputs
+    reference = 3 * parameters + 3 * inputs + 2 * outputs + 2 * working
+    candidate = parameters + inputs + working + 5 * outputs
     return int(MARGIN * (reference + candidate)) + OVERHEAD
 
 
