@@ -86,3 +86,19 @@ def test_a_task_that_cannot_run_is_an_error_not_a_crash(tmp_path):
     assert main(["tasks", "lint", str(broken), "--device", "cpu", "--json", str(out)]) == 2
     [task] = json.loads(out.read_text())["tasks"]
     assert "no inputs today" in task["error"] and not task["clean"]
+
+
+def test_the_timing_pool_stays_in_the_reference_worker_that_lint_starts():
+    """Lint's worker has no candidate's inbox: staging the timing pool (what the CUDA path does before it
+    times the reference) keeps the inputs there. On an H200 every lint ended in "no writable channel
+    'candidate_in'" before it did."""
+    from kerneljudge.task import load_task
+    from kerneljudge.tasklint import SEEDS, _Reference
+
+    reference = _Reference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
+    try:
+        reference.load(SEEDS[0])
+        staged = reference.stage()
+    finally:
+        reference.close()
+    assert staged["sets"] == 1 and not staged.get("input_tensors")

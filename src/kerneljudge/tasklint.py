@@ -258,9 +258,14 @@ class _Reference:
         }  # fmt: skip
         return self.ask(header, expect="trial")[0]
 
+    def stage(self) -> dict[str, Any]:
+        """The first seed's inputs made and kept in the worker for timing (no candidate's inbox to fill)."""
+        header = {"op": "stage", "sets": [{"seed": SEEDS[0]}], "on_device": True, "inputs_to": "here"}
+        return self.ask(header, expect="staged")[0]
+
     def device_ms(self) -> float:
         """Median device time of one call, behind a GPU-busy precursor (launch latency hidden)."""
-        self.ask({"op": "stage", "sets": [{"seed": SEEDS[0]}], "on_device": True}, expect="staged")
+        self.stage()
         header = {
             "op": "time", "calls": 1, "samples": 20, "warmup": 3, "flush_bytes": 0, "precursor_ms": 0.5,
             "method": "events", "compiled": False, "staged": True,

@@ -480,7 +480,8 @@ class ReferenceWorker(Worker):
         """The timing pool: the input sets of `sets` (each a trial's seed and variant) made again, kept here
         for timing the reference, their outputs and the oracle's in slots pool0, pool1, ..., and written to
         the candidate's inbox one after another (or, `inputs_to` "made", described for the candidate's worker
-        to make again, worker/seeded.py); or, without `sets`, the pool `args` sent by the parent."""
+        to make again, worker/seeded.py; "here": kept here only, where no candidate is judged, as in `tasks
+        lint`); or, without `sets`, the pool `args` sent by the parent."""
         torch = self.torch
         try:
             if header.get("sets") is None:
@@ -510,7 +511,7 @@ class ReferenceWorker(Worker):
                     "inputs": self.kept_for_check(inputs),
                 }
                 pool.append(inputs)
-                if made:
+                if made or header.get("inputs_to") == "here":
                     continue
                 tree, tensors = wire.pack_values(inputs)
                 renamed = {f"s{k}.{name}": t for name, t in tensors.items()}
