@@ -104,6 +104,24 @@ def screen(torch: Any, out: Any, stats: bool = False) -> list[dict[str, Any] | N
     return found
 
 
+def differences(torch: Any, out: Any, kept: Any) -> list[dict[str, float] | None]:
+    """Per output, how far `out` is from `kept` (another run's, same inputs): the largest absolute difference
+    and the largest magnitude of `kept`, in float64, piece by piece; None where they cannot be set side by
+    side. Task screening tells a random op (dropout: differences of the values' size) from a nondeterministic
+    reduction (float atomics: differences in the last bits) by these."""
+    found: list[dict[str, float] | None] = []
+    for x, y in zip(items_of(out), items_of(kept), strict=False):
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)) or x.shape != y.shape or not x.numel():
+            found.append(None)
+            continue
+        diff, peak = 0.0, 0.0
+        for _, (a, b) in correctness.pieces(x.detach(), y.detach(), work=torch.float64):
+            diff = max(diff, float((a - b).abs().nan_to_num(nan=float("inf")).max()))
+            peak = max(peak, float(b.abs().nan_to_num(nan=0.0).max()))
+        found.append({"max_diff": diff, "peak": peak})
+    return found
+
+
 class ReferenceWorker(Worker):
     role = "reference"
 
@@ -261,7 +279,8 @@ class ReferenceWorker(Worker):
         `train`: run the model in training mode, nn.Module's default, which KernelBench's harness keeps
         (task screening asks whether a reference is stochastic there). `rng_seed`: reseed after making the
         inputs, so that the model's own random ops (dropout) draw from another state than the inputs left.
-        `send_outputs`: the reference's and the oracle's outputs go back too (task screening).
+        `send_outputs`: the reference's and the oracle's outputs go back too (task screening). `diff_slot`:
+        how far the outputs are from that slot's (`differences`; task screening's second run of one input).
         """
         torch = self.torch
         seed = int(header["seed"])
@@ -317,6 +336,7 @@ class ReferenceWorker(Worker):
                 for x in inputs
             ],
             "swapped": swapped,
+            "differences": self.differences_from(header.get("diff_slot"), out),
             "inputs_on_device": bool(self.inputs_on_device),
             "task_check": self.task_check is not None,
             "draws_random": self.draws_random,
@@ -326,6 +346,10 @@ class ReferenceWorker(Worker):
         if header.get("send_outputs"):
             extra["values"] = [out, oracle_out]
         self.send_values(response, **extra)
+
+    def differences_from(self, slot: str | None, out: Any) -> list[dict[str, float] | None] | None:
+        kept = self.slots.get(str(slot)) if slot is not None else None
+        return None if kept is None else json_safe(differences(self.torch, out, kept["out"]))
 
     @property
     def task_check(self) -> Any:
