@@ -104,3 +104,28 @@ def test_timing_settings_are_validated_and_do_bench_needs_cuda(tiny_task):
     assert JudgeConfig().resolved_timing_method() == "interleaved"
     record = run_judge(tiny_task, CANDIDATES / "honest_torch.py", timing=True, timing_method="do_bench")
     assert record.verified and not record.timing.measured and "CUDA" in record.timing.reason
+
+
+def test_a_timed_output_is_fetched_by_a_request_of_its_own():
+    """The captured output's copy to the host is outside the timed request's round trip, which the parent's
+    clock sets against the claimed times (on an H200 a 4 GiB output's copy was most of that round trip and
+    varied by a quarter: an honest A/A judgment of KernelBench's 9_Tall_skinny was called a lying timer)."""
+    from helpers import TASKS
+    from kerneljudge.task import load_task
+    from kerneljudge.tasklint import SEEDS, _Reference
+
+    worker = _Reference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
+    try:
+        worker.load(SEEDS[0])
+        worker.stage()
+        timed = {"op": "time", "calls": 2, "samples": 3, "warmup": 1, "staged": True, "capture": [1, 0]}
+        response, values = worker.worker.request(timed)
+        assert response["type"] == "timed" and response["captured_kept"] and len(response["times_ms"]) == 3
+        assert "items" not in response and not values  # nothing of the output in the timed request
+        captured, values = worker.worker.request({"op": "captured"})
+        assert captured["type"] == "captured" and captured["items"][0]["plain_tensor"]
+        assert list(values["captured"][0].shape) == captured["items"][0]["shape"]
+        again, _ = worker.worker.request({"op": "captured"})  # fetched once, then dropped
+        assert again["type"] == "error" and "no captured output" in again["message"]
+    finally:
+        worker.close()

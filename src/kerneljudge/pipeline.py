@@ -913,10 +913,10 @@ class Judgment:
                         (role, request.calls), secrets.randbelow(request.calls)
                     )
                 if request.measured and method == INTERLEAVED and self.config.mode != "off":
-                    # One timed call's output, at a position the candidate cannot predict. The reference sends
-                    # one too, unchecked, so both sides' requests carry the same transfer: the parent-clock
-                    # cross-check compares their overheads (on an H200 a one-sided capture of a large output
-                    # made an honest candidate look like it under-reported its time).
+                    # One timed call's output, at a position drawn here, kept by the worker and fetched by a
+                    # request of its own after the parent's clock stops: its copy to the host is no part of the
+                    # round trip set against the claimed times (worker/timer.py). The reference keeps one too,
+                    # never fetched, so both sides' requests do the same work.
                     position = header.get("graph_keep", secrets.randbelow(request.calls))
                     header["capture"] = [secrets.randbelow(request.samples), position]
                 began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
@@ -930,7 +930,11 @@ class Judgment:
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:
-                        self._check_timed_output(response, timed_set(*header["capture"], len(request.inputs)))
+                        worker = self.workers["candidate"]
+                        captured, _ = self._candidate_step(
+                            lambda: worker.request({"op": "captured"}, fetch=()), phase="timing"
+                        )
+                        self._check_timed_output(captured, timed_set(*header["capture"], len(request.inputs)))
                 else:
                     response, _ = self._ask("reference", header, fetch=())
                     request_ms = (time.perf_counter() - began) * 1e3

@@ -36,6 +36,7 @@ class Timer:
         self.flush: Any = None  # the L2-flush buffer, kept between timing requests
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
+        self.captured: Any = None  # the last `time` request's captured output, until `captured` asks for it
         self.reset_timing_state()
 
     def reset_timing_state(self) -> None:
@@ -49,7 +50,10 @@ class Timer:
 
         `args` is a pool of input sets; call i of sample s uses set `wire.timed_set(s, i, len(pool))`, so
         consecutive calls see different inputs. With `capture` = [s, i] the output of that call is kept
-        (a reference, no copy inside the timed region) and sent back for the parent to check. On CUDA,
+        (a reference, no copy inside the timed region) for the parent to fetch with `captured`, a request
+        of its own: sent in this one, a multi-GiB output's copy to the host was most of the round trip the
+        parent's clock sets against the claimed times, and varied by a quarter (KernelBench's 4 GiB
+        9_Tall_skinny on an H200: an honest candidate looked like it under-reported its time). On CUDA,
         `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
         is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
         `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`); the graph
@@ -64,6 +68,7 @@ class Timer:
             self.send(self.describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
             return
         capture = header.get("capture")
+        self.captured = None  # the last request's, freed before this one's calls
         cuda = self.device.type == "cuda"
         flush = self.flush_buffer(int(header.get("flush_bytes", 0)))  # before the samples, not in them
         l2_reset = self.reset_persisting_l2() if cuda else None
@@ -151,10 +156,17 @@ class Timer:
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
         }
-        if capture is None:
-            self.send(header_out)
+        if capture is not None:
+            self.captured, header_out["captured_kept"] = captured, True
+        self.send(header_out)
+
+    def op_captured(self, header: dict[str, Any], args: Any) -> None:
+        """The output the last `time` request captured, sent back (then dropped here)."""
+        if self.captured is None:
+            self.send(self.describe_exception("time", RuntimeError("no captured output: `time` with `capture` first")))
             return
-        self.send_captured(header_out, captured)
+        captured, self.captured = self.captured, None
+        self.send_captured({"type": "captured"}, captured)
 
     def send_captured(self, header_out: dict[str, Any], captured: Any) -> None:
         """Send a response with one call's output described and, where it is plain tensors, attached."""
