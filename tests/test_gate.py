@@ -8,7 +8,7 @@ import types
 
 import torch
 
-from kerneljudge.gate import GIB, OPEN_GATE, LaneGate, memory_need
+from kerneljudge.gate import GIB, OPEN_GATE, LaneGate, memory_need, timing_pool_sets
 from kerneljudge.worker import footprint
 
 TOTAL = 100 * GIB  # a GPU of 100 GiB; one lane on it may reserve USABLE * TOTAL less three contexts
@@ -114,29 +114,59 @@ def test_no_need_and_the_open_gate_wait_for_nothing():
 def test_the_need_counts_both_workers_copies_and_is_zero_when_the_inputs_are_unknown():
     assert memory_need(None) == 0 and memory_need({"input_bytes": None}) == 0
     sized = memory_need({"input_bytes": GIB, "parameter_bytes": 0, "output_bytes": GIB})
-    # reference 3I + 2O + 2A, candidate I + A + 5O; the working set as large as the output; margin and overhead
-    assert sized == int(1.1 * 14 * GIB) + 3 * GIB
+    # reference 4I + 2O + 2A, candidate I + A + 5O; the working set as large as the output; margin and overhead
+    assert sized == int(1.1 * 15 * GIB) + 3 * GIB
     unsized = memory_need({"input_bytes": GIB, "parameter_bytes": 2 * GIB, "output_bytes": None})
-    assert unsized == int(1.1 * (4 * 2 + 14) * GIB) + 3 * GIB  # an output the meta device could not size: as the inputs
+    assert unsized == int(1.1 * (4 * 2 + 15) * GIB) + 3 * GIB  # an output the meta device could not size: as the inputs
 
 
 # (I, O, A) and NVML's peaks of the reference's and the candidate's workers (GiB), on an H200 on 2026-12-02 once
 # the channels freed what they carried: KernelBench level 1's cumsum_exclusive, 19_ReLU, 63_conv_standard_2D,
-# 42_Max_Pooling_2D, and level 2's 90_Conv3d_LeakyReLU_Sum_Clamp_GELU.
+# 42_Max_Pooling_2D, 99_TripletMarginLoss, 9_Tall_skinny, and level 2's 90_Conv3d_LeakyReLU_Sum_Clamp_GELU.
 HELD = [
     ((4, 4, 12), 33.0, 24.7),
     ((6, 6, 6), 37.3, 36.7),
     ((1, 7.97, 7.97), 36.8, 48.5),
     ((2, 1.99, 5.98), 19.2, 12.7),
     ((0.25, 1.64, 3.28), 8.5, 10.6),
+    ((3, 0, 2), 17.0, 6.7),
+    ((0.01, 4, 4), 17.3, 24.7),
 ]
+# The same for the fresh pair that timed them (reference, candidate), beside the checked pair's: level 1's
+# 9_Tall_skinny, 82_conv_depthwise_2D, 99_TripletMarginLoss, 59_conv_standard_3D, 95_CrossEntropyLoss.
+TIMED = [
+    ((0.01, 4, 4), (17.3, 24.7), (37.7, 9.0)),
+    ((1, 0.99, 0.99), (7.2, 6.7), (16.8, 8.9)),
+    ((3, 0, 2), (17.0, 6.7), (23.2, 22.9)),
+    ((0.12, 2.46, 2.46), (11.7, 15.5), (24.5, 6.6)),
+    ((0.5, 0, 0.5), (4.0, 2.2), (4.4, 4.9)),
+]
+H200 = 150_109_880_320
+
+
+def footprint_of(inputs, outputs, working):
+    return {"input_bytes": inputs * GIB, "output_bytes": outputs * GIB, "activation_bytes": working * GIB}
 
 
 def test_the_need_covers_what_both_workers_were_seen_to_hold():
     for (inputs, outputs, working), reference, candidate in HELD:
-        footprint = {"input_bytes": inputs * GIB, "output_bytes": outputs * GIB, "activation_bytes": working * GIB}
-        need = memory_need(footprint)
+        need = memory_need(footprint_of(inputs, outputs, working))
         assert (reference + candidate) * GIB < need < 1.7 * (reference + candidate) * GIB
+
+
+def test_a_timed_judgment_reserves_for_its_timing_pair_too():
+    for sizes, checked, timing in TIMED:
+        held = max(sum(checked), sum(timing)) * GIB
+        assert held < memory_need(footprint_of(*sizes), timed=True) < 1.5 * held
+
+
+def test_a_timing_pool_too_large_for_the_gpu_keeps_two_sets():
+    """Three 6 GiB sets, each with its output and the float64 oracle's, and the candidate's graph buffers
+    would need about 180 GiB; two still rotate the inputs between consecutive calls."""
+    relu = footprint_of(6, 6, 6)
+    assert timing_pool_sets(relu, H200) == 2 and timing_pool_sets(footprint_of(1, 1, 1), H200) == 3
+    assert timing_pool_sets(relu, 0) == 3 and timing_pool_sets(None, H200) == 3  # nothing known: as before
+    assert memory_need(relu, timed=True, pool_sets=2) < memory_need(relu, timed=True)
 
 
 def test_a_working_set_larger_than_the_output_raises_the_need():

@@ -28,34 +28,71 @@ GIB = 2**30
 CONTEXT_BYTES = 3 * GIB // 4  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces
 USABLE = 0.92  # of a GPU's memory, what reservations may take (the allocator's rounding and fragmentation)
 MARGIN = 1.1  # on a need worked out from tensor sizes: the allocator's cached blocks, workspaces, float64 im2col
+POOL_SETS = 3  # input sets in a timing pool (pipeline.py keeps the last three trials')
+MIN_POOL_SETS = 2  # the fewest that still give consecutive timed calls different inputs
 OVERHEAD = 3 * GIB  # per judgment, beside its tensors: cuBLAS and cuDNN workspaces, the allocator's rounding
 
 
-def memory_need(footprint: dict[str, Any] | None) -> int:
-    """The device bytes a judgment's two workers hold at most, from the task's one-call footprint.
+def memory_need(footprint: dict[str, Any] | None, timed: bool = False, pool_sets: int = POOL_SETS) -> int:
+    """The device bytes a judgment's two workers hold at most, from the task's one-call footprint; `timed`:
+    the most of that and of what the fresh pair that times it on `pool_sets` input sets holds (`timing_need`).
 
     P, I, O: the parameters, inputs and output; A: the forward's working set (worker/footprint.py), at least
-    the output. The reference worker holds the model and its float64 copy (3P), the inputs and their float64
-    copies (3I), the native output and the candidate's read back to compare (2O), and the oracle's forward in
-    float64 (2A). The candidate's worker holds its model (P), the inputs (I), its forward (A), and five outputs:
-    the previous one kept, the poisoned memory its output is placed in, the evidence's snapshot and the copy it
-    sends. Fitted to NVML's peaks of both workers on an H200 (KernelBench level 1, eleven problems of 0.25 to
-    8 GiB, docs/batch.md#device-memory) once channels freed what they carried (worker/wire.py): MARGIN times
-    that sum plus OVERHEAD is 1.1 to 1.6 times what was held. A judgment that runs short anyway is judged again
-    alone (batch.Alone). An output or working set the meta device could not size is taken to be as large as
-    the inputs. 0 when nothing is known.
+    the output. The reference worker holds the model and its float64 copy (3P), the inputs, the previous
+    trial's (the canary's) and their float64 copies (4I), the native output and the candidate's read back to
+    compare (2O), and the oracle's forward in float64 (2A). The candidate's worker holds its model (P), the
+    inputs (I), its forward (A), and five outputs: the previous one kept, the poisoned memory its output is
+    placed in, the evidence's snapshot and the copy it sends. Fitted to NVML's peaks of both workers on an
+    H200 (KernelBench level 1, problems of 0.1 to 8 GiB, docs/batch.md#device-memory) once channels freed
+    what they carried (worker/wire.py): MARGIN times that sum plus OVERHEAD is 1.0 to 1.7 times what was
+    held. A judgment that runs short anyway is judged again alone (batch.Alone). An output or working set the
+    meta device could not size is taken to be as large as the inputs. 0 when nothing is known.
     """
-    if not footprint or footprint.get("input_bytes") is None:
+    sizes = _sizes(footprint)
+    if sizes is None:
         return 0
+    parameters, inputs, outputs, working = sizes
+    reference = 3 * parameters + 4 * inputs + 2 * outputs + 2 * working
+    candidate = parameters + inputs + working + 5 * outputs
+    need = int(MARGIN * (reference + candidate)) + OVERHEAD
+    return max(need, timing_need(sizes, pool_sets)) if timed else need
+
+
+def _sizes(footprint: dict[str, Any] | None) -> tuple[int, int, int, int] | None:
+    """P, I, O and A of a footprint; an output or working set the meta device could not size as the inputs."""
+    if not footprint or footprint.get("input_bytes") is None:
+        return None
     inputs = int(footprint["input_bytes"])
     parameters = int(footprint.get("parameter_bytes") or 0)
     outputs = footprint.get("output_bytes")
     outputs = inputs if outputs is None else int(outputs)
     working = footprint.get("activation_bytes")
-    working = max(outputs, inputs if working is None else int(working))
-    reference = 3 * parameters + 3 * inputs + 2 * outputs + 2 * working
-    candidate = parameters + inputs + working + 5 * outputs
+    return parameters, inputs, outputs, max(outputs, inputs if working is None else int(working))
+
+
+def timing_need(sizes: tuple[int, int, int, int], pool_sets: int = POOL_SETS) -> int:
+    """What the timing pair holds at most (pipeline.py, `_start_timing_pair`), from P, I, O and A. The
+    reference's worker keeps a pool of `pool_sets` input sets, each with its output and the oracle's in
+    float64 (I + 3O each), and makes the last one beside them (a clone and the float64 copies of the inputs,
+    the oracle's forward: 3I + 2A); the candidate's worker keeps its own pool, the CUDA graph's buffers of as
+    many sets and one more set for the warm-up, its forward and the graph's kept output with the copy
+    checked (A + 2O). Fitted to NVML's peaks of both timing workers on an H200 (KernelBench level 1, eleven
+    timed judgments of 0.1 to 4 GiB, docs/batch.md#device-memory): 1.1 to 1.4 times what was held, where the
+    checked pair's rule fell short by up to 40%.
+    """
+    parameters, inputs, outputs, working = sizes
+    reference = 3 * parameters + pool_sets * (inputs + 3 * outputs) + 3 * inputs + 2 * working
+    candidate = parameters + (2 * pool_sets + 1) * inputs + working + 2 * outputs
     return int(MARGIN * (reference + candidate)) + OVERHEAD
+
+
+def timing_pool_sets(footprint: dict[str, Any] | None, total: int) -> int:
+    """How many input sets a timing pool holds: POOL_SETS, or the fewest that still rotate (2) where that
+    many would not fit a GPU of `total` bytes (KernelBench's 6 GiB elementwise problems: about 180 GiB)."""
+    sizes = _sizes(footprint)
+    if sizes is None or not total or timing_need(sizes, POOL_SETS) <= USABLE * total:
+        return POOL_SETS
+    return MIN_POOL_SETS
 
 
 class Gate(Protocol):

@@ -31,7 +31,7 @@ from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call, timed_versus_traced
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
-from kerneljudge.gate import OPEN_GATE, Gate, memory_need
+from kerneljudge.gate import OPEN_GATE, POOL_SETS, Gate, memory_need, timing_pool_sets
 from kerneljudge.preflight import preflight
 from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
@@ -268,6 +268,7 @@ class Judgment:
         self.gate = gate or OPEN_GATE
         self.held = ExitStack()  # the device memory reserved at the gate, given back when the judgment ends
         self.reserved_bytes = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was
+        self.pool_sets = POOL_SETS  # input sets in the timing pool: fewer where that many would not fit
         self.memory_peaks: dict[str, int] = {}  # per worker, the most device memory it held (NVML)
         # Cached baselines (a batch's `--cached-baselines`): the task's reference, and its compiled form when
         # measured, timed once on this device; used instead of timing them here, where the regime matches.
@@ -473,11 +474,12 @@ class Judgment:
         if response.get("type") != "loaded":
             self._task_failed(response, f"the task failed to {response.get('phase')}{where}")
         if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
-            self.reserved_bytes = memory_need(response.get("footprint"))
+            total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
+            self.pool_sets = timing_pool_sets(response.get("footprint"), total)
+            self.reserved_bytes = memory_need(response.get("footprint"), self.config.timing, self.pool_sets)
             if self.reserved_bytes:
                 self.progress(f"waiting for {self.reserved_bytes / 2**30:.1f} GiB of device memory")
             waited = time.monotonic()
-            total = int((self.hello or {}).get("gpu_memory_bytes") or 0)
             self.held.enter_context(self.gate.admit(self.gpu, self.reserved_bytes, total))
             self.stages_s["waiting"] = round(self.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
         if shape is None:
@@ -557,7 +559,7 @@ class Judgment:
             if self.trial_screen is not None:
                 screens.append(self.trial_screen)
             if distribution.get("kind") == "standard" or "rejected" in distribution:
-                self.timing_sets = (self.timing_sets + [{"seed": seed, "variant": distribution}])[-3:]
+                self.timing_sets = (self.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
         self.add_findings(degenerate_outputs(screens))
         if not native:
             self._shape_trials()
@@ -885,7 +887,7 @@ class Judgment:
             self.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
             return
         native = method == KERNELBENCH
-        sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets
+        sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets[-self.pool_sets :]
         if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
             self._build_candidate(self._load_reference(shape), shape)
             sets = [{"seed": secrets.randbelow(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
