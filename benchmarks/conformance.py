@@ -315,14 +315,6 @@ def timing_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def lint_need(inputs: int) -> int:
-    """Device bytes a lint of a task with `inputs` bytes of inputs holds at most: two seeds' inputs (the
-    swap trial makes another's) and outputs taken as large as the inputs, with the gate's margin."""
-    from kerneljudge.gate import MARGIN as GATE_MARGIN
-
-    return int(GATE_MARGIN * 4 * inputs)
-
-
 def gpu_memory_bytes() -> int:
     """The first GPU's memory, read through NVML (the parent starts no CUDA context); 0 where none is seen."""
     from kerneljudge.sandbox.gpu_memory import open_nvml
@@ -340,16 +332,18 @@ def lint_all(
     The entries in problem order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kerneljudge.gate import LaneGate
+    from kerneljudge.gate import LaneGate, lint_need
     from kerneljudge.task import load_task
-    from kerneljudge.tasklint import lint_task
+    from kerneljudge.tasklint import RULES, lint_task
 
     done: dict[str, dict[str, Any]] = {}
-    failed: dict[str, dict[str, Any]] = {}  # a lint that ended in an error is run again; reported if it is not
+    # A lint that ended in an error, or found by older rules, is run again; reported as it is if it is not.
+    failed: dict[str, dict[str, Any]] = {}
     if out.exists():
         for line in out.read_text().splitlines():
             entry = json.loads(line)
-            (done if entry["error"] is None else failed)[str(entry["path"])] = entry
+            current = entry["error"] is None and entry.get("rules") == RULES
+            (done if current else failed)[str(entry["path"])] = entry
     todo = sorted(((input_bytes(p), g, p) for g, p in problems if str(p) not in done), key=lambda t: t[0])
     total = gpu_memory_bytes() if device != "cpu" else 0
     gate, lock = LaneGate([None] * jobs), threading.Lock()
@@ -357,13 +351,14 @@ def lint_all(
     def lint_one(size: int, group: str, path: Path) -> None:
         if deadline is not None and time.monotonic() > deadline:
             return
-        with gate.work(), gate.admit(None, lint_need(size), total):
-            result = lint_task(load_task(path), device)
+        with gate.work():
+            result = lint_task(load_task(path), device, admit=lambda fp: gate.admit(None, lint_need(fp), total))
         entry = {
             "group": group,
             "path": str(path),
             "task": result.task,
             "error": result.error,
+            "rules": RULES,
             "flags": [{"id": f.id, "severity": f.severity, "summary": f.summary} for f in result.flags],
             "facts": result.facts,
         }
@@ -388,19 +383,23 @@ def lint_table(entries: Sequence[dict[str, Any]]) -> str:
     lines = [
         "### tasks lint",
         "",
-        "| set | linted | errors | " + " | ".join(LINT_FLAGS + LINT_NOTES) + " (note) |",
-        "|---|---|---|" + "---|" * len(LINT_FLAGS + LINT_NOTES),
+        "| set | linted | by older rules | errors | " + " | ".join(LINT_FLAGS + LINT_NOTES) + " (note) |",
+        "|---|---|---|---|" + "---|" * len(LINT_FLAGS + LINT_NOTES),
     ]
+    from kerneljudge.tasklint import RULES
+
     for group in dict.fromkeys(e["group"] for e in entries):
         mine = [e for e in entries if e["group"] == group]
         counts = [sum(any(f["id"] == flag for f in e["flags"]) for e in mine) for flag in LINT_FLAGS + LINT_NOTES]
         errors = sum(e["error"] is not None for e in mine)
-        lines.append(f"| {group} | {len(mine)} | {errors} | " + " | ".join(map(str, counts)) + " |")
+        older = sum(e["error"] is None and e.get("rules") != RULES for e in mine)
+        lines.append(f"| {group} | {len(mine)} | {older} | {errors} | " + " | ".join(map(str, counts)) + " |")
     flagged = [e for e in entries if any(f["id"] in LINT_FLAGS for f in e["flags"]) or e["error"]]
     if flagged:
         lines += ["", "| set | task | flags |", "|---|---|---|"]
         for e in flagged:
             ids = ", ".join(f["id"] for f in e["flags"] if f["id"] in LINT_FLAGS) or f"error: {e['error'][:120]}"
+            ids += "" if e["error"] or e.get("rules") == RULES else " (older rules)"
             lines.append(f"| {e['group']} | {e['task']} | {ids} |")
     return "\n".join(lines) + "\n"
 

@@ -114,7 +114,7 @@ def test_no_need_and_the_open_gate_wait_for_nothing():
 def test_the_need_counts_both_workers_copies_and_is_zero_when_the_inputs_are_unknown():
     assert memory_need(None) == 0 and memory_need({"input_bytes": None}) == 0
     sized = memory_need({"input_bytes": GIB, "parameter_bytes": 0, "output_bytes": GIB})
-    # reference 4I + 2O + 2A, candidate I + A + 5O; the working set as large as the output; margin and overhead
+    # reference 4I + 2O + 2A, candidate 2I + A + 4O; the working set as large as the output; margin and overhead
     assert sized == int(1.1 * 15 * GIB) + 3 * GIB
     unsized = memory_need({"input_bytes": GIB, "parameter_bytes": 2 * GIB, "output_bytes": None})
     assert unsized == int(1.1 * (4 * 2 + 15) * GIB) + 3 * GIB  # an output the meta device could not size: as the inputs
@@ -122,7 +122,10 @@ def test_the_need_counts_both_workers_copies_and_is_zero_when_the_inputs_are_unk
 
 # (I, O, A) and NVML's peaks of the reference's and the candidate's workers (GiB), on an H200 on 2026-12-02 once
 # the channels freed what they carried: KernelBench level 1's cumsum_exclusive, 19_ReLU, 63_conv_standard_2D,
-# 42_Max_Pooling_2D, 99_TripletMarginLoss, 9_Tall_skinny, and level 2's 90_Conv3d_LeakyReLU_Sum_Clamp_GELU.
+# 42_Max_Pooling_2D, 99_TripletMarginLoss, 9_Tall_skinny, and level 2's 90_Conv3d_LeakyReLU_Sum_Clamp_GELU
+# (session e); then level 1's 25_Swish, 34_InstanceNorm, 39_L2Norm, 45 and 46 (average pooling), 47 and
+# 49 (reductions), 76_conv_standard_1D, 87_conv_pointwise_2D, 94_MSELoss, 96_HuberLoss (whose meta working
+# set is 0 bytes) and 97_ScaledDotProductAttention (session f).
 HELD = [
     ((4, 4, 12), 33.0, 24.7),
     ((6, 6, 6), 37.3, 36.7),
@@ -131,6 +134,18 @@ HELD = [
     ((0.25, 1.64, 3.28), 8.5, 10.6),
     ((3, 0, 2), 17.0, 6.7),
     ((0.01, 4, 4), 17.3, 24.7),
+    ((6, 6, 12), 49.1, 36.7),
+    ((7, 7, 14), 43.2, 42.7),
+    ((8, 8, 8), 49.2, 48.7),
+    ((16, 0.13, 0.13), 65.0, 33.3),
+    ((8, 1, 1), 33.0, 18.7),
+    ((8, 0, 0), 33.0, 17.3),
+    ((8, 0, 0.01), 33.0, 25.1),
+    ((8, 5.33, 5.33), 43.6, 38.1),
+    ((4, 8, 8), 45.2, 48.7),
+    ((8, 0, 8), 49.0, 25.0),
+    ((8, 0, 0), 49.0, 21.2),
+    ((6, 2, 9), 33.2, 22.7),
 ]
 # The same for the fresh pair that timed them (reference, candidate), beside the checked pair's: level 1's
 # 9_Tall_skinny, 82_conv_depthwise_2D, 99_TripletMarginLoss, 59_conv_standard_3D, 95_CrossEntropyLoss.

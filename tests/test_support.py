@@ -3,9 +3,11 @@ or a broken task (a judge error); and which judgments a batch judges again alone
 
 import pytest
 
-from helpers import make_record
+from helpers import TASKS, make_record, run_judge
 from kerneljudge.batch import short_of_memory
+from kerneljudge.candidate import reference_as_candidate
 from kerneljudge.checks.support import unsupported_reason
+from kerneljudge.task import load_task
 from kerneljudge.verdict import Capability, Failure
 
 
@@ -68,3 +70,13 @@ def test_a_batch_judges_again_alone_what_ran_short_of_memory():
     assert short_of_memory(no_handle)
     wrong = make_record(failure=Failure(kind="tolerance", phase="correctness", summary="3 of 9 elements outside"))
     assert not short_of_memory(wrong) and not short_of_memory(make_record(failure=None))
+
+
+def test_an_oracle_short_of_memory_is_not_a_float32_oracle():
+    """Out of memory in float64 says nothing of the task's ops: falling back to float32 would let the load on
+    the device pick a weaker oracle. The judgment is short of memory (UNSUPPORTED here, judged again alone in
+    a batch), never a pass against float32."""
+    task = load_task(TASKS / "oracle_short_of_memory.py")
+    record = run_judge(task, reference_as_candidate(task), mode="enforce")
+    assert record.status == "UNSUPPORTED" and record.correctness.oracle_dtype != "float32"
+    assert "does not fit" in record.capabilities["task_runs_here"].detail and short_of_memory(record)

@@ -115,3 +115,31 @@ def test_the_timing_pool_stays_in_the_reference_worker_that_lint_starts():
     finally:
         reference.close()
     assert staged["sets"] == 1 and not staged.get("input_tensors")
+
+
+def test_a_lint_holds_device_memory_by_the_tasks_footprint_until_its_worker_is_closed():
+    """Lints side by side on a GPU reserve what each will hold (gate.lint_need), known only once the worker
+    has read the task's footprint; on an H200 twelve lints reserved by input size ran 6 GiB problems out of
+    memory. The reservation is asked with that footprint and given back after the worker is gone."""
+    import contextlib
+
+    from kerneljudge.gate import GIB, lint_need
+    from kerneljudge.task import load_task
+    from kerneljudge.tasklint import lint_task
+
+    asked = []
+
+    @contextlib.contextmanager
+    def admit(footprint):
+        asked.append(dict(footprint, need=lint_need(footprint)))
+        yield
+        asked.append("released")
+
+    result = lint_task(load_task(TASKS / "tiny_bias_relu.py"), "cpu", admit=admit)
+    assert result.error is None and asked[-1] == "released" and len(asked) == 2
+    footprint = asked[0]
+    assert footprint["input_bytes"] > 0 and footprint["output_bytes"] > 0 and footprint["need"] > 3 * GIB
+    # what the two 6 GiB elementwise lints that ran short held at least (GELU, Softsign: the working set twice)
+    six = {"input_bytes": 6 * GIB, "output_bytes": 6 * GIB}
+    assert lint_need({**six, "activation_bytes": 6 * GIB}) > 36.7 * GIB
+    assert lint_need({**six, "activation_bytes": 12 * GIB}) > 48.7 * GIB

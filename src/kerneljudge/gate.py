@@ -40,20 +40,23 @@ def memory_need(footprint: dict[str, Any] | None, timed: bool = False, pool_sets
     P, I, O: the parameters, inputs and output; A: the forward's working set (worker/footprint.py), at least
     the output. The reference worker holds the model and its float64 copy (3P), the inputs, the previous
     trial's (the canary's) and their float64 copies (4I), the native output and the candidate's read back to
-    compare (2O), and the oracle's forward in float64 (2A). The candidate's worker holds its model (P), the
-    inputs (I), its forward (A), and five outputs: the previous one kept, the poisoned memory its output is
-    placed in, the evidence's snapshot and the copy it sends. Fitted to NVML's peaks of both workers on an
-    H200 (KernelBench level 1, problems of 0.1 to 8 GiB, docs/batch.md#device-memory) once channels freed
-    what they carried (worker/wire.py): MARGIN times that sum plus OVERHEAD is 1.0 to 1.7 times what was
-    held. A judgment that runs short anyway is judged again alone (batch.Alone). An output or working set the
-    meta device could not size is taken to be as large as the inputs. 0 when nothing is known.
+    compare (2O), and the oracle's forward in float64 (2A, A taken at least as large as the inputs: an op the
+    meta device runs as one, such as `smooth_l1_loss`, makes an intermediate the size of its inputs on the
+    GPU, and level 1's 96_HuberLoss held 17 GiB more than its 0-byte working set implied). The candidate's
+    worker holds its model (P), the trial's inputs and the previous ones kept for the canary (2I), its
+    forward (A), and four outputs: the previous one kept, the poisoned memory its output is placed in, the
+    evidence's snapshot and the copy it sends. Fitted to NVML's peaks of both workers on an H200 (KernelBench
+    level 1, 40 problems of 0.1 to 16 GiB, docs/batch.md#device-memory) once channels freed what they
+    carried (worker/wire.py): MARGIN times that sum plus OVERHEAD is 1.0 to 1.7 times what was held. A
+    judgment that runs short anyway is judged again alone (batch.Alone). An output or working set the meta
+    device could not size is taken to be as large as the inputs. 0 when nothing is known.
     """
     sizes = _sizes(footprint)
     if sizes is None:
         return 0
     parameters, inputs, outputs, working = sizes
-    reference = 3 * parameters + 4 * inputs + 2 * outputs + 2 * working
-    candidate = parameters + inputs + working + 5 * outputs
+    reference = 3 * parameters + 4 * inputs + 2 * outputs + 2 * max(working, inputs)
+    candidate = parameters + 2 * inputs + working + 4 * outputs
     need = int(MARGIN * (reference + candidate)) + OVERHEAD
     return max(need, timing_need(sizes, pool_sets)) if timed else need
 
@@ -84,6 +87,21 @@ def timing_need(sizes: tuple[int, int, int, int], pool_sets: int = POOL_SETS) ->
     reference = 3 * parameters + pool_sets * (inputs + 3 * outputs) + 3 * inputs + 2 * working
     candidate = parameters + (2 * pool_sets + 1) * inputs + working + 2 * outputs
     return int(MARGIN * (reference + candidate)) + OVERHEAD
+
+
+def lint_need(footprint: dict[str, Any] | None) -> int:
+    """What `tasks lint`'s one reference worker holds at most (tasklint.py), from the task's footprint: the
+    model and the oracle's float64 copy (3P), the trial's inputs, the swap trial's other seed's and the
+    inputs staged for timing (3I), two kept slots of outputs, the timed call's and a difference in float64
+    (4O), and the oracle's forward in float64 (2A, A at least the inputs, as in `memory_need`). On an H200
+    (2026-12-02, session f), twelve lints side by side by the earlier rule (four times the inputs) ran two
+    6 GiB elementwise problems out of memory at 36.7 and 48.7 GiB; this reserves 62 and 76 GiB for them.
+    """
+    sizes = _sizes(footprint)
+    if sizes is None:
+        return 0
+    parameters, inputs, outputs, working = sizes
+    return int(MARGIN * (3 * parameters + 3 * inputs + 4 * outputs + 2 * max(working, inputs))) + OVERHEAD
 
 
 def timing_pool_sets(footprint: dict[str, Any] | None, total: int) -> int:

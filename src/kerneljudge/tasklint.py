@@ -32,10 +32,11 @@ A task that cannot be loaded or run gets an `error` instead. docs/tasks.md has t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,9 @@ BASE_SLOT = "lint_first"  # the worker's slot of the first run of an input, besi
 # rounding only (a reduction in another order: float32 atomics leave ~1e-7 per term); a random op (dropout)
 # moves values by their own size.
 ROUNDING = 1e-4
+# The rules' version, kept with each stored lint (benchmarks/conformance.py lints again what an older one
+# found): 2 since reductions in another order are a note (`nondeterministic`), not `stochastic`.
+RULES = 2
 FAMILY_SHAPES, FAMILY_DRAW_SEED = 8, 0  # shapes of a task's family the reference is run at
 
 
@@ -272,8 +276,9 @@ class _Reference:
             raise TaskError(f"the reference failed to {what}: {response.get('exc_type')}: {response.get('message')}")
         return response, out
 
-    def load(self, seed: int, shape: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self.ask({"op": "load", "seed": seed, "shape": shape}, expect="loaded")[0]
+    def load(self, seed: int, shape: dict[str, Any] | None = None, footprint: bool = False) -> dict[str, Any]:
+        """Build the model; with `footprint`, what one call holds is told too (worker/footprint.py)."""
+        return self.ask({"op": "load", "seed": seed, "shape": shape, "footprint": footprint}, expect="loaded")[0]
 
     def trial(
         self,
@@ -312,15 +317,30 @@ class _Reference:
         self.worker.close()
 
 
-def lint_task(task: Task, device: str = "auto", timeout_s: float = 180.0, memory_bytes: int | None = None) -> TaskLint:
+Admit = Callable[[dict[str, Any] | None], contextlib.AbstractContextManager[None]]
+
+
+def lint_task(
+    task: Task,
+    device: str = "auto",
+    timeout_s: float = 180.0,
+    memory_bytes: int | None = None,
+    admit: Admit | None = None,
+) -> TaskLint:
+    """Lint one task in a sandboxed reference worker. `admit`: given the task's footprint once the model is
+    built, holds the device memory the lint needs until its worker is closed (lints side by side share a
+    GPU through kerneljudge/gate.py; benchmarks/conformance.py)."""
     result = TaskLint(task=task.name, path=task.path)
     try:
         reference = _Reference(task, device, timeout_s)
     except (WorkerFailure, OSError, confine.SandboxUnavailable) as exc:
         result.error = f"the reference worker did not start: {exc}"
         return result
+    held = contextlib.ExitStack()
     try:
-        loaded = reference.load(LOAD_SEED)
+        loaded = reference.load(LOAD_SEED, footprint=admit is not None)
+        if admit is not None:
+            held.enter_context(admit(loaded.get("footprint")))
         first = reference.trial(SEEDS[0], slot=BASE_SLOT)
         # The same inputs again with the random state reseeded, in eval and in training mode: a reference
         # with its own random ops (dropout) answers otherwise.
@@ -347,6 +367,7 @@ def lint_task(task: Task, device: str = "auto", timeout_s: float = 180.0, memory
         return result
     finally:
         reference.close()
+        held.close()  # the worker's memory is back before its reservation is
     kinds, outputs = first["input_kinds"], first["signature"]["items"]
     total = sum(_nbytes(k) for k in kinds) + sum(_nbytes(o) for o in outputs) + int(loaded.get("parameter_bytes") or 0)
     result.facts = {

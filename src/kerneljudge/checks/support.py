@@ -39,13 +39,18 @@ AMD = re.compile(r"\b(hip|rocm|aiter)\b", re.I)
 DTYPE_NOT_IMPLEMENTED = re.compile(r"not implemented for .?(float8_e4m3fnuz|float8_e5m2fnuz|float4|fp4)", re.I)
 
 
+def out_of_memory(text: str) -> bool:
+    """Whether an error's type and message say that memory ran short (torch's allocator, the host's)."""
+    return any(m in text.lower() for m in MEMORY)
+
+
 def unsupported_reason(response: dict[str, Any], device: str | None) -> str | None:
     """Why the task cannot be judged here, from the reference worker's error response; None: a real failure."""
     kind = str(response.get("exc_type") or "")
     message = str(response.get("message") or "")
     text = f"{kind}: {message}".lower()
     first_line = message.strip().splitlines()[0][:200] if message.strip() else kind
-    if kind in ("OutOfMemoryError", "MemoryError") or any(m in text for m in MEMORY):
+    if kind in ("OutOfMemoryError", "MemoryError") or out_of_memory(text):
         return f"the reference does not fit the {device or 'device'}'s free memory ({first_line})"
     if kind == "ModuleNotFoundError":  # at import, or imported inside a function as a ROCm-only reference does
         found = re.search(r"No module named '([^']+)'", message)

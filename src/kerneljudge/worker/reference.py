@@ -14,7 +14,7 @@ import copy
 import math
 from typing import Any
 
-from kerneljudge.checks import correctness
+from kerneljudge.checks import correctness, support
 from kerneljudge.worker import contracts, evidence, family, footprint, seeded, wire
 from kerneljudge.worker.base import Worker, container_of, describe_exception, items_of
 
@@ -262,9 +262,11 @@ class ReferenceWorker(Worker):
                 self.synchronize()
                 return out
             except Exception as exc:  # an op without float64 support: fall back to float32, TF32 off
-                last_error = exc
                 self.oracle = None
                 self.oracle_dtype = None
+                if isinstance(exc, MemoryError) or support.out_of_memory(f"{type(exc).__name__}: {exc}"):
+                    raise  # short of memory says nothing of float64: the device's load must not pick the oracle
+                last_error = exc
         # Neither ran: the reference itself may not run here (its own error says why), or it has no oracle.
         device_inputs = [x.to(self.device, copy=True) if isinstance(x, torch.Tensor) else x for x in inputs]
         with torch.no_grad():
