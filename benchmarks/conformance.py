@@ -13,7 +13,7 @@ its place says it should get (solutions/correct and a working submission.py: ver
 FAIL), correctness at every test and benchmark shape (`--gpumode-timing`: timed at the benchmark shapes too).
 
 Given the two checkouts by path; either may be left out. Resumable: judgments go to SQLite stores under
-`--out` (a rerun skips what they hold), lint results to a JSON-lines file. Writes `--out/conformance.md`
+`--out` (a rerun skips what they hold; `--again` judges again what was not as expected), lint results to a JSON-lines file. Writes `--out/conformance.md`
 (the tables docs/conformance.md keeps) and `--out/conformance.json`.
 
     python benchmarks/conformance.py --kernelbench ../KernelBench --gpumode ../reference-kernels \\
@@ -190,6 +190,23 @@ def stored(items: Sequence[Expected], timing: bool, store: Path) -> dict[tuple[s
             for r in opened
             if (r.task.sha256, r.candidate.sha256) in wanted and r.config.get("timing") == timing
         }
+
+
+def forget_unexpected(items: Sequence[Expected], timing: bool, store: Path) -> list[str]:
+    """Remove from the store each judgment of `items` that was not as expected, so that this run judges it
+    again (`--again`: after a fix); the problems' names."""
+    from kerneljudge.batch import prepare
+    from kerneljudge.store import key_of
+
+    records = stored(items, timing, store)
+    forgotten = []
+    with Store(store) as opened:
+        for entry, prepared in zip(items, prepare([e.item for e in items]), strict=True):
+            record = records.get((prepared.task.sha256, prepared.candidate.sha256))
+            if record is not None and outcome(entry, record) not in ("ok", "unsupported", "degenerate_task"):
+                opened.remove(key_of(record))
+                forgotten.append(entry.problem)
+    return forgotten
 
 
 def outcome(entry: Expected, record: Record | None) -> str:
@@ -404,6 +421,11 @@ def lint_table(entries: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def again(problems: Sequence[str]) -> None:
+    if problems:
+        print(f"{time.strftime('%H:%M:%S')} judged again: {', '.join(problems)}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout")
@@ -422,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpumode-timing", action="store_true", help="time GPU MODE solutions at their benchmarks")
     parser.add_argument("--stop-after", type=float, default=None, help="start no judgment after this many seconds")
     parser.add_argument("--lint-stop-after", type=float, default=None, help="start no lint after this many seconds")
+    parser.add_argument(
+        "--again", action="store_true", help="judge again what the stores hold that was not as expected (after a fix)"
+    )
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.stop_after if args.stop_after else None
     lint_deadline = time.monotonic() + args.lint_stop_after if args.lint_stop_after else deadline
@@ -435,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.gpumode_only:
             items = [e for e in items if e.problem.split("/")[-1] in args.gpumode_only]
         gpumode_config = config.with_(timing=args.gpumode_timing)
+        if args.again:
+            again(forget_unexpected(items, args.gpumode_timing, args.out / "gpumode.db"))
         records = judge_all(items, gpumode_config, args.out / "gpumode.db", lanes, deadline)
         report["gpumode"] = rows = summarise(items, records)
         timed = "with timing at the benchmark shapes" if args.gpumode_timing else "correctness"
@@ -453,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         sample = stratified(items, args.timed) if args.timed else []
         rest = [e for e in items if e not in sample]
         store = args.out / "kernelbench.db"
+        if args.again:
+            again(forget_unexpected(sample, True, store) + forget_unexpected(rest, False, store))
         timed = judge_all(sample, config, store, lanes, deadline) if sample else {}
         # The sample's correctness where its timed judgment is not there yet: an earlier run's, without timing.
         records = {

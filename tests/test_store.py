@@ -54,6 +54,17 @@ def test_a_second_put_of_the_same_key_is_ignored(tmp_path):
         assert len(store) == 2
 
 
+def test_a_removed_record_is_judged_again_and_only_it_is_removed(tmp_path):
+    """After a fix of the judge a rerun must judge again what it got wrong (the conformance benchmark's
+    `--again`): the record goes, the key is free for the new one, and nothing else moves."""
+    wrong, kept = make_record(status="FAIL"), make_record(candidate="c1")
+    with Store(tmp_path / "s.db") as store:
+        store.put(wrong), store.put(kept)
+        assert store.remove(key_of(wrong)) is True and store.remove(key_of(wrong)) is False
+        assert not store.has(key_of(wrong)) and store.has(key_of(kept)) and len(store) == 1
+        assert store.put(make_record()) is True and [r.status for r in store].count("PASS") == 2
+
+
 def test_the_store_refuses_another_schema_version_and_non_stores(tmp_path):
     path = tmp_path / "s.db"
     Store(path).close()

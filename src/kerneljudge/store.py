@@ -185,6 +185,17 @@ class Store:
             )
         return cursor.rowcount == 1
 
+    def remove(self, key: StoreKey) -> bool:
+        """Remove the record stored under `key`, so that a rerun judges it again (after a fix of the judge); False
+        when none is stored there."""
+        with self._transaction():
+            cursor = self.conn.execute(
+                "DELETE FROM judgments WHERE task_sha256 = ? AND candidate_sha256 = ? AND config_digest = ? "
+                "AND environment_digest = ?",
+                tuple(key),
+            )
+        return cursor.rowcount == 1
+
     # ------------------------------------------------------------ exports
 
     def export_jsonl(self, path: str | Path) -> int:
