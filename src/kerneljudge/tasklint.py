@@ -61,7 +61,8 @@ BASE_SLOT = "lint_first"  # the worker's slot of the first run of an input, besi
 ROUNDING = 1e-4
 # The rules' version, kept with each stored lint (benchmarks/conformance.py lints again what an older one
 # found): 2 since reductions in another order are a note (`nondeterministic`), not `stochastic`.
-RULES = 2
+# 3 since an output another input seed leaves within KernelBench's tolerance is `input_independent` too.
+RULES = 3
 FAMILY_SHAPES, FAMILY_DRAW_SEED = 8, 0  # shapes of a task's family the reference is run at
 
 
@@ -97,8 +98,11 @@ def output_flags(runs: dict[str, list[dict[str, Any]]], parameter_count: int) ->
     of every output (worker/reference.py: fingerprint, max_abs, mean, zeros_pass, mean_passes)."""
     flags: list[LintFlag] = []
     base = runs["seed1"]
+    gaps = runs.get("seed2_differences") or []
     for i, out in enumerate(base):
         where = f"output {i}" if len(base) > 1 else "the output"
+        constant_passes = out is not None and bool(out.get("zeros_pass") or out.get("mean_passes"))
+        gap = gaps[i] if i < len(gaps) else None
         if i < len(runs["seed2"]) and same(out, runs["seed2"][i]):
             flags.append(
                 LintFlag(
@@ -106,6 +110,19 @@ def output_flags(runs: dict[str, list[dict[str, Any]]], parameter_count: int) ->
                     "warning",
                     f"{where} is identical for two input seeds: a kernel that ignores the inputs passes",
                     {"output": i},
+                )
+            )
+        elif gap is not None and gap.get("kept_passes") and not constant_passes:
+            # Level 3's EfficientNetB2 and UNetSoftmax in eval mode: outputs that differ in float32 rounding
+            # only (the judge's float64 oracle found them identical, KJ-T001), so no fingerprint matched.
+            flags.append(
+                LintFlag(
+                    "input_independent",
+                    "warning",
+                    f"{where} for one input seed passes KernelBench's check (atol = rtol = 1e-2) against another "
+                    f"seed's (differences up to {gap['max_diff']:.3g} of {gap['peak']:.3g}): a kernel that "
+                    "ignores the inputs passes",
+                    {"output": i, **gap},
                 )
             )
         if out is None or "zeros_pass" not in out:
@@ -346,7 +363,8 @@ def lint_task(
         # with its own random ops (dropout) answers otherwise.
         # Each second run is set beside the first in the worker: a random op differs by the values' size, a
         # reduction in another order (float atomics, e.g. ConvTranspose3d's on CUDA) in the last bits.
-        runs = {"seed1": first["screen"], "seed2": reference.trial(SEEDS[1])["screen"]}
+        second = reference.trial(SEEDS[1], diff_slot=BASE_SLOT)
+        runs = {"seed1": first["screen"], "seed2": second["screen"], "seed2_differences": second["differences"]}
         again = reference.trial(SEEDS[0], rng_seed=RNG_SEEDS[0], diff_slot=BASE_SLOT)
         runs["seed1_again"], runs["seed1_again_differences"] = again["screen"], again["differences"]
         runs["train1"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[0], slot=BASE_SLOT)["screen"]
