@@ -19,6 +19,10 @@ def test_honest_candidate_passes_verified(tiny_task):
     assert record.correctness.replay["bitwise_identical"] is True
     assert record.reward("kerneljudge.reward.binary.v1").value == 1.0
     assert record.device == "cpu" and record.capabilities["cuda_runtime"].required is False
+    # where correctness's time went, request by request: within the stage, the candidate's calls among them
+    spent = {k: v for k, v in record.stages_s.items() if k.startswith("correctness.")}
+    assert spent["correctness.candidate.call"] > 0 and spent["correctness.reference.compare"] > 0
+    assert sum(spent.values()) <= record.stages_s["correctness"] + 0.01
 
 
 def test_hidden_seeds_differ_between_runs(tiny_task):

@@ -315,6 +315,7 @@ class Judgment:
         self.family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
         self.family_read = False
         self.stages_s: dict[str, float] = {}  # wall seconds per stage: waiting (for other lanes), build, ...
+        self.stage: str | None = None  # the stage `_clocked` is in: its requests' round trips count under it
         # Where trials' inputs are made (worker/seeded.py): again in the candidate's worker from each trial's
         # seed in the hardened modes, until it cannot make the reference's; shipped from the reference's else.
         self.inputs: dict[str, Any] = {"made": "each worker" if config.mode != "off" else "reference worker"}
@@ -349,9 +350,11 @@ class Judgment:
         """Add the wall time of the block to the record's `stages_s[name]`, less what it spent waiting at the
         gate (counted in `stages_s["waiting"]`)."""
         began, waited = time.monotonic(), self.stages_s.get("waiting", 0.0)
+        self.stage = name
         try:
             yield
         finally:
+            self.stage = None
             spent = time.monotonic() - began - (self.stages_s.get("waiting", 0.0) - waited)
             self.stages_s[name] = round(self.stages_s.get(name, 0.0) + spent, 3)
 
@@ -775,9 +778,10 @@ class Judgment:
             "keep_inputs": keep_inputs,  # the next call is the canary: it reuses these inputs' storage
         }
         placed = ([], {}) if made is not None else inputs
-        response, _ = self._candidate_step(
-            lambda: worker.request(header, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
-        )
+        with self._counted("candidate", header):
+            response, _ = self._candidate_step(
+                lambda: worker.request(header, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
+            )
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, phase))
         if response.get("type") == "inputs_differ" and made is not None:
@@ -1147,9 +1151,23 @@ class Judgment:
         fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
     ) -> tuple[dict[str, Any], Any]:
         try:
-            return self.workers[role].request(header, values, placed=placed, fetch=fetch)
+            with self._counted(role, header):
+                return self.workers[role].request(header, values, placed=placed, fetch=fetch)
         except WorkerFailure as exc:
             raise JudgeFailed(f"the {role} worker failed: {exc}") from None
+
+    @contextmanager
+    def _counted(self, role: str, header: dict[str, Any]) -> Iterator[None]:
+        """Where a stage's time goes, request by request: `stages_s["correctness.candidate.call"]` is the round
+        trip of the candidate's calls in that stage, its outputs written to the channel included
+        (docs/record.md)."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            if self.stage is not None:
+                key = f"{self.stage}.{role}.{header.get('op')}"
+                self.stages_s[key] = round(self.stages_s.get(key, 0.0) + time.monotonic() - began, 3)
 
     def _candidate_step(self, step: Any, phase: str) -> Any:
         try:
