@@ -13,8 +13,9 @@ its place says it should get (solutions/correct and a working submission.py: ver
 FAIL), correctness at every test and benchmark shape (`--gpumode-timing`: timed at the benchmark shapes too).
 
 Given the two checkouts by path; either may be left out. Resumable: judgments go to SQLite stores under
-`--out` (a rerun skips what they hold; `--again` judges again what was not as expected), lint results to a JSON-lines file. Writes `--out/conformance.md`
-(the tables docs/conformance.md keeps) and `--out/conformance.json`.
+`--out` (a rerun skips what they hold; `--again` judges again what was not as expected), lint results to a
+JSON-lines file. Writes `--out/conformance.md` (the tables docs/conformance.md keeps) and
+`--out/conformance.json`.
 
     python benchmarks/conformance.py --kernelbench ../KernelBench --gpumode ../reference-kernels \\
         --out conf --jobs 6 --timed 50 --lint
@@ -397,14 +398,14 @@ LINT_NOTES = ("nondeterministic",)  # counted, not listed: outputs that differ i
 
 
 def lint_table(entries: Sequence[dict[str, Any]]) -> str:
+    from kerneljudge.tasklint import RULES
+
     lines = [
         "### tasks lint",
         "",
         "| set | linted | by older rules | errors | " + " | ".join(LINT_FLAGS + LINT_NOTES) + " (note) |",
         "|---|---|---|---|" + "---|" * len(LINT_FLAGS + LINT_NOTES),
     ]
-    from kerneljudge.tasklint import RULES
-
     for group in dict.fromkeys(e["group"] for e in entries):
         mine = [e for e in entries if e["group"] == group]
         counts = [sum(any(f["id"] == flag for f in e["flags"]) for e in mine) for flag in LINT_FLAGS + LINT_NOTES]
