@@ -108,9 +108,14 @@ def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expe
             candidate.write_text(text)
         expected.append(Expected(BatchItem(task, candidate), group, task.stem, "reference", "verified"))
     by_level = [[e for e in expected if e.group == f"level{level}"] for level in levels]
-    interleaved = [e for turn in itertools.zip_longest(*by_level) for e in turn if e is not None]
-    sizes = {e.item.task: input_bytes(e.item.task) for e in interleaved}
-    return sorted(interleaved, key=lambda e: 0 if sizes[e.item.task] <= 2**30 else sizes[e.item.task])
+    return largest_last([e for turn in itertools.zip_longest(*by_level) for e in turn if e is not None])
+
+
+def largest_last(items: Sequence[Expected]) -> list[Expected]:
+    """The problems of up to 1 GiB of inputs in their order, then the larger ones, largest last: a lane that
+    takes a large one waits for device memory, and lanes that all wait keep the small ones from starting."""
+    sizes = {e.item.task: input_bytes(e.item.task) for e in items}
+    return sorted(items, key=lambda e: 0 if sizes[e.item.task] <= 2**30 else sizes[e.item.task])
 
 
 # Verdicts a solution's place does not give, each found by running the problem's own eval logic on an H200
@@ -350,7 +355,7 @@ def lint_all(
     The entries in problem order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kerneljudge.gate import LaneGate, lint_need
+    from kerneljudge.gate import LaneGate, PastDeadline, lint_need
     from kerneljudge.task import load_task
     from kerneljudge.tasklint import RULES, lint_task
 
@@ -364,13 +369,16 @@ def lint_all(
             (done if current else failed)[str(entry["path"])] = entry
     todo = sorted(((input_bytes(p), g, p) for g, p in problems if str(p) not in done), key=lambda t: t[0])
     total = gpu_memory_bytes() if device != "cpu" else 0
-    gate, lock = LaneGate([None] * jobs), threading.Lock()
+    gate, lock = LaneGate([None] * jobs, deadline), threading.Lock()
 
     def lint_one(size: int, group: str, path: Path) -> None:
         if deadline is not None and time.monotonic() > deadline:
             return
-        with gate.work():
-            result = lint_task(load_task(path), device, admit=lambda fp: gate.admit(None, lint_need(fp), total))
+        try:
+            with gate.work():
+                result = lint_task(load_task(path), device, admit=lambda fp: gate.admit(None, lint_need(fp), total))
+        except PastDeadline:  # still waiting for device memory: the next run lints it
+            return
         entry = {
             "group": group,
             "path": str(path),
@@ -478,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.lint:
             problems = [(e.group, e.item.task) for e in items]
             report["lint"] = lint_all(problems, args.out / "lint.jsonl", args.device, args.jobs, lint_deadline)
-        sample = stratified(items, args.timed) if args.timed else []
+        sample = largest_last(stratified(items, args.timed)) if args.timed else []
         rest = [e for e in items if e not in sample]
         store = args.out / "kernelbench.db"
         if args.again:

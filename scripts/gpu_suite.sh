@@ -19,7 +19,7 @@
 #                                `suite`: benchmarks/suite_candidates.py, the built-in suite's reference Triton
 #                                candidates judged (its table in $OUT/suite_candidates.md, its store in $OUT/suite/;
 #                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"; KJ_SUITE_LIMIT_S stops it after
-#                                that many seconds, KJ_SUITE_RESUME names a results.tar.gz or folder whose store it
+#                                that many seconds from the script's start, KJ_SUITE_RESUME names a results.tar.gz or folder whose store it
 #                                goes on from), then `tasks lint` of the tasks KJ_LINT_TASKS names (default
 #                                builtin:all; "none" skips it) on the GPU ($OUT/suite_lint.json);
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
@@ -27,13 +27,23 @@
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
 #                                ext/KernelBench --gpumode ext/reference-kernels --jobs 12"; KJ_CONF_RESUME names a
-#                                results.tar.gz whose stores it goes on from; KJ_CONF_LIMIT_S stops it after that
-#                                many seconds, the stores keeping what finished; its tables in $OUT/conformance.md);
+#                                results.tar.gz whose stores it goes on from; KJ_CONF_LIMIT_S stops it that many
+#                                seconds after this script started, the stores keeping what finished; its tables
+#                                in $OUT/conformance.md). The limits count from the script's start (the wheels'
+#                                install included), so that a limit some seconds under the device call's leaves
+#                                time to pack the stores, WAL and all (a store without its WAL loses what the
+#                                run judged: seen on 2026-12-02);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records and stores to $OUT/results.tar.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Seconds left of a limit counted from the script's start (bash's SECONDS), at least one.
+left_of() {
+  local left=$(($1 - SECONDS))
+  echo $((left > 0 ? left : 1))
+}
 
 # Pinned to what the project is tested with; keep one version of each.
 WHEELS=(
@@ -106,7 +116,7 @@ run() {
       cp "$KJ_SUITE_RESUME/suite.db" "$OUT/suite/"
     fi
     # shellcheck disable=SC2086  # KJ_SUITE_ARGS holds several arguments
-    timeout "${KJ_SUITE_LIMIT_S:-86400}" python3 benchmarks/suite_candidates.py --device cuda --out "$OUT/suite" \
+    timeout "$(left_of "${KJ_SUITE_LIMIT_S:-86400}")" python3 benchmarks/suite_candidates.py --device cuda --out "$OUT/suite" \
       ${KJ_SUITE_ARGS:---jobs 4} 2> "$OUT/suite_candidates.log" | tee "$OUT/suite_candidates.md"
     status=${PIPESTATUS[0]}
     [ "$status" -eq 124 ] && python3 benchmarks/suite_candidates.py --out "$OUT/suite" --table-only \
@@ -123,7 +133,7 @@ run() {
       tar xzf "$KJ_CONF_RESUME" -C "$OUT" conformance || true
     fi
     # shellcheck disable=SC2086  # KJ_CONF_ARGS holds several arguments
-    timeout "${KJ_CONF_LIMIT_S:-86400}" python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
+    timeout "$(left_of "${KJ_CONF_LIMIT_S:-86400}")" python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
       ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 12} \
       2> "$OUT/conformance.log" | tee "$OUT/conformance.md"
     status=${PIPESTATUS[0]}

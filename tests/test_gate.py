@@ -6,9 +6,10 @@ import threading
 import time
 import types
 
+import pytest
 import torch
 
-from kerneljudge.gate import GIB, OPEN_GATE, LaneGate, memory_need, timing_pool_sets
+from kerneljudge.gate import GIB, OPEN_GATE, LaneGate, PastDeadline, memory_need, timing_pool_sets
 from kerneljudge.worker import footprint
 
 TOTAL = 100 * GIB  # a GPU of 100 GiB; one lane on it may reserve USABLE * TOTAL less three contexts
@@ -102,6 +103,26 @@ def test_a_lane_waiting_for_memory_does_not_keep_another_from_measuring():
 
     run_all(first, second)
     assert log == ["A measures", "B in", "B out"]
+
+
+def test_a_judgment_still_waiting_at_the_deadline_gives_up_and_leaves_the_gate_as_it_was():
+    gate, log, first = LaneGate(["0", "0"], deadline=time.monotonic() + 0.3), [], threading.Event()
+    room = gate.reservable("0", TOTAL)
+    gave_up = []
+
+    def late():
+        first.wait()
+        try:
+            hold(gate, int(0.6 * room), log, "B", 0.0)
+        except PastDeadline as exc:
+            gave_up.append(str(exc))
+
+    run_all(lambda: hold(gate, int(0.6 * room), log, "A", 1.0, first), late)
+    assert log == ["A in", "A out"] and gave_up and "at the deadline" in gave_up[0]
+    # past the deadline no need is let in, even one that fits at once; B's turn was given back
+    with pytest.raises(PastDeadline, match="after the deadline"), gate.work(), gate.admit("0", GIB, TOTAL):
+        pass
+    assert gate._asking["0"] == [] and gate._reserved["0"] == 0
 
 
 def test_no_need_and_the_open_gate_wait_for_nothing():

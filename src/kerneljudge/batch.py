@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
-from kerneljudge.gate import LaneGate
+from kerneljudge.gate import LaneGate, PastDeadline
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
 from kerneljudge.timing.basic import CachedSide
 from kerneljudge.verdict import Record
@@ -438,7 +438,8 @@ def run_batch(
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
-    `deadline` (a time.monotonic() value): no judgment starts after it; a rerun resumes the rest.
+    `deadline` (a time.monotonic() value): no judgment starts after it, nor goes on past waiting for device
+    memory (`PastDeadline`); a rerun resumes the rest.
     `lanes`: one judgment at a time per lane, side by side (`lanes_for`); more than one lane share a
     `LaneGate`, so no lane measures while another works. A judgment that ran short of memory while other
     lanes were at work (`short_of_memory`) is judged again at once by its lane, alone on its GPU (`Alone`).
@@ -465,7 +466,7 @@ def run_batch(
             else:
                 todo.put((entry, key))
     show = sys.stdout.isatty() if progress is None else progress
-    gate = LaneGate(list(lanes)) if len(lanes) > 1 else None
+    gate = LaneGate(list(lanes), deadline) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
@@ -490,15 +491,25 @@ def run_batch(
                     name = f"lane {gpu if gpu is not None else index}: {entry.task.name}/{entry.candidate.name}"
                     stage = lambda text, name=name: bar.note(f"{name}: {text}")  # noqa: E731
                 baselines = cache.for_task(entry.task, gpu, gate, stage) if cache is not None else None
-                record = judge(
-                    entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate, baselines=baselines
-                )
-                if gate is not None and short_of_memory(record):
-                    why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
-                    stage(f"short of memory ({why}); judged again, alone on its GPU")
+                try:
                     record = judge(
-                        entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=Alone(gate), baselines=None
+                        entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate, baselines=baselines
                     )
+                    if gate is not None and short_of_memory(record):
+                        why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
+                        stage(f"short of memory ({why}); judged again, alone on its GPU")
+                        record = judge(
+                            entry.task,
+                            entry.candidate,
+                            config,
+                            progress=stage,
+                            gpu=gpu,
+                            gate=Alone(gate),
+                            baselines=None,
+                        )
+                except PastDeadline as exc:  # never started: a rerun judges it
+                    stage(f"not judged: {exc}")
+                    return
                 # The record's own key is what is stored; it differs from `key` only when the
                 # judgment saw another environment (its reference worker failed before saying hello).
                 own.put(record)

@@ -12,7 +12,9 @@ two rules:
   level 1 has problems whose inputs alone take 6 to 16 GiB; side by side, a handful of them ran an H200 out
   of memory (docs/conformance.md). A need larger than the GPU waits until nothing else is reserved there,
   then runs alone. Lanes ask in turn, so a large need is not passed over for ever by small ones; a small
-  one (up to 1/8 of what is reservable) that fits goes ahead at once.
+  one (up to 1/8 of what is reservable) that fits goes ahead at once. A gate given a deadline (a batch's
+  `--stop-after`) lets no judgment in after it: one still waiting then gives up (`PastDeadline`), never
+  started, so that a call's last minutes do not go to a judgment the call's time limit would cut short.
 """
 
 from __future__ import annotations
@@ -139,11 +141,18 @@ class _OpenGate:
 OPEN_GATE = _OpenGate()
 
 
+class PastDeadline(BaseException):
+    """A judgment that was still waiting for device memory when its batch's deadline came: not started, not
+    stored, judged by a rerun. A BaseException, so that the pipeline's catch-all does not record it as the
+    judge's error."""
+
+
 class LaneGate:
     """Shared by a batch's lanes (`lanes`: the GPU of each, None for the inherited device): measurement apart
     from work, and device memory by reservation (the module's docstring says why)."""
 
-    def __init__(self, lanes: list[str | None] | None = None) -> None:
+    def __init__(self, lanes: list[str | None] | None = None, deadline: float | None = None) -> None:
+        self.deadline = deadline  # a time.monotonic() value: no admission after it (`PastDeadline`)
         self._cond = threading.Condition()
         self._working = 0
         self._measuring: set[str | None] = set()  # the GPUs being measured on (None: the inherited device)
@@ -194,6 +203,8 @@ class LaneGate:
             return
         room = self.reservable(gpu, total)
         with self._cond:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise PastDeadline(f"{need / GIB:.1f} GiB of device memory asked for after the deadline")
             ticket = next(self._tickets)
             turn = self._asking.setdefault(gpu, [])
             turn.append(ticket)
@@ -208,8 +219,13 @@ class LaneGate:
             if not fits():
                 self._working -= 1
                 self._cond.notify_all()
-                self._cond.wait_for(lambda: fits() and not self._measuring and not self._waiting)
+                left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+                admitted = self._cond.wait_for(lambda: fits() and not self._measuring and not self._waiting, left)
                 self._working += 1
+                if not admitted:
+                    turn.remove(ticket)
+                    self._cond.notify_all()
+                    raise PastDeadline(f"still waiting for {need / GIB:.1f} GiB of device memory at the deadline")
             turn.remove(ticket)
             self._reserved[gpu] = self._reserved.get(gpu, 0) + need
             self.waits.append((gpu, need, round(time.monotonic() - began, 3)))
