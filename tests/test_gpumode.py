@@ -12,7 +12,7 @@ import torch
 
 from helpers import run_judge
 from kerneljudge import gpumode
-from kerneljudge.batch import read_manifest, run_batch
+from kerneljudge.batch import read_manifest, run_batch, short_of_memory
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import TaskError
@@ -161,3 +161,18 @@ def test_a_reference_without_an_oracle_is_judged_by_the_problems_own_check():
     assert "the reference has none" in record.correctness.trials[0].outputs[0]["summary"]
     wrong = run_judge(HALF_MIX, HALF_MIX / "submission_wrong.py", mode="enforce")
     assert wrong.status == "FAIL" and wrong.failure.summary.startswith("the task's own check: max difference")
+
+
+def test_a_problems_check_short_of_memory_is_the_judges_shortage_not_the_candidates_failure(tmp_path):
+    """On an H200 with twelve lanes, linalg's qr_v2 check raised CUDA's OutOfMemoryError at its sixth test and
+    an honest submission FAILed. The check runs on the trusted side: its shortage is the batch's to judge
+    again alone, never the candidate's tolerance failure."""
+    shutil.copytree(PROBLEM.parent, tmp_path / "gpumode")
+    folder = tmp_path / "gpumode" / "rowscale"
+    reference = (folder / "reference.py").read_text()
+    calls = "CALLS = []\n\n\ndef check_implementation(data, output):\n    CALLS.append(1)\n"
+    short = '    if len(CALLS) == 2:\n        raise torch.OutOfMemoryError("CUDA out of memory")\n'
+    (folder / "reference.py").write_text(reference.replace("def check_implementation(data, output):\n", calls + short))
+    record = run_judge(folder, folder / "submission.py", mode="enforce")
+    assert record.status == "ERROR" and record.failure.kind == "judge_error", record.failure
+    assert "CUDA out of memory" in record.failure.summary and short_of_memory(record)
