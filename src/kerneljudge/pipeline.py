@@ -378,26 +378,30 @@ class Judgment:
                     self._boot_timing_pair()
             with self._clocked("correctness"):
                 self._correctness()
-        voiding = sorted({f.code for f in self.findings if f.severity == "error"})
-        if self.config.timing and self.config.mode == "enforce" and voiding:
-            # Fail-closed: the verdict is already FAIL and no figure could stand; timing it would only spend
-            # device time, and work hidden from the timed stream (H20) can make that minutes.
-            self.timing = Timing(
-                measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}"
-            )
-        elif self.config.timing:
-            if self.gate is not OPEN_GATE:
-                self.progress("waiting for the other lanes to pause")
-            waited = time.monotonic()
-            with self.gate.measure(self.gpu):
-                self.stages_s["waiting"] = round(self.stages_s["waiting"] + time.monotonic() - waited, 3)
-                with self._clocked("timing"):
-                    self.progress("starting a fresh worker pair for timing")
-                    self._start_timing_pair()
-                    self.progress("timing candidate and reference")
-                    self._timing()
-        else:
-            self.timing = Timing(measured=False, reason="timing disabled by configuration")
+            voiding = sorted({f.code for f in self.findings if f.severity == "error"})
+            if self.config.timing and self.config.mode == "enforce" and voiding:
+                # Fail-closed: the verdict is already FAIL and no figure could stand; timing it would only spend
+                # device time, and work hidden from the timed stream (H20) can make that minutes.
+                self.timing = Timing(
+                    measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}"
+                )
+                return
+            if not self.config.timing:
+                self.timing = Timing(measured=False, reason="timing disabled by configuration")
+                return
+            # The fresh pair is loaded as work, beside the other lanes: only the measurement holds them back
+            # (on an H200 the load took about 4 s of each timed judgment's turn alone, session g).
+            with self._clocked("timing"):
+                self.progress("starting a fresh worker pair for timing")
+                self._start_timing_pair()
+        if self.gate is not OPEN_GATE:
+            self.progress("waiting for the other lanes to pause")
+        waited = time.monotonic()
+        with self.gate.measure(self.gpu):
+            self.stages_s["waiting"] = round(self.stages_s["waiting"] + time.monotonic() - waited, 3)
+            with self._clocked("timing"):
+                self.progress("timing candidate and reference")
+                self._timing()
 
     def _preflight(self) -> None:
         try:
