@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from kerneljudge.timing import basic
 from kerneljudge.timing.basic import (
     CALIBRATION_PRECURSOR_MS,
     GraphUnsupported,
@@ -128,6 +129,51 @@ def test_an_honest_worker_passes_the_clock_check_and_a_lying_one_does_not():
     zero = timing_of(0.5, 1.0, claims=0.0)  # claims no time at all: no ratio, yet bounded (its calls are slow)
     assert zero.speedup is None and zero.stop_reason == TIME_BUDGET and zero.clock_check["suspicious"] is True
     assert zero.calls_per_sample["candidate"] <= 2000  # the parent's clock: 0.5 ms a call, 1 s a sample
+
+
+def test_a_claim_far_below_what_the_parent_accounts_for_is_flagged_however_large_the_overhead():
+    """Issue 19: a short kernel left on a side stream (70 us of work a call, 0.3 us claimed) in requests that
+    are mostly overhead (600 ms each, both sides). The gap is a tenth of the requests' wall time at most, and
+    was let through; what the parent can account for, the wall less the reference's overhead, exposes it."""
+    clock = FakeClock()
+    sides = {
+        "candidate": NoisySide(clock, 0.07, 0.01, seed=1, claims=0.3 / 70, overhead_ms=600.0),
+        "reference": NoisySide(clock, 0.141, 0.01, seed=2, overhead_ms=600.0),
+    }
+    check = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock).clock_check
+    assert check["candidate_implied_ms"] - check["candidate_claimed_ms"] < 0.1 * check["candidate_parent_ms"]
+    assert check["suspicious"] is True and check["claimed_fraction"] < 0.01
+
+
+class JitteryOverhead(NoisySide):
+    """A side whose requests' overhead varies by tens of milliseconds (a loaded host)."""
+
+    def __call__(self, request):
+        base, self.overhead_ms = self.overhead_ms, self.overhead_ms + self.rng.uniform(0.0, 200.0)
+        try:
+            return super().__call__(request)
+        finally:
+            self.overhead_ms = base
+
+
+def test_the_bar_rises_with_the_spread_of_the_references_own_overhead(monkeypatch):
+    """An honest candidate on a host whose request overhead jitters by up to 200 ms: its requests happened to
+    pay 280 ms more overhead than the reference's, ten times its timed calls, and the spread of the
+    reference's overheads, measured, says that gap is noise. Without the spread it would be flagged."""
+
+    def check():
+        clock = FakeClock()
+        sides = {
+            "candidate": JitteryOverhead(clock, 0.01, 0.01, seed=3, overhead_ms=50.0),
+            "reference": JitteryOverhead(clock, 0.01, 0.01, seed=7, overhead_ms=50.0),
+        }
+        return run_interleaved(sides, [None], TimingPlan(max_blocks=5), "cuda", random.Random(0), clock).clock_check
+
+    honest = check()
+    assert honest["claimed_fraction"] < 0.1 and honest["overhead_noise_ms"] > 100.0, honest
+    assert honest["suspicious"] is False
+    monkeypatch.setattr(basic, "NOISE_SPREADS", 0.0)
+    assert check()["suspicious"] is True
 
 
 def estimate(speedup, low, high):
