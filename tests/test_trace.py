@@ -63,6 +63,38 @@ def test_a_side_stream_joined_before_return_is_fine():
     assert judge_events(events)[1] == []
 
 
+def tail(start_us, stream=7):
+    """The worker's marker on the call's stream after the call returned: launched at 111, run at `start_us`."""
+    annotation = [{"cat": "user_annotation", "name": "kj::tail", "ts": 111.0, "dur": 3.0}]
+    fill = "void at::native::vectorized_elementwise_kernel<4, FillFunctor<float>>"
+    return annotation + launch(111.0, 50) + kernel(fill, start_us, 1, 50, stream=stream)
+
+
+def test_a_short_side_stream_kernel_the_call_never_joined_is_an_escape_however_short():
+    """Issue 19: 20 us on a side stream, done long before the wait for the call's stream returned (the
+    return-time rule sees nothing), but still running when the call's stream reached the worker's tail."""
+    events = ranges() + launch(102, 2) + kernel("bias_relu_kernel", 104, 20, 2, stream=13) + tail(113.0)
+    summary, found = judge_events(events)
+    assert codes(found) == {"KJ-R024": "error"}
+    assert summary["escaped"] == [{"call": "trial 7", "name": "bias_relu_kernel", "ended_after_tail_us": 11.0}]
+    assert [k["name"] for k in summary["kernels"]] == ["bias_relu_kernel"]  # the tail is the judge's, not counted
+
+
+def test_a_side_stream_kernel_joined_before_the_call_returned_ends_before_the_tail_runs():
+    events = ranges() + launch(102, 2) + kernel("bias_relu_kernel", 104, 20, 2, stream=13) + tail(125.0)
+    summary, found = judge_events(events)
+    assert found == [] and summary["side_streams"] == ["13"]
+
+
+def test_a_failed_capture_for_unjoined_work_is_an_escape_and_other_failures_are_not():
+    from kerneljudge.checks.trace import unjoined_capture
+
+    found = unjoined_capture("the candidate side: CUDA error: capturing stream has unjoined work")
+    assert found is not None and found.code == "KJ-R024" and found.severity == "error"
+    assert found.evidence["source"] == "graph_capture"
+    assert unjoined_capture("the candidate side: operation not permitted when stream is capturing") is None
+
+
 def test_a_declared_kernel_that_never_ran_is_a_decoy_under_strict_and_info_under_practical():
     torch_work = launch(101, 2) + kernel(
         "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>", 111, 5, 2

@@ -28,7 +28,14 @@ from kerneljudge.checks.precision import precision_finding
 from kerneljudge.checks.runtime import call_findings, import_findings
 from kerneljudge.checks.screening import degenerate_outputs
 from kerneljudge.checks.support import unsupported_reason
-from kerneljudge.checks.trace import CallTrace, MalformedTrace, analyse, read_call, timed_versus_traced
+from kerneljudge.checks.trace import (
+    CallTrace,
+    MalformedTrace,
+    analyse,
+    read_call,
+    timed_versus_traced,
+    unjoined_capture,
+)
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
 from kerneljudge.gate import OPEN_GATE, POOL_SETS, Gate, memory_need, timing_pool_sets
@@ -199,6 +206,7 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
 
 # torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
 COMPILE_TIMEOUT_FACTOR = 5
+CANDIDATE_SIDE = "the candidate side"  # how a failed graph capture names the candidate's worker
 
 
 def sample_list(values: Any, count: int) -> bool:
@@ -883,6 +891,9 @@ class Judgment:
         try:
             self._measure(regime, shape, budget_s)
         except GraphUnsupported as exc:
+            unjoined = unjoined_capture(str(exc)) if str(exc).startswith(CANDIDATE_SIDE) else None
+            if unjoined is not None and self.config.mode != "off":
+                self.add_findings([unjoined])
             # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
             self.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
             self._start_timing_pair()
@@ -936,7 +947,7 @@ class Judgment:
                     )
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "graph_unsupported":
-                        raise GraphUnsupported(f"the candidate side: {response.get('message')}")
+                        raise GraphUnsupported(f"{CANDIDATE_SIDE}: {response.get('message')}")
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:

@@ -201,7 +201,7 @@ CATALOG: dict[str, Entry] = {
         Entry(
             "KJ-R024",
             "trace",
-            "kernels launched by the call were still running after it returned and its stream was synchronised",
+            "work the call launched on another stream was never waited for by the call's stream",
             "Make the current stream wait for every side stream (wait_stream or an event) before returning.",
             ("H20", "H21"),
         ),

@@ -8,8 +8,11 @@ launched between the start of the call and the end of the wait for its stream;
 the marker kernel names the stream the call ran on; the judge's own evidence
 work comes after. From that:
 
-- escape: a candidate kernel still running after the call returned and its
-  stream was synchronised (KJ-R024);
+- escape (KJ-R024): a candidate kernel on another stream still running when a
+  marker the worker put on the call's stream after the call returned (`kj::tail`)
+  ran: the call's stream never waited for it, however short it was; or any
+  candidate kernel still running after the call returned and its stream was
+  synchronised;
 - work attribution: device time of the declared kernels (the candidate's own
   Triton or CUDA kernels), of data movement (fills and copies: allocation and
   reshaping) and of every other kernel (torch and library compute). Under the
@@ -35,6 +38,8 @@ from kerneljudge.verdict import Finding
 
 # Host and device timestamps come from one profiler clock; this much misalignment is tolerated (µs).
 CLOCK_SLACK_US = 50.0
+# Two device activities' timestamps come from the GPU's own clock: only its rounding is tolerated (µs).
+DEVICE_SLACK_US = 1.0
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 MOVEMENT = re.compile(r"fill|copy|memset|memcpy", re.IGNORECASE)
@@ -79,6 +84,7 @@ class CallTrace:
     position: str
     candidate: list[Activity] = field(default_factory=list)
     current_stream: Any = None
+    tail_start: float | None = None  # when the marker the worker put on the call's stream after it returned ran
     return_us: float = 0.0
     graph_launches: int = 0
 
@@ -129,11 +135,37 @@ def read_call(report: Any, position: str) -> CallTrace:
     if "marker" in ranges:
         marker = next((a for a in activities if a.category == "kernel" and launched_in(ranges["marker"], a)), None)
         traced.current_stream = marker.stream if marker is not None else None
-    traced.candidate = [a for a in activities if launched_in(window, a)]
+    tail = None
+    if "tail" in ranges:
+        tail = next((a for a in activities if a.category == "kernel" and launched_in(ranges["tail"], a)), None)
+        if tail is not None and tail.stream == traced.current_stream:
+            traced.tail_start = tail.start
+    traced.candidate = [a for a in activities if launched_in(window, a) and a is not tail]
     traced.graph_launches = sum(
         1 for name, moment in launches.values() if "GraphLaunch" in name and window[0] <= moment <= window[1]
     )
     return traced
+
+
+# CUDA's cudaErrorStreamCaptureUnjoined, as a failed capture of the candidate's calls reports it.
+UNJOINED_CAPTURE = re.compile(r"unjoined", re.IGNORECASE)
+
+
+def unjoined_capture(message: str) -> Finding | None:
+    """KJ-R024 from a CUDA graph capture of the candidate's calls that failed because the capturing stream had
+    unjoined work: the call forked work onto another stream and returned without making its own stream wait
+    for it. The capture sees the missing join itself, however short the work, where the trace and the
+    re-read see only work that happens to outlive the call (an H200: a 70 us Triton softmax on a side stream
+    passed both, then read as 0.3 us when timed without graphs, issue 19)."""
+    if not UNJOINED_CAPTURE.search(message):
+        return None
+    return finding(
+        "KJ-R024",
+        "error",
+        "the call left work on another stream that its own stream never waited for (the CUDA graph capture of "
+        "its calls failed: capturing stream has unjoined work)",
+        {"source": "graph_capture", "message": message[:500]},
+    )
 
 
 def kind_of(activity: Activity, declared: set[str]) -> str:
@@ -160,11 +192,16 @@ def analyse(calls: list[CallTrace], declared: set[str], policy: str) -> tuple[di
             )
             entry["launches"] += 1
             entry["device_us"] += duration
-            if call.current_stream is not None and activity.stream != call.current_stream:
+            side = call.current_stream is not None and activity.stream != call.current_stream
+            if side:
                 side_streams.add(str(activity.stream))
             late = activity.end - call.return_us
             if late > CLOCK_SLACK_US:
                 escaped.append({"call": call.position, "name": activity.name, "ended_after_return_us": round(late, 1)})
+            elif side and call.tail_start is not None and activity.end - call.tail_start > DEVICE_SLACK_US:
+                # The call's stream ran past its end while this work still ran: it never waited for it.
+                unjoined = round(activity.end - call.tail_start, 1)
+                escaped.append({"call": call.position, "name": activity.name, "ended_after_tail_us": unjoined})
     compute = device_us["declared"] + device_us["other"]
     kernels = sorted(per_kernel.values(), key=lambda k: -k["device_us"])
     summary: dict[str, Any] = {
@@ -184,8 +221,10 @@ def analyse(calls: list[CallTrace], declared: set[str], policy: str) -> tuple[di
             finding(
                 "KJ-R024",
                 "error",
-                f"{len(escaped)} kernel(s) were still running after the call returned and its stream was synchronised",
-                {"escaped": escaped[:20]},
+                f"{len(escaped)} kernel(s) the call launched were never waited for by its stream: still running "
+                "after the call's stream had run past its end, or after the call returned and its stream was "
+                "synchronised",
+                {"source": "kernel_trace", "escaped": escaped[:20]},
             )
         )
     ran = {k["name"] for k in kernels if k["kind"] == "declared"}

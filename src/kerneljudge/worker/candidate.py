@@ -170,6 +170,11 @@ class CandidateWorker(Worker):
                     self.set_seed(int(header["call_seed"]))
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
+                if tracer is not None:
+                    # A tiny kernel on the call's stream after everything the call put there: work the call left
+                    # on another stream without making this one wait for it may still run when this one does.
+                    with span("tail"):
+                        torch.zeros(1, device=self.device)
                 # Snapshot after the current stream finishes, compare after the whole device has: a
                 # difference means work was still running elsewhere when the call returned.
                 with span("sync"):
