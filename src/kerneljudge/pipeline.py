@@ -46,6 +46,7 @@ from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailabl
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
 from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain
 from kerneljudge.task import Task, load_task
+from kerneljudge.timing import drain
 from kerneljudge.timing.basic import (
     BUSY_PRECURSOR,
     CUDA_GRAPH,
@@ -313,6 +314,7 @@ class Judgment:
         self.call_seed: int | None = None  # the random state the current trial's calls start from, both sides
         self.draws_random = False  # the reference draws random numbers in its forward
         self.timed_checks = 0
+        self.drain_left: list[float] = []  # per measured candidate sample, device work its end event missed (ms)
         self.declared_kernels: list[dict[str, Any]] = []
         self.reference_evidence: Any = None
         self.trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
@@ -965,10 +967,14 @@ class Judgment:
                         raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
                 expected = 1 if request.method == "do_bench" else request.samples
                 times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
+                # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
+                drained = self.device == "cuda" and not request.graph and request.method != "do_bench"
+                drains, floor = response.get("drain_ms"), response.get("drain_floor_ms")
                 if not (
                     sample_list(times, expected)
                     and (request.method == "do_bench" or sample_list(host, expected))
                     and (busy == [] or sample_list(busy, expected))
+                    and (not drained or (sample_list(drains, expected) and drain.is_number(floor)))
                 ):
                     if role == "candidate":
                         raise CandidateFailed(
@@ -977,9 +983,13 @@ class Judgment:
                     raise JudgeFailed(f"the {role} worker sent malformed timings")
                 if request.measured:
                     l2_reset[role] = response.get("l2_reset") if isinstance(response.get("l2_reset"), bool) else None
-                return SampleTimes(
-                    [float(t) for t in times], [float(h) for h in host], [float(b) for b in busy], request_ms
-                )
+                times = [float(t) for t in times]
+                if drained and self.config.mode != "off":  # `off` keeps KernelBench's figures as they are
+                    left = drain.left_behind([float(d) for d in drains], float(floor))
+                    times = drain.covered(times, request.calls, left)
+                    if request.measured and role == "candidate":
+                        self.drain_left += left
+                return SampleTimes(times, [float(h) for h in host], [float(b) for b in busy], request_ms)
 
             return time_side
 
@@ -1010,7 +1020,11 @@ class Judgment:
             target_rse=self.config.timing_target_rse,
             budget_s=budget_s if budget_s is not None else self.config.timing_budget_s,
         )
+        self.drain_left = []
         self.timing = run_interleaved(sides, pool, plan, self.device or "cpu", monitor=monitor, cached=cached)
+        left_behind = drain.drain_finding(self.drain_left)
+        if left_behind is not None:
+            self.add_findings([left_behind])
         if method == INTERLEAVED and self.baselines and not cached:
             regimes = sorted({entry.launch_regime for entry in self.baselines.values()})
             self.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"

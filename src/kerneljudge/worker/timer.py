@@ -78,6 +78,9 @@ class Timer:
         times_ms: list[float] = []
         host_ms: list[float] = []
         busy_ms: list[float] = []
+        drains: list[tuple[Any, Any]] = []  # (end, drained) event pairs of each sample, where drained
+        drain_ms: list[float] = []
+        drain_floor: float | None = None
 
         def run_sample(s: int) -> Any:
             nonlocal captured
@@ -108,6 +111,11 @@ class Timer:
                 self.synchronize()
                 if cuda:
                     cycles = self.sleep_cycles(float(header.get("precursor_ms", 0.0)))
+                    # Without a graph a call may leave work on a stream the end event does not follow (H20): each
+                    # sample is drained, the whole device waited for and an event recorded after, which the
+                    # parent sets against an idle device's drain (timing/drain.py). A graph cannot hold unjoined
+                    # work (its capture fails), so its samples need none.
+                    drain_floor = self.drain_floor() if graph is None else None
                     events = []
                     for s in range(samples):
                         if graph is not None:  # the sample's inputs into the graph's buffers, untimed
@@ -130,6 +138,11 @@ class Timer:
                             run_sample(s)
                         end.record()
                         host_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                        if drain_floor is not None:
+                            self.synchronize()  # every stream of the device
+                            drained = torch.cuda.Event(enable_timing=True)
+                            drained.record()
+                            drains.append((end, drained))
                         if bracket:
                             profiler_range(torch, False)
                         if graph is not None and capture is not None and s == int(capture[0]):
@@ -138,6 +151,7 @@ class Timer:
                     self.synchronize()
                     times_ms = [s.elapsed_time(e) / calls for _, s, e in events]
                     busy_ms = [b.elapsed_time(s) for b, s, _ in events]
+                    drain_ms = [e.elapsed_time(d) for e, d in drains]
                     if cycles:  # keep the sleep's length true to the request (clocks differ from the probe's)
                         self.cycles_per_ms = cycles / max(sorted(busy_ms)[len(busy_ms) // 2], 1e-3)
                 else:
@@ -156,9 +170,25 @@ class Timer:
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
         }
+        if drain_floor is not None:  # from each sample's end event to the whole device drained, and when idle
+            header_out.update(drain_ms=drain_ms, drain_floor_ms=drain_floor)
         if capture is not None:
             self.captured, header_out["captured_kept"] = captured, True
         self.send(header_out)
+
+    def drain_floor(self, tries: int = 5) -> float:
+        """What draining an idle device takes between two events (the host's wait and the next record): the
+        least of a few tries."""
+        torch = self.torch
+        seen = []
+        for _ in range(tries):
+            before, after = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            before.record()
+            self.synchronize()
+            after.record()
+            after.synchronize()
+            seen.append(before.elapsed_time(after))
+        return min(seen)
 
     def op_captured(self, header: dict[str, Any], args: Any) -> None:
         """The output the last `time` request captured, sent back (then dropped here)."""
