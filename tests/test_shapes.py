@@ -44,6 +44,7 @@ def test_listed_family_never_draws_the_public_shape_and_keeps_tuples():
         "public": {"SHAPE": [16, 33]},
         "every_shape": False,
         "timing_shapes": 0,
+        "derived": False,
     }
 
 

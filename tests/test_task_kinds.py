@@ -28,7 +28,8 @@ def verdicts():
 def test_the_reference_as_its_own_candidate_is_verified(verdicts, name):
     record = verdicts[name]
     assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
-    assert len(record.correctness.trials) == 10 and all(t.passed for t in record.correctness.trials)
+    trials = record.correctness.trials  # with three shape trials where a family is derived from size globals
+    assert len([t for t in trials if t.kind != "shape"]) == 10 and all(t.passed for t in trials)
 
 
 def test_a_scalar_loss_is_compared_as_a_zero_dim_tensor(verdicts):

@@ -25,6 +25,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import Tolerance, tolerance_for
 from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes, signature_items
 from kerneljudge.checks.precision import precision_finding
+from kerneljudge.checks.refusals import refusal_finding, refused
 from kerneljudge.checks.runtime import call_findings, import_findings
 from kerneljudge.checks.screening import degenerate_outputs
 from kerneljudge.checks.support import unsupported_reason
@@ -44,7 +45,7 @@ from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain
+from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain, read_family
 from kerneljudge.task import Task, load_task
 from kerneljudge.timing import drain
 from kerneljudge.timing.basic import (
@@ -698,32 +699,83 @@ class Judgment:
         and the inputs it is called with.
         """
         count = self.config.shape_trials
+        why_none = self._derive_family() if self.family is None and count else ""
         if self.family is None or count == 0:
             self.capabilities["hidden_shapes"] = Capability(
                 status="unavailable",
                 required=False,
-                detail="no hidden shapes asked for (shape_trials = 0)"
-                if self.family is not None
-                else "the task declares no shape family (SHAPE_FAMILY or get_shape_family()): "
-                "correct at its public shape only",
+                detail="no hidden shapes asked for (shape_trials = 0)" if self.family is not None else why_none,
             )
             return
         shapes = self.family.trial_shapes(count)
+        refusals: list[dict[str, str]] = []
+        skipped: list[str] = []
         for shape in shapes:
             index, label = len(self.trials), describe_shape(shape)
             self.progress(f"correctness at a hidden shape ({label})")
+            if self.family.derived:
+                self._derived_shape_trial(index, shape, refusals, skipped)
+                continue
             self._build_candidate(self._load_reference(shape), shape)
             seed = secrets.randbelow(2**32 - 1)
             inputs, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
             cand = self.call_candidate(inputs, phase=f"shape trial {index} at {label}")
             self._check_trial(index, "shape", seed, cand, {"kind": "standard"}, shape)
+        if refusals:
+            self.add_findings([refusal_finding(refusals, self.config.policy)])
         self.capabilities["hidden_shapes"] = Capability(
-            status="available" if shapes else "unavailable",
+            status="available" if len(shapes) > len(skipped) else "unavailable",
             required=False,
-            detail=f"{len(shapes)} hidden shape(s) of a family of {self.family.size}"
-            if shapes
-            else "the task's shape family has no shape but the public one",
+            detail=self.family.trials_detail(len(shapes), len(refusals), skipped),
         )
+
+    def _derive_family(self) -> str:
+        """A family derived from the task's size globals (worker/derived.py), asked of the reference worker for
+        a task that declares none; why there is none, where there is none. The judge's own reading of the
+        task: where it cannot be had, the task is judged at its public shape, as before."""
+        self.progress("deriving a shape family from the task's size globals")
+        response: dict[str, Any] = {}
+        try:
+            response, _ = self._ask("reference", {"op": "derive"})
+            self.family = read_family(response.get("family")) if response.get("type") == "derived" else None
+        except (JudgeFailed, MalformedFamily):
+            self.family = None
+        if self.family is not None and not self.family.derived:
+            self.family = None
+        if response.get("declared") is True:
+            return "the task declares that it has no shape but the public one (SHAPE_FAMILY = [])"
+        return (
+            "the task declares no shape family (SHAPE_FAMILY or get_shape_family()) and none could be derived "
+            "from its size globals: correct at its public shape only"
+        )
+
+    def _derived_shape_trial(
+        self, index: int, shape: dict[str, Any], refusals: list[dict[str, str]], skipped: list[str]
+    ) -> None:
+        """One trial at a shape derived from the task's size globals (worker/derived.py): the judge's reading
+        of the task, not the task's word. Where the reference itself fails there, the shape is skipped; a
+        candidate that refuses it with an error is recorded (checks/refusals.py); a wrong answer fails."""
+        label = describe_shape(shape)
+        seed = secrets.randbelow(2**32 - 1)
+        try:
+            init_inputs = self._load_reference(shape)
+        except (JudgeFailed, TaskUnsupported) as exc:
+            skipped.append(f"{label}: {str(exc)[:300]}")
+            return
+        try:
+            self._build_candidate(init_inputs, shape)
+            try:
+                inputs, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
+            except (JudgeFailed, TaskUnsupported) as exc:
+                skipped.append(f"{label}: {str(exc)[:300]}")
+                return
+            cand = self.call_candidate(inputs, phase=f"shape trial {index} at {label}")
+        except CandidateFailed as exc:
+            if not refused(exc.failure):
+                raise
+            refusals.append({"shape": label, "phase": exc.failure.phase, "error": exc.failure.summary[:500]})
+            return
+        self._check_trial(index, "shape", seed, cand, {"kind": "standard"}, shape)
 
     def _inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
         """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened

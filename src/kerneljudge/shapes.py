@@ -77,6 +77,9 @@ class ShapeFamily:
     shapes: tuple[dict[str, Any], ...] | None = None
     every: bool = False  # SHAPE_TRIALS = "all": a trial at every shape, not a few drawn
     timing: tuple[dict[str, Any], ...] = ()  # TIMING_SHAPES: timed at each, their geometric mean reported
+    # Derived by the reference worker from the task's size globals (worker/derived.py), not declared: the
+    # integers it varies. A candidate that refuses such a shape is recorded (KJ-C003), not failed.
+    derived: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -114,8 +117,27 @@ class ShapeFamily:
         """The hidden shapes to check: every one but the public (SHAPE_TRIALS = "all"), or `count` drawn."""
         return self.draw(self.size if self.every else count) if count else []
 
+    def trials_detail(self, drawn: int, refused: int = 0, skipped: list[str] | None = None) -> str:
+        """The `hidden_shapes` capability's detail: how many shapes were checked, of which family; for a
+        derived one, the integers it varies, the shapes the candidate refused and those skipped because the
+        reference itself failed there."""
+        if not drawn:
+            return "the task's shape family has no shape but the public one"
+        if not self.derived:
+            return f"{drawn} hidden shape(s) of a family of {self.size}"
+        detail = (
+            f"{drawn} hidden shape(s) of a family of {self.size} derived from the task's integers "
+            f"{', '.join(self.derived)}"
+        )
+        if refused:
+            detail += f"; the candidate refused {refused} (KJ-C003)"
+        if skipped:
+            detail += f"; {len(skipped)} skipped, where the reference itself failed: {'; '.join(skipped)}"
+        return detail
+
     def summary(self) -> dict[str, Any]:
-        """What the record keeps of the family: its form, size, the globals it varies and the public shape."""
+        """What the record keeps of the family: its form, size, the globals it varies, the public shape, and
+        whether it was derived from the task's integers rather than declared."""
         return {
             "form": "axes" if self.axes is not None else "shapes",
             "size": self.size,
@@ -123,6 +145,7 @@ class ShapeFamily:
             "public": {name: plain(tree) for name, tree in self.public.items()},
             "every_shape": self.every,
             "timing_shapes": len(self.timing),
+            "derived": bool(self.derived),
         }
 
 
@@ -183,7 +206,10 @@ def read_family(description: Any) -> ShapeFamily | None:
     shapes = description.get("shapes")
     if not isinstance(shapes, list) or not 0 < len(shapes) <= MAX_SHAPES:
         raise MalformedFamily(f"the family needs axes or 1 to {MAX_SHAPES} shapes")
-    return ShapeFamily(public=public, shapes=_shapes(shapes, public, "shape"), **extra)
+    derived = description.get("derived") or []
+    if not isinstance(derived, list) or not all(isinstance(name, str) and name in public for name in derived):
+        raise MalformedFamily("a derived family names integers without a public value")
+    return ShapeFamily(public=public, shapes=_shapes(shapes, public, "shape"), derived=tuple(derived), **extra)
 
 
 def _shapes(listed: list[Any], public: dict[str, Any], what: str) -> tuple[dict[str, Any], ...]:

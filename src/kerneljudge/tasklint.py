@@ -254,8 +254,8 @@ def family_flags(reference: _Reference, loaded: dict[str, Any]) -> tuple[list[Li
         return [LintFlag("shape_family_malformed", "warning", f"the shape family is malformed: {exc}")], None
     if family is None:
         summary = (
-            "no shape family: correctness is checked at the public shape only, so a kernel specialised to it "
-            "passes (declare SHAPE_FAMILY, docs/tasks.md)"
+            "no shape family: correctness is checked at the public shape and at most at shapes the judge derives "
+            "from the task's size globals, so a kernel specialised to it may pass (declare SHAPE_FAMILY, docs/tasks.md)"
         )
         return [LintFlag("fixed_shape", "info", summary)], None
     shapes = family.draw(FAMILY_SHAPES, random.Random(FAMILY_DRAW_SEED))  # the same shapes every lint

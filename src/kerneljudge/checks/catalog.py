@@ -284,6 +284,14 @@ CATALOG: dict[str, Entry] = {
             "Read both: a check of properties (QR, eigenvectors) accepts answers an elementwise oracle cannot; "
             "a loose check accepts what the oracle shows wrong.",
         ),
+        Entry(
+            "KJ-C003",
+            "shape_trial",
+            "the candidate refused a shape derived from the task's size globals (an error at build or call)",
+            "Handle every size the task's globals allow: derive grids and blocks from the inputs' shapes and mask "
+            "the tail.",
+            ("H09",),
+        ),
     ]
 }
 

@@ -115,6 +115,21 @@ FIXTURES = (
         "the width assumed a multiple of 32, tail left unwritten",
         ("non_finite", "tolerance", "nondeterministic"),
     ),
+    Fixture(
+        "unmasked_tail",
+        "H09",
+        "a Triton kernel on n // BLOCK programs, no mask: exact at the public size, a derived shape's tail unwritten",
+        ("non_finite", "tolerance"),
+        task="sized_leaky_relu",
+    ),
+    Fixture(
+        "refuses_other_sizes",
+        "H09",
+        "an unmasked Triton kernel that raises at sizes its block does not divide (strict: a derived shape refused)",
+        ("KJ-C003",),
+        policy="strict",
+        task="sized_leaky_relu",
+    ),
     Fixture("saturating_relu", "H11", "saturates where standard-normal inputs never reach", ("tolerance",)),
     Fixture("racy", "H10", "right within tolerance, different every run", ("nondeterministic",)),
     Fixture(

@@ -63,6 +63,8 @@ def verdict_table(record: Record) -> Table:
         )
         if c.shape_family is None and record.config.get("mode") != "off":
             kinds += "; no shape family declared"
+        elif c.shape_family is not None and c.shape_family.get("derived"):
+            kinds += "; shape family derived from " + ", ".join(c.shape_family.get("names", []))
         row(
             "correctness",
             f"{passed}/{len(c.trials)} trials passed ({kinds}); "

@@ -12,6 +12,9 @@ Two more declarations go with a family: `SHAPE_TRIALS = "all"` asks for a trial 
 of a few drawn at random (a GPU MODE problem's tests and benchmarks: a kernel may cut corners at the large
 sizes alone), and `TIMING_SHAPES`, a list of shapes in the list form, asks for timing at each of them, the
 speedup being their geometric mean (as GPU MODE's leaderboard ranks), instead of at the public shape.
+
+A task that declares no family gets one derived from its size globals (worker/derived.py); `SHAPE_FAMILY = []`
+declares that it has no shape but the public one, and then none is derived.
 """
 
 from __future__ import annotations
@@ -61,9 +64,10 @@ def declared(module: Any) -> Any:
 
 def describe(module: Any) -> dict[str, Any]:
     """The family as JSON for the parent: {"axes": {name: {"values": [...]} | {"range": [a, b, s]}}} or
-    {"shapes": [{name: value}]}, with "public": each named global's value now; {} when none is declared."""
+    {"shapes": [{name: value}]}, with "public": each named global's value now; {} when none is declared
+    or it is declared empty (`SHAPE_FAMILY = []`)."""
     family = declared(module)
-    if family is None:
+    if family is None or (isinstance(family, (list, tuple)) and not family):  # [] opts out of derived shapes
         return {}
     if isinstance(family, dict):
         if not family:

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from kerneljudge.checks import correctness, support
-from kerneljudge.worker import contracts, evidence, family, footprint, seeded, wire
+from kerneljudge.worker import contracts, derived, evidence, family, footprint, seeded, wire
 from kerneljudge.worker.base import Worker, container_of, describe_exception, items_of
 
 
@@ -137,6 +137,7 @@ class ReferenceWorker(Worker):
         self.contract: dict[str, Any] = {}  # the task's declared input contract (worker/contracts.py)
         self.contract_error: str | None = None
         self.shaped = False  # the task's globals are set to a hidden shape of its family
+        self.public_input_bytes: int | None = None  # the last trial's inputs at the public shape
         self.inputs_on_device: bool | None = None  # None: not tried yet
         self.slots: dict[str, dict[str, Any]] = {}  # per name: the reference's and the oracle's outputs
         self.draws_random = False  # the last forward drew random numbers (torch.randn in forward, dropout)
@@ -182,6 +183,16 @@ class ReferenceWorker(Worker):
             "footprint": footprint.describe(self.torch, self.module, init_inputs) if header.get("footprint") else None,
         }
         self.send_values(loaded, init_inputs=init_inputs)
+
+    def op_derive(self, header: dict[str, Any], args: Any) -> None:
+        """A family derived from the task's size globals (worker/derived.py), asked after the public trials
+        of a task that declares none; `declared`: it declares that it has none (`SHAPE_FAMILY = []`)."""
+        parameters = list(self.model.parameters()) if hasattr(self.model, "parameters") else []
+        known = self.public_input_bytes is not None and not self.shaped
+        public_bytes = self.public_input_bytes + footprint.tensor_bytes(self.torch, parameters) if known else None
+        found = derived.family_for(self.torch, self.module, public_bytes) if not self.family else {}
+        self.family = found or self.family  # the shapes a later `load` names are set against its public values
+        self.send({"type": "derived", "family": found, "declared": derived.declares(self.module)})
 
     # ------------------------------------------------------------ inputs and outputs
 
@@ -298,6 +309,8 @@ class ReferenceWorker(Worker):
         self.release_cached()
         try:
             inputs = self.make_inputs(seed, bool(header.get("on_device")))
+            if not self.shaped:  # what a derived family's real runs would cost (op_derive)
+                self.public_input_bytes = footprint.tensor_bytes(torch, inputs)
             swapped = self.swap(inputs, header.get("swap"), bool(header.get("on_device")))
             if header.get("rng_seed") is not None:
                 self.set_seed(int(header["rng_seed"]))
