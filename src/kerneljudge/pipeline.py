@@ -208,7 +208,6 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
 
 # torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
 COMPILE_TIMEOUT_FACTOR = 5
-CANDIDATE_SIDE = "the candidate side"  # how a failed graph capture names the candidate's worker
 
 
 def sample_list(values: Any, count: int) -> bool:
@@ -945,7 +944,7 @@ class Judgment:
         try:
             self._measure(regime, shape, budget_s)
         except GraphUnsupported as exc:
-            unjoined = unjoined_capture(str(exc)) if str(exc).startswith(CANDIDATE_SIDE) else None
+            unjoined = unjoined_capture(str(exc)) if exc.side == "candidate" else None
             if unjoined is not None and self.config.mode != "off":
                 self.add_findings([unjoined])
             # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
@@ -1001,7 +1000,7 @@ class Judgment:
                     )
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "graph_unsupported":
-                        raise GraphUnsupported(f"{CANDIDATE_SIDE}: {response.get('message')}")
+                        raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
                     if response.get("type") == "error":
                         raise CandidateFailed(error_failure(response, "timing"))
                     if "capture" in header:
@@ -1014,7 +1013,7 @@ class Judgment:
                     response, _ = self._ask("reference", header, fetch=())
                     request_ms = (time.perf_counter() - began) * 1e3
                     if response.get("type") == "graph_unsupported":
-                        raise GraphUnsupported(f"the {role} side: {response.get('message')}")
+                        raise GraphUnsupported(f"the {role} side: {response.get('message')}", side=role)
                     if response.get("type") == "error":
                         raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
                 expected = 1 if request.method == "do_bench" else request.samples

@@ -69,7 +69,11 @@ class TimeRequest:
 
 
 class GraphUnsupported(Exception):
-    """A side's calls could not be captured in a CUDA graph; the message says why."""
+    """A side's calls could not be captured in a CUDA graph; the message says why, `side` whose calls."""
+
+    def __init__(self, message: str, side: str | None = None) -> None:
+        super().__init__(message)
+        self.side = side
 
 
 @dataclass(frozen=True)

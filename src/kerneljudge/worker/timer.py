@@ -80,7 +80,7 @@ class Timer:
         busy_ms: list[float] = []
         drains: list[tuple[Any, Any]] = []  # (end, drained) event pairs of each sample, where drained
         drain_ms: list[float] = []
-        drain_floor: float | None = None
+        idle_drain: float | None = None  # an idle device's drain, where samples are drained
 
         def run_sample(s: int) -> Any:
             nonlocal captured
@@ -115,7 +115,7 @@ class Timer:
                     # sample is drained, the whole device waited for and an event recorded after, which the
                     # parent sets against an idle device's drain (timing/drain.py). A graph cannot hold unjoined
                     # work (its capture fails), so its samples need none.
-                    drain_floor = self.drain_floor() if graph is None else None
+                    idle_drain = self.drain_floor() if graph is None else None
                     events = []
                     for s in range(samples):
                         if graph is not None:  # the sample's inputs into the graph's buffers, untimed
@@ -138,7 +138,7 @@ class Timer:
                             run_sample(s)
                         end.record()
                         host_ms.append((time.perf_counter_ns() - t0) / 1e6)
-                        if drain_floor is not None:
+                        if idle_drain is not None:
                             self.synchronize()  # every stream of the device
                             drained = torch.cuda.Event(enable_timing=True)
                             drained.record()
@@ -170,8 +170,8 @@ class Timer:
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
         }
-        if drain_floor is not None:  # from each sample's end event to the whole device drained, and when idle
-            header_out.update(drain_ms=drain_ms, drain_floor_ms=drain_floor)
+        if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
+            header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
         if capture is not None:
             self.captured, header_out["captured_kept"] = captured, True
         self.send(header_out)
