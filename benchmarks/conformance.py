@@ -184,7 +184,9 @@ def judge_all(
 
 
 def stored(items: Sequence[Expected], timing: bool, store: Path) -> dict[tuple[str, str], Record]:
-    """The records of `items` the store holds, judged with timing or without (a store may hold both)."""
+    """The records of `items` the store holds by this version of the judge, judged with timing or without (a
+    store may hold both, and records of earlier versions, which never count: docs/batch.md, "Store keys")."""
+    from kerneljudge import __version__
     from kerneljudge.batch import prepare
 
     if not store.exists():
@@ -194,7 +196,9 @@ def stored(items: Sequence[Expected], timing: bool, store: Path) -> dict[tuple[s
         return {
             (r.task.sha256, r.candidate.sha256): r
             for r in opened
-            if (r.task.sha256, r.candidate.sha256) in wanted and r.config.get("timing") == timing
+            if (r.task.sha256, r.candidate.sha256) in wanted
+            and r.config.get("timing") == timing
+            and r.kerneljudge_version == __version__
         }
 
 

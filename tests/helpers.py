@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 
-from kerneljudge import JudgeConfig, judge
+from kerneljudge import JudgeConfig, __version__, judge
 from kerneljudge.env import fingerprint
 from kerneljudge.reward import rewards_for
 from kerneljudge.verdict import Correctness, Identity, Record, Timing, TimingStats
@@ -91,7 +91,7 @@ def make_record(candidate: str = "c0", status: str = "PASS", speedup: float | No
         else Timing(measured=False, reason="timing disabled by configuration")
     )
     fields = {
-        "kerneljudge_version": "0.1.0",
+        "kerneljudge_version": __version__,
         "created_at": "2025-01-01T00:00:00+00:00",
         "task": Identity(sha256=hashlib.sha256(b"task").hexdigest(), name="task", path="tasks/task.py"),
         "candidate": Identity(sha256=hashlib.sha256(candidate.encode()).hexdigest(), name=candidate),

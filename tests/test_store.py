@@ -36,6 +36,18 @@ def test_key_survives_the_round_trip_and_names_config_and_machine(tmp_path):
     assert key_of(other_gpu).environment_digest != key.environment_digest
 
 
+def test_a_record_of_another_judge_version_does_not_answer_for_this_one(tmp_path):
+    from kerneljudge import __version__
+
+    old = make_record(environment={**make_record().environment, "kerneljudge": "0.1.0"})
+    now = make_record(environment={**make_record().environment, "kerneljudge": __version__})
+    assert __version__ != "0.1.0"
+    with Store(tmp_path / "s.db") as store:
+        store.put(old)
+        assert not store.has(key_of(now))  # the batch judges it again
+        assert store.put(now) and store.has(key_of(old))  # and keeps both records
+
+
 def test_a_second_put_of_the_same_key_is_ignored(tmp_path):
     first = make_record()
     # Same task, candidate, configuration and machine; only the time, the flags and the verdict differ.

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+# The judge's version is part of every store key (store.ENVIRONMENT_KEY_FIELDS): raise it with any change that
+# can alter a verdict, a finding or a figure, so that a store never answers for a judge that has changed since
+# (docs/batch.md, "The key"). 0.2.0: derived shape families, drained samples, side-stream escapes by structure.
+__version__ = "0.2.0"
 
 __all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
 
