@@ -345,6 +345,8 @@ class Judgment:
         except Exception as exc:  # a bug in the judge must not become the candidate's verdict
             self.failure = Failure(kind="judge_error", phase="judge", summary=f"{type(exc).__name__}: {exc}")
         finally:
+            for worker in [*self.booting.values(), *self.workers.values()]:  # all end together
+                worker.ask_exit()
             for worker in self.booting.values():  # never told to load anything: no candidate code ran there
                 worker.close()
             self.booting = {}
@@ -1285,6 +1287,8 @@ class Judgment:
         logs = {}
         pairs = self.timing_pairs
         suffix = "" if pairs == 0 else "_timing" if pairs == 1 else f"_timing{pairs}"
+        for worker in self.workers.values():
+            worker.ask_exit()
         for role, worker in self.workers.items():
             worker.close()
             logs[role + suffix] = WorkerLog(**worker.logs())

@@ -249,6 +249,7 @@ class WorkerProcess:
         self.stdout = StreamCapture(self.proc.stdout, limits.log_cap_bytes)
         self.stderr = StreamCapture(self.proc.stderr, limits.log_cap_bytes)
         self.dead = False
+        self.exit_asked = False
         self.gpu_watch = None
         self.gpu_peak_bytes = 0  # the most device memory its process tree held (NVML), known once it is closed
         try:
@@ -414,13 +415,22 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             return None
 
-    def close(self) -> None:
-        """Ask the worker to exit, kill what remains, and remove its workspace."""
-        if not self.dead and self.proc.poll() is None:
+    def ask_exit(self) -> None:
+        """Ask the worker to exit without waiting for it: workers asked together end together."""
+        if not self.dead and not self.exit_asked and self.proc.poll() is None:
+            self.exit_asked = True
             try:
                 wire.write_frame(self._req_w, {"op": "exit"}, time.monotonic() + 1.0)
+            except wire.WireError:
+                pass
+
+    def close(self) -> None:
+        """Ask the worker to exit, kill what remains, and remove its workspace."""
+        self.ask_exit()
+        if not self.dead and self.proc.poll() is None:
+            try:
                 self.proc.wait(timeout=5)
-            except (wire.WireError, subprocess.TimeoutExpired):
+            except subprocess.TimeoutExpired:
                 pass
         if self.kill() is not None and self.uid is not None:  # its processes are gone: the uid may be reused
             confine.release_worker_uid(self.uid)

@@ -9,6 +9,7 @@ with the pipes it reads requests from and writes responses to, and the shared-me
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from kerneljudge.worker import channel, wire
@@ -33,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
         worker.serve()
     except wire.WireError:
         return 3
-    return 0
+    # Asked to exit: nothing is left to say, so the interpreter's teardown (torch's, a CUDA context's, the
+    # candidate's atexit hooks) is skipped; it took 0.7 s of each worker's close on the CPU machine.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
