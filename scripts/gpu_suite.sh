@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [tests|redteam|bench|batch|suite|sandbox|all]
+#   scripts/gpu_suite.sh run [tests|redteam|bench|start|batch|suite|sandbox|all]
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
@@ -13,6 +13,7 @@
 #                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md, its
 #                                progress in $OUT/timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
 #                                "--kernels softmax_2048x4096 --pairs 3");
+#                                `start`: benchmarks/worker_start.py, where a worker's start goes ($OUT/worker_start.md).
 #                                `batch`: benchmarks/batch_throughput.py (its table in $OUT/batch_throughput.md,
 #                                its stores and manifest in $OUT/batch/; KJ_BATCH_ARGS adds arguments, default
 #                                "--jobs 4 --limit 32");
@@ -100,6 +101,10 @@ run() {
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
+  if [ "$stage" = start ]; then
+    python3 benchmarks/worker_start.py --device cuda 2> "$OUT/worker_start.log" | tee "$OUT/worker_start.md"
+    status=${PIPESTATUS[0]}
+  fi
   if [ "$stage" = batch ]; then
     # shellcheck disable=SC2086  # KJ_BATCH_ARGS holds several arguments
     python3 benchmarks/batch_throughput.py --device cuda --out "$OUT/batch" ${KJ_BATCH_ARGS:---jobs 4 --limit 32} \
@@ -160,6 +165,6 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|batch|suite|conformance|sandbox|all]" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|start|batch|suite|conformance|sandbox|all]" >&2
      exit 1 ;;
 esac
