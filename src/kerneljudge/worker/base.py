@@ -99,6 +99,8 @@ class Worker(Timer):
         self.channels = channels
         self.module: Any = None
         self.model: Any = None
+        if self.role == "candidate":  # before any code of the candidate's runs
+            evidence.load_torch_wrappers()
         pin_flags(torch)
         self.pinned_flags = evidence.numerics_flags()
         Timer.__init__(self)

@@ -10,6 +10,7 @@ why no verdict rests on this evidence alone.
 
 from __future__ import annotations
 
+import importlib
 import json  # noqa: F401  (json.load reads the kernel trace: its identity is watched)
 import os
 import signal
@@ -69,13 +70,21 @@ def _lookup(path: str) -> Any:
     return obj
 
 
-if torch.cuda.is_available():
-    # The kernel trace uses torch.profiler, whose first use imports torch._dynamo, which wraps some torch
-    # functions (torch.manual_seed) as it loads. Load it before the originals are captured, so that
-    # torch's own wrapping is not mistaken for the candidate's (traces are taken on CUDA only).
-    import torch._dynamo  # noqa: F401
-
 ORIGINALS = {path: _lookup(path) for path in WATCHED_APIS}
+
+
+def load_torch_wrappers() -> None:
+    """Load torch._dynamo and take the originals again, in a candidate's worker before its code runs.
+
+    The kernel trace uses torch.profiler, whose first use imports torch._dynamo, which wraps some torch
+    functions (torch.manual_seed) as it loads; so does a candidate's own torch.compile. Loaded first,
+    torch's own wrapping is not mistaken for the candidate's. Only a candidate's worker on CUDA needs it
+    (traces are taken there): the import (Triton, sympy, some 900 modules) is seconds of every other
+    worker's start that it no longer pays (benchmarks/worker_start.py).
+    """
+    if torch.cuda.is_available() and "torch._dynamo" not in sys.modules:
+        importlib.import_module("torch._dynamo")
+        ORIGINALS.update({path: _lookup(path) for path in WATCHED_APIS})
 ORIGINAL_SIGNALS = {name: signal.getsignal(getattr(signal, name)) for name in WATCHED_SIGNALS if hasattr(signal, name)}
 
 
