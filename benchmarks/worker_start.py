@@ -7,6 +7,7 @@ This prints a Markdown table of
   its own (how workers started before session h: docs/process-model.md);
 - the device's share, in one interpreter: torch imported, its first tensor on the device (the context),
   the first matmul (cuBLAS), the first synchronize;
+- a candidate's worker: its hello, and when it answers a first request;
 - a worker's hello (what `pipeline._start_reference` waits for), sandboxed as a judgment's are, alone and
   `--together` at once (default 2, 12 and 24).
 
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import torch  # noqa: F401  (the parent's own import, done before any measurement: a judge has it loaded)
 
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, SandboxPolicy
 from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
@@ -91,6 +94,22 @@ def hellos(device: str, count: int, policy: SandboxPolicy = DEFAULT_POLICY) -> l
             worker.close()
 
 
+def candidate_ready(device: str) -> tuple[float, float]:
+    """A candidate's worker alone: seconds to its hello, and to its answer to a first request (it loads torch's
+    own wrappers between the two, worker/evidence.py)."""
+    began = time.perf_counter()
+    worker = WorkerProcess(
+        "candidate", device, SOURCE, WorkerLimits(), DEFAULT_POLICY, channels=WorkerChannels("c", 2**20)
+    )
+    try:
+        worker.receive(timeout_s=300)
+        hello = time.perf_counter() - began
+        worker.request({"op": "none"}, timeout_s=300)  # an unknown op: answered with a protocol error
+        return hello, time.perf_counter() - began
+    finally:
+        worker.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if os.path.exists("/dev/nvidia0") else "cpu")
@@ -105,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| in one interpreter: {name} | {seconds:.2f} |")
     alone = hellos(args.device, 1)[0]
     print(f"| a sandboxed worker's hello, alone | {alone:.2f} |")
+    hello, ready = candidate_ready(args.device)
+    print(f"| a sandboxed candidate's worker, alone: hello / ready for its first request | {hello:.2f} / {ready:.2f} |")
     bare = hellos(args.device, 1, SandboxPolicy(enabled=False))[0]
     print(f"| a worker's hello without the sandbox, alone | {bare:.2f} |")
     for count in args.together:

@@ -99,8 +99,6 @@ class Worker(Timer):
         self.channels = channels
         self.module: Any = None
         self.model: Any = None
-        if self.role == "candidate":  # before any code of the candidate's runs
-            evidence.load_torch_wrappers()
         pin_flags(torch)
         self.pinned_flags = evidence.numerics_flags()
         Timer.__init__(self)
@@ -131,6 +129,13 @@ class Worker(Timer):
 
     def serve(self) -> None:
         self.send(self.hello())
+        if self.role == "candidate":
+            # After the hello, before any request: the parent greets the reference first and loads it (a
+            # judgment's admission waits there), so this import runs beside that, not before the hello. No
+            # code of the candidate's has run yet; what torch's import starts or sets is the baseline.
+            evidence.load_torch_wrappers()
+            self.pinned_flags = evidence.numerics_flags()
+            self.threads_baseline = evidence.python_threads()
         while True:
             header = wire.read_frame(self.req_fd)
             op = header.get("op")
