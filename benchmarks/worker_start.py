@@ -59,6 +59,16 @@ print(";".join(f"{name}={seconds:.3f}" for name, seconds in marks))
 """
 
 
+def bytecode_installed() -> str:
+    """How many of torch's modules have their bytecode installed beside them (what a worker reads)."""
+    import importlib.util
+
+    root = os.path.dirname(torch.__file__)
+    sources = [os.path.join(top, name) for top, _, names in os.walk(root) for name in names if name.endswith(".py")]
+    cached = sum(os.path.exists(importlib.util.cache_from_source(path)) for path in sources)
+    return f"{cached} of {len(sources)}"
+
+
 def interpreter_s(prefix: bool) -> float:
     """Wall seconds of `import torch` in a fresh interpreter (that writes no bytecode, as workers do)."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -118,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores, device {args.device}\n")
     print("| what | seconds |")
     print("|---|---|")
+    print(f"| torch's modules with their bytecode installed | {bytecode_installed()} |")
     print(f"| `import torch`, installed bytecode | {interpreter_s(False):.2f} |")
     print(f"| `import torch`, an empty bytecode cache of its own | {interpreter_s(True):.2f} |")
     for name, seconds in device_steps(args.device):
