@@ -99,6 +99,7 @@ def test_env_reports_the_machine(capsys):
     if not info["cuda_available"]:
         assert info["clock_monitor"] == "not needed: no CUDA device"
         assert info["sandbox_cuda_workers"] == "not applicable: no CUDA device"
+        assert info["compute_sanitizer"] == "not needed: no CUDA device"
     from kerneljudge.sandbox.confine import LAYERS
 
     assert set(info["sandbox"]) == set(LAYERS) or set(info["sandbox"]) == {"launcher"}  # each layer, or why none

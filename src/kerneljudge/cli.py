@@ -15,7 +15,16 @@ from pathlib import Path
 
 from kerneljudge import __version__
 from kerneljudge.batch import BATCH_COMMANDS, add_batch_commands
-from kerneljudge.config import DEVICES, MODES, POLICIES, SANDBOX_MODES, TIMING_METHODS, TIMING_REGIMES, JudgeConfig
+from kerneljudge.config import (
+    DEVICES,
+    MODES,
+    POLICIES,
+    SANDBOX_MODES,
+    SANITIZER_MODES,
+    TIMING_METHODS,
+    TIMING_REGIMES,
+    JudgeConfig,
+)
 from kerneljudge.errors import KernelJudgeError, UsageError
 
 EXIT_CODES = {"PASS": 0, "FAIL": 2, "SUSPICIOUS": 2, "UNSUPPORTED": 3, "ERROR": 1}
@@ -76,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="OS confinement of the workers: every layer the machine allows (auto), a missing layer is an error "
         "(require), or none (off); docs/security.md",
+    )
+    j.add_argument(
+        "--sanitizer",
+        choices=SANITIZER_MODES,
+        default="auto",
+        help="compute-sanitizer on one call: for custom CUDA in the hardened modes (auto), for every candidate "
+        "(always), or never (off); docs/sanitizer.md",
     )
     j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
     e = sub.add_parser("env", help="report what this machine offers (CUDA, Triton, interpreter, namespaces)")
@@ -241,6 +257,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         timing_l2_flush=not args.warm_cache,
         timing_compile=args.compile_baseline,
         sandbox=args.sandbox,
+        sanitizer=args.sanitizer,
     )
     if args.quiet:
         record = judge(args.reference, args.candidate, config)

@@ -24,6 +24,10 @@ TIMING_BASELINES = ("paired", "cached")
 # The OS sandbox of every worker (docs/security.md): "auto" applies every layer the machine allows and
 # records the rest as missing, "require" makes a missing layer a judge error, "off" applies none.
 SANDBOX_MODES = ("auto", "require", "off")
+# compute-sanitizer on one call of the candidate (docs/sanitizer.md): "auto" in the hardened modes for a
+# candidate with custom CUDA (and for Triton kernels with sanitizer_triton), "always" for every candidate
+# judged on CUDA in a hardened mode, "off" never. Never in `--mode off`.
+SANITIZER_MODES = ("auto", "always", "off")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,9 @@ class JudgeConfig:
     reread_delay_s: float = 0.02
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 64 * 1024**3  # each shared-memory channel's capacity (sparse: docs/process-model.md)
+    sanitizer: str = "auto"
+    sanitizer_triton: bool = False  # under "auto", also a candidate whose only kernels are Triton's
+    sanitizer_timeout_s: float = 600.0  # each sanitized worker's start, build and call (the tools run 10-100x slower)
 
     def __post_init__(self) -> None:
         for name, allowed in (
@@ -65,6 +72,7 @@ class JudgeConfig:
             ("timing_regime", TIMING_REGIMES),
             ("timing_baseline", TIMING_BASELINES),
             ("sandbox", SANDBOX_MODES),
+            ("sanitizer", SANITIZER_MODES),
         ):
             value = getattr(self, name)
             if value not in allowed:
@@ -75,7 +83,7 @@ class JudgeConfig:
             raise ConfigError("public_trials must be at least 1")
         if self.shape_trials < 0:
             raise ConfigError("shape_trials must be 0 or more")
-        for name in ("timeout_s", "timing_target_ms", "timing_target_rse", "timing_budget_s"):
+        for name in ("timeout_s", "timing_target_ms", "timing_target_rse", "timing_budget_s", "sanitizer_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive")
         for name in ("timing_blocks", "timing_samples", "log_cap_bytes", "max_message_bytes"):

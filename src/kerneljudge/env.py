@@ -131,4 +131,14 @@ def report() -> dict[str, Any]:
         "sandbox": sandbox_support(),
         "sandbox_cuda_workers": cuda_confinement(hello, layers),
         "clock_monitor": clock_monitor(hello),
+        "compute_sanitizer": compute_sanitizer(hello),
     }
+
+
+def compute_sanitizer(hello: dict[str, Any]) -> str:
+    """Where compute-sanitizer is, for the checks of docs/sanitizer.md; why none runs where it is not."""
+    from kerneljudge.sanitize import NOT_FOUND, sanitizer_path
+
+    if not hello.get("cuda_available"):
+        return "not needed: no CUDA device"
+    return sanitizer_path() or NOT_FOUND

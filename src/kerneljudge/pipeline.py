@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from kerneljudge import __version__, gpumode
+from kerneljudge import __version__, gpumode, sanitize
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import Tolerance, tolerance_for
@@ -206,6 +206,16 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
     return max(MIN_FLUSH_BYTES, 2 * l2)
 
 
+def perturbations(hello: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The perturbed replays of one trial on CUDA (worker/perturb.py): the GPU loaded by the worker's own
+    matrix products on another stream for about three times the call's length, and another launch order (the
+    L2 flushed and a 1 ms delay kernel queued ahead of the call)."""
+    return [
+        {"kind": "gpu_load", "side": 2048, "factor": 3.0},
+        {"kind": "launch_order", "flush_bytes": l2_flush_bytes(hello, native=False), "delay_ms": 1.0},
+    ]
+
+
 # torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
 COMPILE_TIMEOUT_FACTOR = 5
 
@@ -294,6 +304,9 @@ class Judgment:
         self.capabilities: dict[str, Capability] = {}
         self.trials: list[TrialRecord] = []
         self.replay: dict[str, Any] | None = None
+        self.perturbed_at: int | None = None  # the trial whose replays are also perturbed (CUDA only)
+        self.checked_shapes: list[dict[str, Any]] = []  # hidden shapes the candidate was right at
+        self.sanitizer: dict[str, Any] | None = None  # compute-sanitizer's run (sanitize.py), where it ran
         self.oracle_dtype: str | None = None
         self.timing = Timing(measured=False, reason="not reached")
         self.device: str | None = None
@@ -464,6 +477,7 @@ class Judgment:
             required=False,
             detail="kernel traces need CUDA" if self.device != "cuda" else "no call was traced",
         )
+        self.capabilities["compute_sanitizer"] = self._sanitizer_decision().capability
 
     def _reference_hello(self) -> dict[str, Any]:
         try:
@@ -559,6 +573,7 @@ class Judgment:
         distributions = [{"kind": "standard"}] * len(public) + hidden_distributions(len(hidden))
         screens: list[list[Any]] = []
         replay_at = set() if native else {0, len(public) + secrets.randbelow(len(hidden))}
+        self.perturbed_at = max(replay_at) if replay_at and self.device == "cuda" else None
         # Canary: one later hidden trial's new values arrive in the previous call's input storage (H01).
         canary_at = len(public) + 1 + secrets.randbelow(len(hidden) - 1) if len(hidden) >= 2 else None
         # Kernel traces of two hidden trials picked at random (CUDA only): the candidate cannot know which.
@@ -582,6 +597,7 @@ class Judgment:
         self.add_findings(degenerate_outputs(screens))
         if not native:
             self._shape_trials()
+            self._sanitize()
         self.correctness_passed = True
 
     def _trial(
@@ -691,6 +707,8 @@ class Judgment:
             raise CandidateFailed(
                 Failure(kind=failure_kind, phase=f"correctness ({where})", summary=summary)  # type: ignore[arg-type]
             )
+        if shape is not None:
+            self.checked_shapes.append(shape)
 
     def _shape_trials(self) -> None:
         """One trial at each of a few hidden shapes of the task's family, both models built again for it.
@@ -778,6 +796,57 @@ class Judgment:
             return
         self._check_trial(index, "shape", seed, cand, {"kind": "standard"}, shape)
 
+    def _sanitizer_decision(self) -> sanitize.Decision:
+        path = sanitize.sanitizer_path() if self.device == "cuda" else None
+        return sanitize.decide(self.config, self.device, self.declared_kernels, self.candidate.text, path)
+
+    def _sanitize(self) -> None:
+        """One call of the candidate under each compute-sanitizer tool, each in a sandboxed worker of its own,
+        at the smallest shape it was right at (sanitize.py, docs/sanitizer.md): reports in its own kernels are
+        findings, and racecheck's, memcheck's and synccheck's fail it (`race`, `memory_error`)."""
+        decision = self._sanitizer_decision()
+        self.capabilities["compute_sanitizer"] = decision.capability
+        path = decision.path
+        if not decision.run or path is None:
+            return
+        shape = sanitize.smallest_shape(self.family, self.checked_shapes)
+        where = describe_shape(shape) if shape else "the public shape"
+        self.progress(f"compute-sanitizer: one call at {where} under each tool")
+        began, channels = time.monotonic(), self.workers["candidate"].channels
+        load = {
+            "op": "load",
+            "seed": self.config.public_seed,
+            **({"task": self.task.text} if self._inputs_made(shape) else {}),
+        }
+        try:
+            init_placed = channels.access.put("candidate_in", self._load_reference(shape))
+        except (JudgeFailed, TaskUnsupported) as exc:  # it ran there before: the tools are not run, and say why
+            self.capabilities["compute_sanitizer"] = Capability(status="degraded", required=False, detail=str(exc))
+            return
+
+        def make_inputs() -> tuple[dict[str, Any], Any]:
+            inputs, _ = self._reference_trial(secrets.randbelow(2**32 - 1), False, {"kind": "standard"}, shape)
+            made = inputs.get("made") if isinstance(inputs, dict) else None
+            return {"op": "call", "made": made, "call_seed": self.call_seed}, ([], {}) if made is not None else inputs
+
+        timeout_s = self.config.sanitizer_timeout_s
+        start = sanitize.starter(path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s)
+        runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s)
+        cap = self.config.log_cap_bytes
+        self.closed_logs.update({f"candidate_{t}": sanitize.kept_log(w, cap) for t, w in workers.items()})
+        declared = {str(d["name"]) for d in self.declared_kernels if d.get("kind") in ("triton", "cuda")}
+        found, kept, failure, capability = sanitize.conclude(runs, declared, self.config.policy, path, where)
+        self.sanitizer = {
+            **kept,
+            "reason": decision.reason,
+            "shape": {name: plain(tree) for name, tree in shape.items()} if shape else None,
+            "seconds": round(time.monotonic() - began, 3),
+        }
+        self.capabilities["compute_sanitizer"] = capability
+        self.add_findings(found)
+        if failure is not None:
+            raise CandidateFailed(failure)
+
     def _inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
         """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened
         modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
@@ -826,6 +895,7 @@ class Judgment:
         reuse: bool = False,
         trace: bool = False,
         keep_inputs: bool = False,
+        perturb: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
         """One candidate call on the inputs the reference wrote to its inbox or that its worker makes again
         ({"made": ...}), or, for a canary, on the previous storage; maybe traced. Its response, whose outputs
@@ -843,6 +913,7 @@ class Judgment:
             "trace": trace,
             "call_seed": self.call_seed,
             "keep_inputs": keep_inputs,  # the next call is the canary: it reuses these inputs' storage
+            "perturb": perturb,  # a perturbed replay's conditions (worker/perturb.py)
         }
         placed = ([], {}) if made is not None else inputs
         with self._counted("candidate", header):
@@ -900,11 +971,18 @@ class Judgment:
         )
 
     def _replay(self, index: int, inputs: Any, keep_inputs: bool = False) -> bool:
-        """The trial's call again on the same inputs; False where its worker could not make them again (the
-        trial is run again, shipped)."""
+        """The trial's call again on the same inputs, and at one trial on CUDA (`perturbed_at`) again under
+        each perturbation (`perturbations`); False where its worker could not make them again (the trial is
+        run again, shipped)."""
+        perturbed = perturbations(self.hello) if index == self.perturbed_at else []
+        return all(self._replay_once(index, inputs, keep_inputs, p) for p in [None, *perturbed])
+
+    def _replay_once(self, index: int, inputs: Any, keep_inputs: bool, perturb: dict[str, Any] | None) -> bool:
+        """One replay: a difference beyond rounding fails as `nondeterministic`, one at rounding level is KJ-C001."""
         if not self.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
             self.call_seed = secrets.randbelow(2**31 - 1)
-        again = self.call_candidate(inputs, phase=f"replay of trial {index}", keep_inputs=keep_inputs)
+        phase = f"replay of trial {index}" + (f" under {perturb['kind']}" if perturb else "")
+        again = self.call_candidate(inputs, phase=phase, keep_inputs=keep_inputs, perturb=perturb)
         if again is None:
             return False
         results = self._compare("trial", again, "replay")
@@ -912,12 +990,13 @@ class Judgment:
             results, key=lambda r: r["metrics"].get("differing_elements", 0)
         )
         entry = {"trial": index, "summary": worst["summary"], **worst["metrics"]}
+        if perturb:  # what the worker reports of it: a perturbation it could not set up is said so
+            done = again.get("perturbed") if isinstance(again.get("perturbed"), dict) else {}
+            entry["perturbation"] = perturb["kind"] if "error" not in done else f"not applied: {done['error']}"[:300]
         replays = (self.replay or {}).get("trials", []) + [entry]
         self.replay = {"trials": replays, "bitwise_identical": all(r["differing_elements"] == 0 for r in replays)}
         if not worst["passed"]:
-            raise CandidateFailed(
-                Failure(kind="nondeterministic", phase=f"replay of trial {index}", summary=worst["summary"])
-            )
+            raise CandidateFailed(Failure(kind="nondeterministic", phase=phase, summary=worst["summary"]))
         if worst["metrics"].get("differing_elements"):
             self.findings.append(finding("KJ-C001", "info", evidence={"trial": index, **worst["metrics"]}))
         return True
@@ -1326,6 +1405,7 @@ class Judgment:
             worst=worst,
             shape_family=self.family.summary() if self.family is not None else None,
             inputs=self.inputs,
+            sanitizer=self.sanitizer,
         )
         record = Record(
             kerneljudge_version=__version__,

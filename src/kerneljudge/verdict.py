@@ -26,6 +26,8 @@ FailureKind = Literal[
     "non_finite",
     "tolerance",
     "nondeterministic",
+    "race",
+    "memory_error",
     "integrity_violation",
     "judge_error",
 ]
@@ -92,6 +94,8 @@ class Correctness(Model):
     # The task's shape family (form, size, the globals it varies, the public shape); None if it declares none
     shape_family: dict[str, Any] | None = None
     inputs: dict[str, Any] | None = None  # where trials' inputs were made (worker/seeded.py), and why shipped
+    # compute-sanitizer's run on one call (sanitize.py): why it ran, the shape, each tool's outcome; None if not
+    sanitizer: dict[str, Any] | None = None
 
 
 class TimingStats(Model):

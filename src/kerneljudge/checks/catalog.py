@@ -247,6 +247,37 @@ CATALOG: dict[str, Entry] = {
             "Do the same work in every call; outputs cached or skipped while timed are measured, not hidden.",
             ("H01", "H03", "H23"),
         ),
+        # ---- compute-sanitizer on one call (checks/sanitizer.py, docs/sanitizer.md)
+        Entry(
+            "KJ-R060",
+            "sanitizer",
+            "racecheck: a shared-memory data race in the candidate's kernel (warp-synchronous code included)",
+            "Order every shared-memory exchange: __syncthreads() between a block's steps, __syncwarp() or warp "
+            "shuffles between a warp's.",
+            ("H10",),
+        ),
+        Entry(
+            "KJ-R061",
+            "sanitizer",
+            "memcheck: an out-of-bounds or misaligned access, or a device fault, in the candidate's kernel",
+            "Bound every access by the tensor's size (mask the tail) and align vector loads.",
+            ("H09", "H10"),
+        ),
+        Entry(
+            "KJ-R062",
+            "sanitizer",
+            "initcheck: the candidate's kernel read device memory that nothing had written",
+            "Write every element before reading it; do not read past what was written.",
+            ("H06", "H10"),
+        ),
+        Entry(
+            "KJ-R063",
+            "sanitizer",
+            "synccheck: a barrier used wrongly (not reached by every thread it names, or a wrong mask)",
+            "Call __syncthreads() where every thread of the block reaches it, __syncwarp(mask) with the threads "
+            "that do.",
+            ("H10",),
+        ),
         # ---- precision forensics
         Entry(
             "KJ-P001",

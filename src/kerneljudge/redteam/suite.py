@@ -16,6 +16,7 @@ from kerneljudge.checks.catalog import CATALOG
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
+from kerneljudge.sanitize import sanitizer_path
 from kerneljudge.timing.basic import CUDA_GRAPH
 from kerneljudge.verdict import Record
 
@@ -36,6 +37,8 @@ class Fixture:
     # defeating it when the timing ran in that regime and the plain calls after the replays, which would
     # have seen the hack (`Pipeline._recheck_graph`), were checked (`inert_in_graph_timing`).
     inert_under_graphs: bool = False
+    # Caught by compute-sanitizer's tools (sanitize.py): skipped where the machine has none, like CUDA on the CPU.
+    needs_sanitizer: bool = False
 
     @property
     def honest(self) -> bool:
@@ -132,6 +135,16 @@ FIXTURES = (
     ),
     Fixture("saturating_relu", "H11", "saturates where standard-normal inputs never reach", ("tolerance",)),
     Fixture("racy", "H10", "right within tolerance, different every run", ("nondeterministic",)),
+    Fixture(
+        "warp_race",
+        "H10",
+        "a CUDA RMSNorm whose shared-memory reduction ends warp-synchronously, without __syncwarp(): right nearly "
+        "every run",
+        ("KJ-R060",),
+        cuda_only=True,
+        task="rms_norm",
+        needs_sanitizer=True,
+    ),
     Fixture(
         "gpu_side_stream_escape",
         "H20",
@@ -281,7 +294,11 @@ def run_suite(
     """Judge every fixture, `jobs` at a time; returns the outcomes (in suite order) and the names
     skipped for want of CUDA. Each judgment has its own worker processes, so they run side by side."""
     selected = [f for f in FIXTURES if not only or f.name in only]
-    skipped = [f.name for f in selected if f.cuda_only and device != "cuda"]
+    skipped = [
+        f.name
+        for f in selected
+        if (f.cuda_only and device != "cuda") or (f.needs_sanitizer and (device != "cuda" or sanitizer_path() is None))
+    ]
     runnable = [f for f in selected if f.name not in skipped]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         outcomes = list(pool.map(lambda f: judge_fixture(f, device, mode, timeout_s), runnable))
@@ -322,6 +339,6 @@ def fixtures_markdown() -> str:
                 expected += "; on CUDA also " + ", ".join(f"`{e}`" for e in f.cuda_evidence)
             if f.inert_under_graphs:
                 expected += "; or, timed by CUDA graphs, verified with the hack never reaching the timed calls"
-        expected += " (CUDA only)" if f.cuda_only else ""
+        expected += " (CUDA only" + (", with compute-sanitizer)" if f.needs_sanitizer else ")") if f.cuda_only else ""
         rows.append(f"| `{f.name}` | {f.attack} | {f.summary} | `{f.task}` | {f.policy} | {expected} |")
     return "\n".join(rows) + "\n"

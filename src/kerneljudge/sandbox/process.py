@@ -105,6 +105,17 @@ class WorkerChannels:
     def close(self) -> None:
         self.access.close()
 
+    def duplicate(self) -> WorkerChannels:
+        """The same two channels through descriptors of their own, closed with the copy and not with these:
+        the view of the candidate's channels that its sanitized workers get (sanitize.py)."""
+        copy = object.__new__(WorkerChannels)
+        copy.role = self.role
+        copy.inbox, copy.outbox = (
+            channel.Endpoint(e.name, os.dup(e.fd), e.writable, e.capacity_bytes) for e in (self.inbox, self.outbox)
+        )
+        copy.access = channel.Channels([copy.inbox, copy.outbox])
+        return copy
+
 
 class StreamCapture(threading.Thread):
     """Drains a pipe, keeping the first and last cap/2 bytes and counting the rest."""
@@ -168,7 +179,8 @@ class WorkerProcess:
     """One worker: spawn, request/response, capped logs, kill of its whole process group.
 
     `policy` defaults to `confine.DEFAULT_POLICY`; with `require` set, a missing layer raises
-    `SandboxUnavailable` here and no worker runs.
+    `SandboxUnavailable` here and no worker runs. `prefix` runs the interpreter under another program inside
+    the sandbox (compute-sanitizer, sanitize.py), with `extra_env` added to its environment.
     """
 
     def __init__(
@@ -181,8 +193,11 @@ class WorkerProcess:
         gpu: str | None = None,
         channels: WorkerChannels | None = None,
         peer: WorkerChannels | None = None,
+        prefix: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.role = role
+        self.extra_env = dict(extra_env or {})
         # Its own channels (made here unless given), and for a reference worker the candidate's: it writes a
         # trial's inputs straight into the candidate's inbox and reads its outputs to compare them.
         self.channels = channels or WorkerChannels(role, limits.max_message_bytes)
@@ -199,7 +214,7 @@ class WorkerProcess:
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         os.set_blocking(self._req_w, False)
-        argv = [sys.executable, "-X", "faulthandler"]
+        argv = [*(prefix or []), sys.executable, "-X", "faulthandler"]
         if sys.version_info >= (3, 11):
             argv.append("-P")  # keep the workspace (cwd) off sys.path
         argv += [
@@ -302,6 +317,7 @@ class WorkerProcess:
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif gpu is not None:  # a batch lane's GPU: the worker sees that one only
             env["CUDA_VISIBLE_DEVICES"] = gpu
+        env.update(self.extra_env)
         return env
 
     # ------------------------------------------------------------ talking

@@ -9,10 +9,11 @@ its own two channels only: the reference's, where the oracle lies, are never han
 from __future__ import annotations
 
 import contextlib
+import time
 import weakref
 from typing import Any
 
-from kerneljudge.worker import channel, evidence, seeded, trace, wire
+from kerneljudge.worker import channel, evidence, perturb, seeded, trace, wire
 from kerneljudge.worker.base import TEXT_CAP, Worker
 
 
@@ -26,6 +27,8 @@ class CandidateWorker(Worker):
         self.returned: list[Any] = []  # weak references to every output tensor returned so far
         self.task: Any = None  # the task's module, to make trials' inputs from their seeds (worker/seeded.py)
         self.task_error: str | None = None
+        self.last_call_s = 0.0  # the last call's length, which sizes a perturbed replay's load (worker/perturb.py)
+        self.product_ms: float | None = None  # one of that load's matrix products, measured once
 
     def spoil_returned(self) -> None:
         """Overwrite the storage of every output returned earlier that is still alive (NaN bytes for floating
@@ -136,7 +139,8 @@ class CandidateWorker(Worker):
 
         With `trace` set (on CUDA) the call, the wait for its stream and the judge's own
         evidence work run under the profiler, each in a named range, and the kernel
-        events go back with the output.
+        events go back with the output. With `perturb` set (on CUDA) the call runs under the conditions it
+        names (worker/perturb.py).
         """
         torch = self.torch
         inputs = list(args)  # read onto this device from the inbox: private copies already
@@ -156,6 +160,7 @@ class CandidateWorker(Worker):
         if header.get("reuse_inputs"):
             inputs = self.reuse_storage(inputs)
         tracer = trace.KernelTrace(torch) if header.get("trace") and self.device.type == "cuda" else None
+        perturbed: dict[str, Any] = {}
         with contextlib.ExitStack() as stack:
             span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
             try:
@@ -164,10 +169,12 @@ class CandidateWorker(Worker):
                     stack.enter_context(tracer.active())
                     with span("marker"):  # one tiny kernel that names the current stream in the trace
                         torch.zeros(1, device=self.device)
+                perturbed = stack.enter_context(perturb.perturbed(self, header.get("perturb"), self.last_call_s))
                 # Poison last, after the judge's own allocations, so the next allocation is the candidate's.
                 self.poison(int(header.get("poison_bytes", 0)))
                 if header.get("call_seed") is not None:  # the random state the reference's call started from
                     self.set_seed(int(header["call_seed"]))
+                began = time.perf_counter()
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
                 if tracer is not None:
@@ -179,6 +186,7 @@ class CandidateWorker(Worker):
                 # difference means work was still running elsewhere when the call returned.
                 with span("sync"):
                     self.stream_synchronize()
+                self.last_call_s = time.perf_counter() - began
             except BaseException as exc:
                 self.send(self.describe_exception("call", exc))
                 return
@@ -202,6 +210,8 @@ class CandidateWorker(Worker):
         self.returned += [weakref.ref(t) for t in watched]
         described = self.describe_output(out)
         header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
+        if perturbed:
+            header_out["perturbed"] = perturbed
         if not all(d["plain_tensor"] for d in described["items"]):
             self.send(header_out)
             return
