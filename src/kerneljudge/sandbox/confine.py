@@ -222,13 +222,21 @@ def rlimits(policy: SandboxPolicy, lifetime_s: float, cuda: bool = False) -> dic
 
 
 def launcher_spec(
-    workspace: Path, policy: SandboxPolicy, package_root: Path, lifetime_s: float, uid: int, cuda: bool = False
+    workspace: Path,
+    policy: SandboxPolicy,
+    package_root: Path,
+    lifetime_s: float,
+    uid: int,
+    cuda: bool = False,
+    readable: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Everything the launcher needs, as JSON-ready data; `uid` is the one to drop to when root."""
+    """Everything the launcher needs, as JSON-ready data; `uid` is the one to drop to when root; `readable`
+    are further folders the worker reads (the judge's bytecode cache), bound back read-only where hidden."""
     ws = _real(workspace)
+    needed = sorted(dict.fromkeys([*needed_paths(package_root), *(_real(p) for p in readable or [])]))
     return {
         "workspace": ws,
-        **plan_mounts(ws, needed_paths(package_root), *state_dirs(policy)),
+        **plan_mounts(ws, needed, *state_dirs(policy)),
         "tmpfs_bytes": policy.tmpfs_bytes,
         "uid": uid,
         "gid": policy.gid,

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.sandbox import confine
+from kerneljudge.sandbox import bytecode, confine
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
@@ -239,12 +239,21 @@ class WorkerProcess:
         pass_fds: tuple[int, ...] = (req_r, resp_w, *(e.fd for e in granted))
         report_r = report_w = None
         self.uid: int | None = None  # the uid taken for it, given back once it is gone
+        # The judge's bytecode cache, where the installed packages carry none: for confined workers only, which
+        # can only read it (sandbox/bytecode.py).
+        self.bytecode = bytecode.prepared(Path(__file__).resolve().parents[2]) if confined else None
         if confined:
             report_r, report_w = os.pipe()
             package_root = Path(__file__).resolve().parents[2]
             self.uid = confine.take_worker_uid(self.policy)
             spec = confine.launcher_spec(
-                self.workspace.root, self.policy, package_root, limits.lifetime_s, self.uid, cuda=device != "cpu"
+                self.workspace.root,
+                self.policy,
+                package_root,
+                limits.lifetime_s,
+                self.uid,
+                cuda=device != "cpu",
+                readable=[self.bytecode] if self.bytecode else [],
             )
             argv = confine.wrap_argv(argv, spec, report_w)
             pass_fds += (report_w,)
@@ -299,6 +308,8 @@ class WorkerProcess:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env.update(self.workspace.env())
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        if self.bytecode is not None:
+            env["PYTHONPYCACHEPREFIX"] = self.bytecode
         env["PYTHONUNBUFFERED"] = "1"
         # A worker's own uid has no passwd entry; getpass.getuser() (torch's cache paths) reads these first.
         env["USER"] = env["LOGNAME"] = WORKER_USER
