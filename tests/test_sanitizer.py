@@ -225,6 +225,50 @@ def test_the_tool_wraps_the_worker_with_a_short_report():
     assert sanitize.SANITIZED_ENV["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
 
 
+def test_a_sanitized_worker_works_in_the_checked_workers_workspace_and_leaves_it_to_its_owner():
+    """Where the checked worker built a torch extension, the sanitized ones find it up to date: the same
+    folder, the same build flags; closing one does not remove what the checked worker still uses."""
+    from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
+
+    source = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    checked = WorkerProcess("candidate", "cpu", source, WorkerLimits(), channels=WorkerChannels("candidate", 2**20))
+    try:
+        (checked.workspace.root / "cache" / "torch_extensions" / "built").mkdir(parents=True)
+        start = sanitize.starter(
+            "/bin/true",
+            source,
+            WorkerLimits(),
+            checked.policy,
+            None,
+            checked.channels,
+            60.0,
+            workspace=checked.workspace,
+        )
+        started = start("racecheck")  # the tool here is /bin/true: the worker ends at once
+        assert started.workspace is checked.workspace and "racecheck" in started.proc.args
+        started.close()
+        shared = WorkerProcess(
+            "candidate",
+            "cpu",
+            source,
+            WorkerLimits(),
+            channels=checked.channels.duplicate(),
+            extra_env=sanitize.SANITIZED_ENV,
+            workspace=checked.workspace,
+        )
+        env = shared._env("cuda", None)
+        assert env["TORCH_EXTENSIONS_DIR"] == checked._env("cuda", None)["TORCH_EXTENSIONS_DIR"]
+        assert env["NVCC_APPEND_FLAGS"] == checked._env("cuda", None)["NVCC_APPEND_FLAGS"] == "-lineinfo"
+        assert env["KJ_WORKER_TEARDOWN"] == "1" and "KJ_WORKER_TEARDOWN" not in checked._env("cuda", None)
+        assert shared.receive(timeout_s=120)["type"] == "hello"
+        shared.close()
+        assert (checked.workspace.root / "cache" / "torch_extensions" / "built").is_dir()
+        assert checked.receive(timeout_s=120)["type"] == "hello"
+    finally:
+        checked.close()
+    assert not checked.workspace.root.exists()
+
+
 # ------------------------------------------------------------------ the run, with stand-in workers
 
 

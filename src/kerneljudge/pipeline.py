@@ -830,7 +830,10 @@ class Judgment:
             return {"op": "call", "made": made, "call_seed": self.call_seed}, ([], {}) if made is not None else inputs
 
         timeout_s = self.config.sanitizer_timeout_s
-        start = sanitize.starter(path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s)
+        checked = self.workers["candidate"].workspace
+        start = sanitize.starter(
+            path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s, workspace=checked
+        )
         runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s)
         cap = self.config.log_cap_bytes
         self.closed_logs.update({f"candidate_{t}": sanitize.kept_log(w, cap) for t, w in workers.items()})

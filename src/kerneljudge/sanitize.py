@@ -27,6 +27,7 @@ from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.workspace import Workspace
 from kerneljudge.shapes import ShapeFamily, plain
 from kerneljudge.verdict import Capability, Failure, Finding, WorkerLog
 
@@ -35,11 +36,10 @@ PRINT_LIMIT = 32  # reports printed per tool; the summary still counts them all
 EXIT_WAIT_S = 120.0  # for the tool's summary, printed once the worker has exited
 # Every tensor in a cudaMalloc of its own, so that memcheck sees a read past a tensor's end (torch's caching
 # allocator hands out slices of larger segments, where such a read is in bounds) and initcheck sees memory
-# nothing wrote; and line information in a torch extension's kernels (nvcc appends the flag to every
-# compile; it changes no code), so that a report names the source line.
+# nothing wrote. Line tables in a torch extension's kernels come with every worker's builds (sandbox/process.py).
 # The worker ends through the interpreter's teardown, not os._exit (worker/main.py): the tool may flush its
 # reports as the CUDA context and its libraries are torn down, which os._exit skips.
-SANITIZED_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "NVCC_APPEND_FLAGS": "-lineinfo", "KJ_WORKER_TEARDOWN": "1"}
+SANITIZED_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "KJ_WORKER_TEARDOWN": "1"}
 CUSTOM_CUDA_KINDS = ("cuda", "cuda_source")  # a __global__ in a source string; load_inline, cupy.RawKernel, ...
 NOT_FOUND = f"{TOOL_NAME} not found (PATH, $CUDA_HOME/bin, next to nvcc, /usr/local/cuda*/bin)"
 
@@ -268,9 +268,12 @@ def starter(
     gpu: str | None,
     channels: WorkerChannels,
     timeout_s: float,
+    workspace: Workspace | None = None,
 ) -> Callable[[str], WorkerProcess]:
     """How a tool's worker starts: the candidate worker's entry under `compute-sanitizer --tool X`, in the same
-    sandbox, sharing the checked candidate's channels (through descriptors of its own), with its own limits."""
+    sandbox, sharing the checked candidate's channels (through descriptors of its own) and its `workspace`, with
+    its own limits. In that workspace a torch extension the checked worker built is up to date: four builds of
+    it again, side by side, took longer than a red-team run's whole window on an H200 (session h)."""
     limits = replace(
         limits,
         step_timeout_s=timeout_s,
@@ -290,6 +293,7 @@ def starter(
             channels=channels.duplicate(),
             prefix=argv_prefix(path, tool),
             extra_env=SANITIZED_ENV,
+            workspace=workspace,
         )
 
     return start

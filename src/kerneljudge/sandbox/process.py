@@ -195,6 +195,7 @@ class WorkerProcess:
         peer: WorkerChannels | None = None,
         prefix: list[str] | None = None,
         extra_env: dict[str, str] | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         self.role = role
         self.extra_env = dict(extra_env or {})
@@ -206,7 +207,10 @@ class WorkerProcess:
         confined = self.policy.enabled and (device == "cpu" or self.policy.confine_cuda)
         if not confined:  # a required sandbox that will not be applied: refuse before anything starts
             confine.check_required(confine.disabled_layers(confine.CUDA_UNCONFINED), self.policy)
-        self.workspace = Workspace.create(role)
+        # Its own workspace, or another live worker's of the same candidate (a sanitized one: the extension that
+        # worker built is found there and not built again); a workspace given is not removed at close.
+        self.owns_workspace = workspace is None
+        self.workspace = workspace or Workspace.create(role)
         source_path = self.workspace.write_source(f"{role}.py", source_text)
         self._manifest_before = self.workspace.manifest()
         self.workspace_changes: WorkspaceChanges | None = None  # known once closed
@@ -323,6 +327,10 @@ class WorkerProcess:
         # (KJ-R010, KJ-R011; GPU MODE's pmpp sort and vectorsum solutions, docs/conformance.md). One compile
         # thread: Inductor compiles in the worker itself.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        # Line tables in every device-code build of a torch extension (nvcc appends the flag; it changes no code):
+        # a compute-sanitizer report then names the source line, and the sanitized workers, which share the
+        # checked worker's workspace, find its build up to date instead of compiling it again (sanitize.py).
+        env["NVCC_APPEND_FLAGS"] = "-lineinfo"
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
             env["CUDA_VISIBLE_DEVICES"] = ""
@@ -474,7 +482,8 @@ class WorkerProcess:
                 pass
         if self.workspace_changes is None:
             self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
-        self.workspace.remove()
+        if self.owns_workspace:
+            self.workspace.remove()
         self.channels.close()
 
     def logs(self) -> dict[str, Any]:
