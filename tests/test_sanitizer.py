@@ -225,47 +225,63 @@ def test_the_tool_wraps_the_worker_with_a_short_report():
     assert sanitize.SANITIZED_ENV["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
 
 
-def test_a_sanitized_worker_works_in_the_checked_workers_workspace_and_leaves_it_to_its_owner():
+WRITES_AT_IMPORT = """import os, torch
+try:
+    with open(f"written-{os.getpid()}", "w") as f:
+        f.write("x")
+    print("WROTE")
+except OSError as exc:
+    print("REFUSED", exc.strerror)
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x
+"""
+
+
+def test_a_sanitized_worker_shares_the_checked_workers_workspace_and_uid_and_leaves_both_to_it():
     """Where the checked worker built a torch extension, the sanitized ones find it up to date: the same
-    folder, the same build flags; closing one does not remove what the checked worker still uses."""
+    folder, the same build flags, the same uid (the launcher hands the workspace to the worker's uid, so a
+    uid of its own would take the checked worker's own files from it); closing one removes and gives back
+    nothing the checked worker still uses."""
+    from kerneljudge.sandbox import confine
     from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
 
-    source = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
-    checked = WorkerProcess("candidate", "cpu", source, WorkerLimits(), channels=WorkerChannels("candidate", 2**20))
+    def load(worker):
+        return worker.request({"op": "load", "seed": 0}, [], timeout_s=120)[0]["type"]
+
+    limits = WorkerLimits()
+    checked = WorkerProcess("candidate", "cpu", WRITES_AT_IMPORT, limits, channels=WorkerChannels("candidate", 2**20))
     try:
-        (checked.workspace.root / "cache" / "torch_extensions" / "built").mkdir(parents=True)
+        assert checked.receive(timeout_s=120)["type"] == "hello"
         start = sanitize.starter(
-            "/bin/true",
-            source,
-            WorkerLimits(),
-            checked.policy,
-            None,
-            checked.channels,
-            60.0,
-            workspace=checked.workspace,
+            "/bin/true", WRITES_AT_IMPORT, limits, checked.policy, None, checked.channels, 60.0, sharing=checked
         )
         started = start("racecheck")  # the tool here is /bin/true: the worker ends at once
-        assert started.workspace is checked.workspace and "racecheck" in started.proc.args
+        assert started.workspace is checked.workspace and started.uid == checked.uid
+        assert "racecheck" in started.proc.args
         started.close()
         shared = WorkerProcess(
             "candidate",
             "cpu",
-            source,
-            WorkerLimits(),
+            WRITES_AT_IMPORT,
+            limits,
             channels=checked.channels.duplicate(),
             extra_env=sanitize.SANITIZED_ENV,
-            workspace=checked.workspace,
+            sharing=checked,
         )
-        env = shared._env("cuda", None)
-        assert env["TORCH_EXTENSIONS_DIR"] == checked._env("cuda", None)["TORCH_EXTENSIONS_DIR"]
-        assert env["NVCC_APPEND_FLAGS"] == checked._env("cuda", None)["NVCC_APPEND_FLAGS"] == "-lineinfo"
-        assert env["KJ_WORKER_TEARDOWN"] == "1" and "KJ_WORKER_TEARDOWN" not in checked._env("cuda", None)
-        assert shared.receive(timeout_s=120)["type"] == "hello"
+        env, own = shared._env("cuda", None), checked._env("cuda", None)
+        assert env["TORCH_EXTENSIONS_DIR"] == own["TORCH_EXTENSIONS_DIR"]
+        assert env["NVCC_APPEND_FLAGS"] == own["NVCC_APPEND_FLAGS"] == "-lineinfo"
+        assert env["KJ_WORKER_TEARDOWN"] == "1" and "KJ_WORKER_TEARDOWN" not in own
+        assert shared.receive(timeout_s=120)["type"] == "hello" and load(shared) == "loaded"
         shared.close()
-        assert (checked.workspace.root / "cache" / "torch_extensions" / "built").is_dir()
-        assert checked.receive(timeout_s=120)["type"] == "hello"
+        assert checked.workspace.root.is_dir()
+        if checked.uid is not None:
+            assert checked.uid in confine._uids_in_use
+        assert load(checked) == "loaded"  # and its import could still write where it works
     finally:
         checked.close()
+    assert shared.stdout.text().split() == ["WROTE"] and checked.stdout.text().split() == ["WROTE"]
     assert not checked.workspace.root.exists()
 
 

@@ -830,9 +830,9 @@ class Judgment:
             return {"op": "call", "made": made, "call_seed": self.call_seed}, ([], {}) if made is not None else inputs
 
         timeout_s = self.config.sanitizer_timeout_s
-        checked = self.workers["candidate"].workspace
+        checked = self.workers["candidate"]
         start = sanitize.starter(
-            path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s, workspace=checked
+            path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s, sharing=checked
         )
         runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s)
         cap = self.config.log_cap_bytes

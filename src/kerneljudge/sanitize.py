@@ -27,7 +27,6 @@ from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.sandbox.workspace import Workspace
 from kerneljudge.shapes import ShapeFamily, plain
 from kerneljudge.verdict import Capability, Failure, Finding, WorkerLog
 
@@ -268,12 +267,13 @@ def starter(
     gpu: str | None,
     channels: WorkerChannels,
     timeout_s: float,
-    workspace: Workspace | None = None,
+    sharing: WorkerProcess | None = None,
 ) -> Callable[[str], WorkerProcess]:
     """How a tool's worker starts: the candidate worker's entry under `compute-sanitizer --tool X`, in the same
-    sandbox, sharing the checked candidate's channels (through descriptors of its own) and its `workspace`, with
-    its own limits. In that workspace a torch extension the checked worker built is up to date: four builds of
-    it again, side by side, took longer than a red-team run's whole window on an H200 (session h)."""
+    sandbox, sharing the checked candidate's channels (through descriptors of its own), and the workspace and
+    uid of the checked worker (`sharing`), with its own limits. In that workspace a torch extension the checked
+    worker built is up to date: four builds of it again, side by side, took longer than a red-team run's whole
+    window on an H200 (session h)."""
     limits = replace(
         limits,
         step_timeout_s=timeout_s,
@@ -293,7 +293,7 @@ def starter(
             channels=channels.duplicate(),
             prefix=argv_prefix(path, tool),
             extra_env=SANITIZED_ENV,
-            workspace=workspace,
+            sharing=sharing,
         )
 
     return start

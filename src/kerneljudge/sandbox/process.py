@@ -195,7 +195,7 @@ class WorkerProcess:
         peer: WorkerChannels | None = None,
         prefix: list[str] | None = None,
         extra_env: dict[str, str] | None = None,
-        workspace: Workspace | None = None,
+        sharing: WorkerProcess | None = None,
     ) -> None:
         self.role = role
         self.extra_env = dict(extra_env or {})
@@ -207,10 +207,11 @@ class WorkerProcess:
         confined = self.policy.enabled and (device == "cpu" or self.policy.confine_cuda)
         if not confined:  # a required sandbox that will not be applied: refuse before anything starts
             confine.check_required(confine.disabled_layers(confine.CUDA_UNCONFINED), self.policy)
-        # Its own workspace, or another live worker's of the same candidate (a sanitized one: the extension that
-        # worker built is found there and not built again); a workspace given is not removed at close.
-        self.owns_workspace = workspace is None
-        self.workspace = workspace or Workspace.create(role)
+        # Its own workspace and uid, or those of another live worker of the same candidate (`sharing`: a
+        # sanitized one finds the extension that worker built up to date); what it shares is its owner's to
+        # remove and give back. One uid: the launcher hands the workspace to the worker's uid at start.
+        self.sharing = sharing
+        self.workspace = sharing.workspace if sharing is not None else Workspace.create(role)
         source_path = self.workspace.write_source(f"{role}.py", source_text)
         self._manifest_before = self.workspace.manifest()
         self.workspace_changes: WorkspaceChanges | None = None  # known once closed
@@ -249,7 +250,8 @@ class WorkerProcess:
         if confined:
             report_r, report_w = os.pipe()
             package_root = Path(__file__).resolve().parents[2]
-            self.uid = confine.take_worker_uid(self.policy)
+            shared_uid = sharing.uid if sharing is not None else None
+            self.uid = shared_uid if shared_uid is not None else confine.take_worker_uid(self.policy)
             spec = confine.launcher_spec(
                 self.workspace.root,
                 self.policy,
@@ -468,7 +470,8 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 pass
         if self.kill() is not None and self.uid is not None:  # its processes are gone: the uid may be reused
-            confine.release_worker_uid(self.uid)
+            if self.sharing is None:
+                confine.release_worker_uid(self.uid)
             self.uid = None
         if self.gpu_watch is not None:
             self.gpu_watch.stop()
@@ -482,7 +485,7 @@ class WorkerProcess:
                 pass
         if self.workspace_changes is None:
             self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
-        if self.owns_workspace:
+        if self.sharing is None:
             self.workspace.remove()
         self.channels.close()
 
