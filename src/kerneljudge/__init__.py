@@ -10,8 +10,9 @@ from typing import Any
 
 # The judge's version is part of every store key (store.ENVIRONMENT_KEY_FIELDS): raise it with any change that
 # can alter a verdict, a finding or a figure, so that a store never answers for a judge that has changed since
-# (docs/batch.md, "The key"). 0.2.0: derived shape families, drained samples, side-stream escapes by structure.
-__version__ = "0.2.0"
+# (docs/batch.md, "The key"). 0.2.0: derived shape families, drained samples, side-stream escapes by structure;
+# 0.3.0: compute-sanitizer and replays under perturbation.
+__version__ = "0.3.0"
 
 __all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
 
