@@ -3,11 +3,12 @@ found, the smallest shape chosen, and the run's steps with stand-in workers (tes
 runs the real tool)."""
 
 import os
+import sys
 from types import SimpleNamespace
 
 import pytest
 
-from helpers import CANDIDATES, FIXTURES, TASKS, run_judge
+from helpers import CANDIDATES, EXAMPLES, FIXTURES, TASKS, run_judge
 from kerneljudge import sanitize
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
@@ -382,3 +383,77 @@ def test_a_candidate_judged_on_the_cpu_says_why_the_tool_did_not_run():
     assert (capability.status, capability.detail) == ("unavailable", "needs CUDA")
     assert record.correctness.sanitizer is None and record.status == "PASS"
     assert not any("perturbation" in entry for entry in record.correctness.replay["trials"])
+
+
+# ------------------------------------------------------------------ the whole path, with a stand-in tool
+
+STAND_IN_TOOL = """#!{python}
+# A stand-in for compute-sanitizer: runs the worker it wraps, then prints what the tool named in RACE_IN
+# would have found in that kernel (racecheck only), and the summary.
+import subprocess, sys
+args = sys.argv[1:]
+tool = args[args.index("--tool") + 1]
+code = subprocess.call(args[args.index("--show-backtrace") + 2 :], close_fds=False)
+print("========= COMPUTE-SANITIZER", flush=True)
+kernel = {race!r}
+if tool == "racecheck" and kernel:
+    print(f"========= Error: Race reported between Write access at {{kernel}}()+0x10 in /k.py:12")
+    print(f"=========     and Read access at {{kernel}}()+0x20 in /k.py:13 [64 hazards]")
+    print("========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)")
+else:
+    print("========= ERROR SUMMARY: 0 errors")
+sys.exit(code)
+"""
+
+
+@pytest.fixture
+def stand_in_tool(tmp_path, monkeypatch):
+    """Judgments on the CPU that run the sanitizer stage with a stand-in tool, on a folder the sandbox binds
+    back (PYTHONPATH's folders are needed paths); returns a function that makes the tool report a race."""
+    from kerneljudge import pipeline
+    from kerneljudge.verdict import Capability
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+
+    def make(race=""):
+        tool = folder / "compute-sanitizer"
+        tool.write_text(STAND_IN_TOOL.format(python=sys.executable, race=race))
+        tool.chmod(0o755)
+        decision = sanitize.Decision(
+            True, "test", Capability(status="available", required=False, detail="test"), str(tool)
+        )
+        monkeypatch.setattr(pipeline.Judgment, "_sanitizer_decision", lambda self: decision)
+
+    return make
+
+
+TRITON_SOFTMAX = EXAMPLES / "softmax"
+
+
+def test_the_stage_runs_four_sandboxed_workers_beside_the_checked_one_and_reads_their_summaries(stand_in_tool):
+    stand_in_tool()
+    record = run_judge(TRITON_SOFTMAX / "reference.py", TRITON_SOFTMAX / "candidate_triton.py", mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, record.findings)
+    ran = record.correctness.sanitizer
+    assert {tool: t["status"] for tool, t in ran["tools"].items()} == dict.fromkeys(sanitizer.TOOLS, "clean"), ran
+    assert ran["shape"] is not None and ran["seconds"] > 0  # the smallest shape it was right at: a derived one
+    assert {f"candidate_{tool}" for tool in sanitizer.TOOLS} <= set(record.logs)
+    assert record.capabilities["compute_sanitizer"].status == "available"
+
+
+def test_a_race_in_the_candidates_own_kernel_fails_it_with_its_lines(stand_in_tool):
+    stand_in_tool(race="_softmax_row_kernel")
+    record = run_judge(TRITON_SOFTMAX / "reference.py", TRITON_SOFTMAX / "candidate_triton.py", mode="enforce")
+    assert record.status == "FAIL" and record.failure.kind == "race", record.failure
+    found = [f for f in record.findings if f.code == "KJ-R060"]
+    assert found and found[0].severity == "error", record.findings
+    assert record.correctness.sanitizer["tools"]["racecheck"]["status"] == "reported"
+
+
+def test_a_race_in_a_kernel_not_its_own_is_recorded_and_not_held_against_it(stand_in_tool):
+    stand_in_tool(race="at::native::vectorized_elementwise_kernel")
+    record = run_judge(TRITON_SOFTMAX / "reference.py", TRITON_SOFTMAX / "candidate_triton.py", mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, record.findings)
+    assert not [f for f in record.findings if f.code == "KJ-R060"]

@@ -832,7 +832,7 @@ class Judgment:
         timeout_s = self.config.sanitizer_timeout_s
         checked = self.workers["candidate"]
         start = sanitize.starter(
-            path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s, sharing=checked
+            path, self.candidate.text, self.limits, self.sandbox, self.gpu, channels, timeout_s, checked, self.device
         )
         runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s)
         cap = self.config.log_cap_bytes

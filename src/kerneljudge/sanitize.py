@@ -268,6 +268,7 @@ def starter(
     channels: WorkerChannels,
     timeout_s: float,
     sharing: WorkerProcess | None = None,
+    device: str = "cuda",
 ) -> Callable[[str], WorkerProcess]:
     """How a tool's worker starts: the candidate worker's entry under `compute-sanitizer --tool X`, in the same
     sandbox, sharing the checked candidate's channels (through descriptors of its own), and the workspace and
@@ -285,7 +286,7 @@ def starter(
     def start(tool: str) -> WorkerProcess:
         return WorkerProcess(
             "candidate",
-            "cuda",
+            device,
             source_text,
             limits,
             policy,
