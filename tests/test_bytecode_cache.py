@@ -3,8 +3,10 @@ interpreter, handed to confined workers, which read it and cannot write it (sand
 
 import importlib.util
 import os
+import shutil
 import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,13 +36,17 @@ def get_init_inputs():
 
 
 @pytest.fixture
-def no_installed_bytecode(monkeypatch, tmp_path):
-    """This machine's torch as if it carried no bytecode, with a cache of the test's own."""
+def no_installed_bytecode(monkeypatch):
+    """This machine's torch as if it carried no bytecode, with a cache of the test's own where workers of
+    other users can reach it (pytest's own temporary folders are its user's alone)."""
     monkeypatch.setattr(bytecode, "torch_bytecode_installed", lambda: False)
-    monkeypatch.setenv(bytecode.CACHE_ENV, str(tmp_path / "bytecode"))
+    folder = Path(tempfile.mkdtemp(prefix="kj-bytecode-test-"))
+    folder.chmod(0o755)
+    monkeypatch.setenv(bytecode.CACHE_ENV, str(folder / "bytecode"))
     bytecode.prepared.cache_clear()
-    yield tmp_path / "bytecode"
+    yield folder / "bytecode"
     bytecode.prepared.cache_clear()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_where_torch_carries_its_bytecode_workers_read_that_and_no_cache_is_made(tmp_path, monkeypatch):
@@ -88,6 +94,22 @@ def test_a_confined_worker_reads_the_cache_and_cannot_write_into_it(no_installed
         pytest.skip("no read-only root and no user of its own here")
     assert "REFUSED" in said and "WROTE" not in said, said
     assert not (no_installed_bytecode / "planted.pyc").exists()
+    if os.geteuid() == 0:  # the cache did not cost the worker its user of its own
+        assert layers["unprivileged_user"]["status"] == "in_force", layers["unprivileged_user"]
+
+
+def test_a_cache_others_could_write_or_workers_could_not_reach_is_not_used(no_installed_bytecode, tmp_path):
+    hidden = tmp_path / "private"  # under pytest's folder, which only its user may enter
+    hidden.mkdir()
+    assert not bytecode.usable(hidden)
+    open_to_all = no_installed_bytecode.parent / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    assert not bytecode.usable(open_to_all)
+    reachable = no_installed_bytecode.parent / "fine"
+    reachable.mkdir(mode=0o755)
+    reachable.chmod(0o755)
+    assert bytecode.usable(reachable) == all(os.stat(p).st_mode & stat.S_IXOTH for p in reachable.parents)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux's")

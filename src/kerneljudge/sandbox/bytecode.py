@@ -20,8 +20,10 @@ import functools
 import hashlib
 import importlib.util
 import os
+import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 CACHE_ENV = "KJ_BYTECODE_CACHE"  # where the cache lives, if not under the user's cache folder
@@ -31,10 +33,30 @@ WARM_TIMEOUT_S = 900.0
 
 
 def cache_root() -> Path:
+    """`$KJ_BYTECODE_CACHE`, else a folder of the judge's user in the temporary folder: a worker runs as
+    another user, so every folder above the cache must let others through (a home such as /root does not)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "kerneljudge", "bytecode")
+    return Path(tempfile.gettempdir(), f"kerneljudge-bytecode-{os.geteuid()}")
+
+
+def usable(root: Path) -> bool:
+    """Whether `root` is the judge's own (not a link, owned by it, writable by no one else) and every folder
+    above it lets other users through: else a worker could not reach it, or someone else could write there."""
+    try:
+        info = os.lstat(root)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return False
+        if info.st_mode & 0o005 != 0o005:  # others read and enter it
+            return False
+        folder = root
+        while folder != folder.parent:
+            folder = folder.parent
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def torch_bytecode_installed() -> bool:
@@ -66,9 +88,13 @@ def prepared(package_root: Path) -> str | None:
     root = cache_root()
     marker = root / f"ready-{interpreter_key(package_root)}"
     if marker.exists():
-        return str(root)
+        return str(root) if usable(root) else None
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if not root.is_symlink() and root.stat().st_uid == os.geteuid():
+            root.chmod(0o755)  # whatever the umask made of it
+        if not usable(root):
+            return None
         with open(root / ".lock", "w") as lock:  # one filling per machine; the others wait for it
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not marker.exists():
