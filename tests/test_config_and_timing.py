@@ -9,7 +9,7 @@ import torch
 from helpers import CANDIDATES, run_judge
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
-from kerneljudge.pipeline import kernelbench_trial_seeds
+from kerneljudge.plan import kernelbench_trial_seeds
 from kerneljudge.reward import reward_binary, reward_v1
 from kerneljudge.timing.basic import KERNELBENCH, SampleTimes, TimingPlan, calls_for, run_interleaved
 from kerneljudge.timing.stats import summarize

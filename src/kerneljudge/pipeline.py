@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import random
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from typing import Any, NoReturn
 import torch
 
 from kerneljudge import __version__, gpumode, sanitize
+from kerneljudge import plan as hidden_plan
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import Tolerance, tolerance_for
@@ -167,32 +169,6 @@ class TaskUnsupported(Exception):
     """The task's reference cannot run on this machine (checks/support.py): UNSUPPORTED, with the reason."""
 
 
-def kernelbench_trial_seeds(public_seed: int, count: int) -> list[int]:
-    """The trial seeds KernelBench derives from its public seed (torch.randint after manual_seed)."""
-    generator = torch.Generator().manual_seed(public_seed)
-    return [int(torch.randint(0, 2**32 - 1, (1,), generator=generator).item()) for _ in range(count)]
-
-
-def hidden_distributions(count: int) -> list[dict[str, Any]]:
-    """Input distributions for the hidden trials (H11): the first as the task makes them, then one of each
-    other kind in random order, with random strengths."""
-    rng = secrets.SystemRandom()
-    kinds = ["scaled_up", "scaled_down", "shifted", "heavy_tailed"]
-    rng.shuffle(kinds)
-    plan: list[dict[str, Any]] = [{"kind": "standard"}]
-    for i in range(1, count):
-        kind = kinds[(i - 1) % len(kinds)]
-        if kind == "scaled_up":
-            plan.append({"kind": "scaled", "factor": round(2 ** rng.uniform(3, 6), 3)})
-        elif kind == "scaled_down":
-            plan.append({"kind": "scaled", "factor": round(2 ** -rng.uniform(3, 6), 5)})
-        elif kind == "shifted":
-            plan.append({"kind": "shifted", "offset": round(rng.choice((-1, 1)) * rng.uniform(2, 8), 3)})
-        else:
-            plan.append({"kind": "heavy_tailed", "sigma": round(rng.uniform(0.5, 1.0), 3)})
-    return plan[:count]
-
-
 # KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an
 # H200's 60 MiB L2, 64 MiB and more did: GPU_NOTES.md), never under 64 MiB.
 KERNELBENCH_FLUSH_BYTES = 256 * 2**20
@@ -278,10 +254,13 @@ class Judgment:
         gpu: str | None = None,
         gate: Gate | None = None,
         baselines: dict[str, CachedSide] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.task = task
         self.candidate = candidate
         self.config = config
+        self.rng = rng  # the hidden plan's source of randomness (plan.py); None: the operating system's
+        self.plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
         self.progress = progress or (lambda stage: None)
         self.gpu = gpu  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
         self.gate = gate or OPEN_GATE
@@ -567,29 +546,29 @@ class Judgment:
 
     def _correctness(self) -> None:
         native = self.config.mode == "off"
-        public = kernelbench_trial_seeds(self.config.public_seed, self.config.public_trials)
-        hidden = [] if native else [secrets.randbelow(2**32 - 1) for _ in range(self.config.hidden_trials)]
-        plan = [("public", s) for s in public] + [("hidden", s) for s in hidden]
-        distributions = [{"kind": "standard"}] * len(public) + hidden_distributions(len(hidden))
-        screens: list[list[Any]] = []
-        replay_at = set() if native else {0, len(public) + secrets.randbelow(len(hidden))}
-        self.perturbed_at = max(replay_at) if replay_at and self.device == "cuda" else None
-        # Canary: one later hidden trial's new values arrive in the previous call's input storage (H01).
-        canary_at = len(public) + 1 + secrets.randbelow(len(hidden) - 1) if len(hidden) >= 2 else None
-        # Kernel traces of two hidden trials picked at random (CUDA only): the candidate cannot know which.
-        traced = self.device == "cuda" and not native
-        pool = range(len(public), len(plan)) if hidden else range(len(plan))
-        trace_at = set(secrets.SystemRandom().sample(pool, min(2, len(pool))))
+        config = self.config
+        self.plan = hidden_plan.draw(
+            config.public_seed,
+            config.public_trials,
+            config.hidden_trials,
+            config.shape_trials,
+            native,
+            self.device == "cuda",
+            self.rng,
+        )
+        plan, screens = self.plan, []
+        self.perturbed_at = plan.perturbed_at
         self.correctness_checked = True
-        for index, (kind, seed) in enumerate(plan):
-            self.progress(f"correctness trial {index + 1}/{len(plan)} ({kind})")
+        for index, trial in enumerate(plan.trials):
+            kind, seed = trial.kind, trial.seed
+            self.progress(f"correctness trial {index + 1}/{len(plan.trials)} ({kind})")
             call = {
                 "phase": f"trial {index}",
-                "reuse": index == canary_at,
-                "trace": traced and index in trace_at,
-                "keep_inputs": index + 1 == canary_at,
+                "reuse": index == plan.canary_at,
+                "trace": index in plan.trace_at,
+                "keep_inputs": index + 1 == plan.canary_at,
             }
-            distribution = self._trial(index, kind, seed, distributions[index], call, replay=index in replay_at)
+            distribution = self._trial(index, kind, seed, trial.distribution, call, replay=index in plan.replay_at)
             if self.trial_screen is not None:
                 screens.append(self.trial_screen)
             if distribution.get("kind") == "standard" or "rejected" in distribution:
@@ -726,17 +705,16 @@ class Judgment:
                 detail="no hidden shapes asked for (shape_trials = 0)" if self.family is not None else why_none,
             )
             return
-        shapes = self.family.trial_shapes(count)
+        shapes = self.plan.shapes(self.family, count)
         refusals: list[dict[str, str]] = []
         skipped: list[str] = []
-        for shape in shapes:
-            index, label = len(self.trials), describe_shape(shape)
+        for number, shape in enumerate(shapes):
+            index, label, seed = len(self.trials), describe_shape(shape), self.plan.shape_seed(number)
             self.progress(f"correctness at a hidden shape ({label})")
             if self.family.derived:
-                self._derived_shape_trial(index, shape, refusals, skipped)
+                self._derived_shape_trial(index, shape, seed, refusals, skipped)
                 continue
             self._build_candidate(self._load_reference(shape), shape)
-            seed = secrets.randbelow(2**32 - 1)
             inputs, _ = self._reference_trial(seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
             cand = self.call_candidate(inputs, phase=f"shape trial {index} at {label}")
             self._check_trial(index, "shape", seed, cand, {"kind": "standard"}, shape)
@@ -769,13 +747,12 @@ class Judgment:
         )
 
     def _derived_shape_trial(
-        self, index: int, shape: dict[str, Any], refusals: list[dict[str, str]], skipped: list[str]
+        self, index: int, shape: dict[str, Any], seed: int, refusals: list[dict[str, str]], skipped: list[str]
     ) -> None:
         """One trial at a shape derived from the task's size globals (worker/derived.py): the judge's reading
         of the task, not the task's word. Where the reference itself fails there, the shape is skipped; a
         candidate that refuses it with an error is recorded (checks/refusals.py); a wrong answer fails."""
         label = describe_shape(shape)
-        seed = secrets.randbelow(2**32 - 1)
         try:
             init_inputs = self._load_reference(shape)
         except (JudgeFailed, TaskUnsupported) as exc:
@@ -1409,6 +1386,7 @@ class Judgment:
             shape_family=self.family.summary() if self.family is not None else None,
             inputs=self.inputs,
             sanitizer=self.sanitizer,
+            plan=self.plan.as_record() if self.plan is not None else None,
         )
         record = Record(
             kerneljudge_version=__version__,
@@ -1450,6 +1428,7 @@ def judge(
     gpu: str | None = None,
     gate: Gate | None = None,
     baselines: dict[str, CachedSide] | None = None,
+    rng: random.Random | None = None,
     **overrides: Any,
 ) -> Record:
     """Judge one candidate against one task and return the verdict record.
@@ -1457,10 +1436,11 @@ def judge(
     `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
     is called with a short description as each stage starts. A batch lane passes
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
-    the task's `baselines` (`kerneljudge.batch.BaselineCache`).
+    the task's `baselines` (`kerneljudge.batch.BaselineCache`). `rng` replaces the operating system's
+    randomness in the hidden plan (plan.py): for tests only, since a candidate that knows it knows the plan.
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
     candidate = gpumode.adapt_candidate(task, candidate)  # a GPU MODE submission: custom_kernel as ModelNew
-    return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate, baselines=baselines).run()
+    return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate, baselines=baselines, rng=rng).run()

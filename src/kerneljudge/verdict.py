@@ -96,6 +96,9 @@ class Correctness(Model):
     inputs: dict[str, Any] | None = None  # where trials' inputs were made (worker/seeded.py), and why shipped
     # compute-sanitizer's run on one call (sanitize.py): why it ran, the shape, each tool's outcome; None if not
     sanitizer: dict[str, Any] | None = None
+    # The hidden plan (plan.py): trials' seeds and distributions, replays, the canary, the traced trials, the
+    # shape trials' seeds; None where correctness did not start
+    plan: dict[str, Any] | None = None
 
 
 class TimingStats(Model):
