@@ -259,7 +259,10 @@ class Judgment:
         self.task = task
         self.candidate = candidate
         self.config = config
-        self.rng = rng  # the hidden plan's source of randomness (plan.py); None: the operating system's
+        # The one source of everything a candidate must not predict: the hidden plan (plan.py) and, as the
+        # timing stage draws them, its pools' seeds and the calls whose outputs are kept and checked. The
+        # operating system's randomness unless a test injects a source.
+        self.source: random.Random = rng if rng is not None else secrets.SystemRandom()
         self.plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
         self.progress = progress or (lambda stage: None)
         self.gpu = gpu  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
@@ -554,7 +557,7 @@ class Judgment:
             config.shape_trials,
             native,
             self.device == "cuda",
-            self.rng,
+            self.source,
         )
         plan, screens = self.plan, []
         self.perturbed_at = plan.perturbed_at
@@ -802,7 +805,7 @@ class Judgment:
             return
 
         def make_inputs() -> tuple[dict[str, Any], Any]:
-            inputs, _ = self._reference_trial(secrets.randbelow(2**32 - 1), False, {"kind": "standard"}, shape)
+            inputs, _ = self._reference_trial(self.source.randrange(2**32 - 1), False, {"kind": "standard"}, shape)
             made = inputs.get("made") if isinstance(inputs, dict) else None
             return {"op": "call", "made": made, "call_seed": self.call_seed}, ([], {}) if made is not None else inputs
 
@@ -839,7 +842,7 @@ class Judgment:
         again there (`_inputs_made`); its outputs and the oracle's stay in the worker (slot "trial"). The
         inputs (their (tree, descriptions), or what the candidate's worker needs to make them: {"made": ...})
         and the distribution."""
-        self.call_seed = secrets.randbelow(2**31 - 1)  # the random state both sides' calls start from
+        self.call_seed = self.source.randrange(2**31 - 1)  # the random state both sides' calls start from
         header = {
             "op": "trial",
             "seed": seed,
@@ -960,7 +963,7 @@ class Judgment:
     def _replay_once(self, index: int, inputs: Any, keep_inputs: bool, perturb: dict[str, Any] | None) -> bool:
         """One replay: a difference beyond rounding fails as `nondeterministic`, one at rounding level is KJ-C001."""
         if not self.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
-            self.call_seed = secrets.randbelow(2**31 - 1)
+            self.call_seed = self.source.randrange(2**31 - 1)
         phase = f"replay of trial {index}" + (f" under {perturb['kind']}" if perturb else "")
         again = self.call_candidate(inputs, phase=phase, keep_inputs=keep_inputs, perturb=perturb)
         if again is None:
@@ -1023,7 +1026,7 @@ class Judgment:
         sets = self.timing_sets[:1] if method != INTERLEAVED else self.timing_sets[-self.pool_sets :]
         if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
             self._build_candidate(self._load_reference(shape), shape)
-            sets = [{"seed": secrets.randbelow(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
+            sets = [{"seed": self.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
         flush_bytes = l2_flush_bytes(self.hello, native) if self.config.timing_l2_flush else 0
         l2_reset: dict[str, bool | None] = {}
         graph_keep: dict[tuple[str, int], int] = {}
@@ -1045,15 +1048,15 @@ class Judgment:
                 }
                 if request.graph:  # a graph keeps one call's output, at a position drawn once per graph
                     header["graph_keep"] = graph_keep.setdefault(
-                        (role, request.calls), secrets.randbelow(request.calls)
+                        (role, request.calls), self.source.randrange(request.calls)
                     )
                 if request.measured and method == INTERLEAVED and self.config.mode != "off" and role == "candidate":
                     # One timed call's output, at a position drawn here, kept by the worker and fetched by a
                     # request of its own after the parent's clock stops: its copy to the host is no part of the
                     # round trip set against the claimed times (worker/timer.py). The reference keeps none: a
                     # graph's kept output copied on the device (milliseconds for 4 GiB) is all it would add.
-                    position = header.get("graph_keep", secrets.randbelow(request.calls))
-                    header["capture"] = [secrets.randbelow(request.samples), position]
+                    position = header.get("graph_keep", self.source.randrange(request.calls))
+                    header["capture"] = [self.source.randrange(request.samples), position]
                 began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
                 if role == "candidate":
                     response, _ = self._candidate_step(
@@ -1223,7 +1226,7 @@ class Judgment:
         Its Python still runs in these calls, on buffers that hold other contents than its last calls saw
         (`op_recheck`): the last answer cannot be right for both, and a storage-keyed cache for either.
         """
-        buffers = secrets.SystemRandom().sample(range(sets), min(2, sets))
+        buffers = self.source.sample(range(sets), min(2, sets))
         for buffer in buffers:
             header = {"op": "recheck", "calls": calls, "graph_keep": keep, "buffer": buffer, "compiled": False}
             response, _ = self._candidate_step(
