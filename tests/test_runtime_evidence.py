@@ -40,11 +40,13 @@ def test_a_static_output_buffer_passes_under_practical_and_a_cache_in_one_fails_
 
 
 def test_pointer_cache_fails_a_correctness_trial(tiny_task):
-    # Whether a public trial's input lands where an earlier one's did (and the stale answer shows there) or
-    # only the hidden trials' storage-reuse canary exposes it depends on the allocator: both were seen, with
-    # and without the sandbox, so the test asks only that some correctness trial fails it.
+    # Whether a public trial's input lands where an earlier one's did (and the stale answer shows there), a
+    # replay's does (the same inputs answered otherwise: nondeterministic), or only the hidden trials'
+    # storage-reuse canary exposes it depends on the allocator: all were seen, with and without the sandbox,
+    # so the test asks only that some correctness trial or its replay fails it.
     record = run_judge(tiny_task, CANDIDATES / "cache_by_pointer.py")
-    assert record.failure.kind == "tolerance" and record.failure.phase.startswith("correctness ("), record.failure
+    assert record.failure.kind in ("tolerance", "nondeterministic"), record.failure
+    assert record.failure.phase.startswith(("correctness (", "replay of trial")), record.failure
 
 
 @pytest.mark.parametrize("fixture", ["honest_torch.py", "honest_init_packing.py"])
