@@ -4,9 +4,12 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [tests|redteam|bench|start|batch|suite|sandbox|all]
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start batch suite conformance sandbox all)
 #                                (on the GPU machine, no network needed) installs those wheels
-#                                into a private directory, puts the project on PYTHONPATH and runs
+#                                into a private directory, puts the project on PYTHONPATH and runs, in this
+#                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
+#                                stages that many seconds after the script's start, which then still packs what
+#                                came back (set it under the device call's limit)
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
 #                                arguments to both, e.g. "--only timing_cache timing_switch");
@@ -61,8 +64,24 @@ fetch() {
   ls .whl
 }
 
+# Whether the stages asked for name this one ("all" names tests and redteam).
+asked() {
+  local want="$1" stage
+  for stage in "${STAGES[@]}"; do
+    [ "$stage" = "$want" ] && return 0
+    [ "$stage" = all ] && { [ "$want" = tests ] || [ "$want" = redteam ]; } && return 0
+  done
+  return 1
+}
+
+# The seconds a stage's command may still run: what is left of KJ_LIMIT_S (from the script's start), so that
+# a call's limit ends the stage and not the script, which then still packs what came back.
+stage_left() {
+  left_of "${KJ_LIMIT_S:-86400}"
+}
+
 run() {
-  local stage="${1:-all}"
+  STAGES=("${@:-all}")
   OUT="${OUT:-$PWD/out}"
   local records="$OUT/records"
   mkdir -p "$records"
@@ -74,8 +93,8 @@ run() {
   python3 -m kerneljudge env | tee -a "$OUT/gpu.txt"
   set +e
   local status=0 audit_status=0 enforce_status=0
-  if [ "$stage" = tests ] || [ "$stage" = all ]; then
-    python3 -m pytest -m gpu tests -v -n 0 -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
+  if asked tests; then
+    timeout "$(stage_left)" python3 -m pytest -m gpu tests -v -n 0 -p no:cacheprovider ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 \
       | tee "$OUT/gpu_tests.log"
     status=${PIPESTATUS[0]}
     for example in examples/*/; do
@@ -87,31 +106,31 @@ run() {
       done
     done
   fi
-  if [ "$stage" = redteam ] || [ "$stage" = all ]; then
+  if asked redteam; then
     # The red-team suite in both hardened modes, side by side, several fixtures at a time (no timing,
     # so they do not disturb each other).
     # shellcheck disable=SC2086  # KJ_REDTEAM_ARGS holds several arguments
-    python3 -m kerneljudge redteam --device cuda --mode audit --jobs 6 --json "$records/redteam-audit.json" \
+    timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode audit --jobs 6 --json "$records/redteam-audit.json" \
       ${KJ_REDTEAM_ARGS:-} > "$records/redteam-audit.txt" 2>&1 &
     # shellcheck disable=SC2086
-    python3 -m kerneljudge redteam --device cuda --mode enforce --jobs 6 --json "$records/redteam-enforce.json" \
+    timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode enforce --jobs 6 --json "$records/redteam-enforce.json" \
       ${KJ_REDTEAM_ARGS:-} > "$records/redteam-enforce.txt" 2>&1
     enforce_status=$?
     wait $! ; audit_status=$?
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
-  if [ "$stage" = start ]; then
-    python3 benchmarks/worker_start.py --device cuda 2> "$OUT/worker_start.log" | tee "$OUT/worker_start.md"
+  if asked start; then
+    timeout "$(stage_left)" python3 benchmarks/worker_start.py --device cuda 2> "$OUT/worker_start.log" | tee "$OUT/worker_start.md"
     status=${PIPESTATUS[0]}
   fi
-  if [ "$stage" = batch ]; then
+  if asked batch; then
     # shellcheck disable=SC2086  # KJ_BATCH_ARGS holds several arguments
     python3 benchmarks/batch_throughput.py --device cuda --out "$OUT/batch" ${KJ_BATCH_ARGS:---jobs 4 --limit 32} \
       2> "$OUT/batch_throughput.log" | tee "$OUT/batch_throughput.md"
     status=${PIPESTATUS[0]}
   fi
-  if [ "$stage" = suite ]; then
+  if asked suite; then
     # A store carried from an earlier call (KJ_SUITE_RESUME: a results.tar.gz, or a folder holding suite.db)
     # is resumed; KJ_SUITE_LIMIT_S stops the judging after that many seconds (the store keeps what finished).
     mkdir -p "$OUT/suite"
@@ -132,7 +151,7 @@ run() {
         2>&1 | tee "$OUT/suite_lint.txt"
     fi
   fi
-  if [ "$stage" = conformance ]; then
+  if asked conformance; then
     mkdir -p "$OUT/conformance"
     if [ -f "${KJ_CONF_RESUME:-}" ]; then
       tar xzf "$KJ_CONF_RESUME" -C "$OUT" conformance || true
@@ -143,13 +162,13 @@ run() {
       2> "$OUT/conformance.log" | tee "$OUT/conformance.md"
     status=${PIPESTATUS[0]}
   fi
-  if [ "$stage" = sandbox ]; then
+  if asked sandbox; then
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
     status=${PIPESTATUS[0]}
   fi
-  if [ "$stage" = bench ]; then
+  if asked bench; then
     # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_2048_fp32 --pairs 3"
-    python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} \
+    timeout "$(stage_left)" python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} \
       2> "$OUT/timer_fidelity.log" | tee "$OUT/timer_fidelity.md"
     status=${PIPESTATUS[0]}
   fi
@@ -164,7 +183,7 @@ run() {
 
 case "${1:-}" in
   fetch) fetch ;;
-  run) run "${2:-all}" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [tests|redteam|bench|start|batch|suite|conformance|sandbox|all]" >&2
+  run) shift; run "$@" ;;
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start batch suite conformance sandbox all)" >&2
      exit 1 ;;
 esac
