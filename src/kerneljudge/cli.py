@@ -12,6 +12,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from kerneljudge import __version__
 from kerneljudge.batch import BATCH_COMMANDS, add_batch_commands
@@ -319,8 +320,16 @@ def cmd_redteam(args: argparse.Namespace) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def heard(outcome: Any, so_far: list[Any]) -> None:
+        """Each outcome as it comes, on stderr and in the JSON: a run cut short still leaves what it judged."""
+        mark = "matched" if outcome.matched else f"NOT MATCHED: {outcome.note}"
+        print(f"{outcome.fixture}: {outcome.status} ({mark})", file=sys.stderr, flush=True)
+        if args.json is not None:
+            args.json.write_text(json.dumps(to_json(so_far, [], device, args.mode, complete=False), indent=2))
+
     with Console(stderr=True).status(f"red team on {device}, mode {args.mode}"):
-        outcomes, skipped = run_suite(device, args.mode, args.only, args.timeout, args.jobs)
+        outcomes, skipped = run_suite(device, args.mode, args.only, args.timeout, args.jobs, heard)
     table = Table(title=f"kerneljudge red team: device {device}, mode {args.mode}")
     for column in ("fixture", "attack", "expected", "actual", "evidence", "match"):
         table.add_column(column, overflow="fold")

@@ -8,7 +8,8 @@ against a packaged task in tasks/ (bias_relu.py unless a fixture names another).
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -289,10 +290,17 @@ def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) ->
 
 
 def run_suite(
-    device: str = "cpu", mode: str = "audit", only: list[str] | None = None, timeout_s: float = 120.0, jobs: int = 1
+    device: str = "cpu",
+    mode: str = "audit",
+    only: list[str] | None = None,
+    timeout_s: float = 120.0,
+    jobs: int = 1,
+    on_outcome: Callable[[Outcome, list[Outcome]], None] | None = None,
 ) -> tuple[list[Outcome], list[str]]:
     """Judge every fixture, `jobs` at a time; returns the outcomes (in suite order) and the names
-    skipped for want of CUDA. Each judgment has its own worker processes, so they run side by side."""
+    skipped for want of CUDA. Each judgment has its own worker processes, so they run side by side.
+    `on_outcome` hears of each outcome as it comes, with all that came so far (a run cut short by a
+    machine's limit still leaves them)."""
     selected = [f for f in FIXTURES if not only or f.name in only]
     skipped = [
         f.name
@@ -300,9 +308,14 @@ def run_suite(
         if (f.cuda_only and device != "cuda") or (f.needs_sanitizer and (device != "cuda" or sanitizer_path() is None))
     ]
     runnable = [f for f in selected if f.name not in skipped]
+    done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = list(pool.map(lambda f: judge_fixture(f, device, mode, timeout_s), runnable))
-    return outcomes, skipped
+        futures = {pool.submit(judge_fixture, f, device, mode, timeout_s): f.name for f in runnable}
+        for future in as_completed(futures):
+            done[futures[future]] = outcome = future.result()
+            if on_outcome is not None:
+                on_outcome(outcome, [done[f.name] for f in runnable if f.name in done])
+    return [done[f.name] for f in runnable], skipped
 
 
 def codes_not_raised(outcomes: list[Outcome]) -> list[str]:
@@ -311,10 +324,14 @@ def codes_not_raised(outcomes: list[Outcome]) -> list[str]:
     return sorted(set(CATALOG) - raised)
 
 
-def to_json(outcomes: list[Outcome], skipped: list[str], device: str, mode: str) -> dict[str, Any]:
+def to_json(
+    outcomes: list[Outcome], skipped: list[str], device: str, mode: str, complete: bool = True
+) -> dict[str, Any]:
+    """The run's outcomes as JSON; `complete` False while fixtures are still being judged."""
     return {
         "device": device,
         "mode": mode,
+        "complete": complete,
         "matched": sum(o.matched for o in outcomes),
         "run": len(outcomes),
         "skipped": skipped,
