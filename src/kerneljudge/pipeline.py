@@ -286,7 +286,6 @@ class Judgment:
         self.capabilities: dict[str, Capability] = {}
         self.trials: list[TrialRecord] = []
         self.replay: dict[str, Any] | None = None
-        self.perturbed_at: int | None = None  # the trial whose replays are also perturbed (CUDA only)
         self.checked_shapes: list[dict[str, Any]] = []  # hidden shapes the candidate was right at
         self.sanitizer: dict[str, Any] | None = None  # compute-sanitizer's run (sanitize.py), where it ran
         self.oracle_dtype: str | None = None
@@ -560,7 +559,6 @@ class Judgment:
             self.source,
         )
         plan, screens = self.plan, []
-        self.perturbed_at = plan.perturbed_at
         self.correctness_checked = True
         for index, trial in enumerate(plan.trials):
             kind, seed = trial.kind, trial.seed
@@ -954,10 +952,11 @@ class Judgment:
         )
 
     def _replay(self, index: int, inputs: Any, keep_inputs: bool = False) -> bool:
-        """The trial's call again on the same inputs, and at one trial on CUDA (`perturbed_at`) again under
+        """The trial's call again on the same inputs, and at one trial on CUDA (the plan's `perturbed_at`) again under
         each perturbation (`perturbations`); False where its worker could not make them again (the trial is
         run again, shipped)."""
-        perturbed = perturbations(self.hello) if index == self.perturbed_at else []
+        planned = self.plan.perturbed_at if self.plan is not None else None
+        perturbed = perturbations(self.hello) if index == planned else []
         return all(self._replay_once(index, inputs, keep_inputs, p) for p in [None, *perturbed])
 
     def _replay_once(self, index: int, inputs: Any, keep_inputs: bool, perturb: dict[str, Any] | None) -> bool:

@@ -246,12 +246,12 @@ class WorkerProcess:
         self.uid: int | None = None  # the uid taken for it, given back once it is gone
         # The judge's bytecode cache, where the installed packages carry none: for confined workers only, which
         # can only read it (sandbox/bytecode.py).
-        self.bytecode = bytecode.prepared(Path(__file__).resolve().parents[2]) if confined else None
+        package_root = Path(__file__).resolve().parents[2]
+        self.bytecode = bytecode.prepared(package_root) if confined else None
         if confined:
             report_r, report_w = os.pipe()
-            package_root = Path(__file__).resolve().parents[2]
-            shared_uid = sharing.uid if sharing is not None else None
-            self.uid = shared_uid if shared_uid is not None else confine.take_worker_uid(self.policy)
+            owner_uid = sharing.uid if sharing is not None else None
+            self.uid = owner_uid if owner_uid is not None else confine.take_worker_uid(self.policy)
             spec = confine.launcher_spec(
                 self.workspace.root,
                 self.policy,
