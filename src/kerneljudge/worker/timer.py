@@ -12,6 +12,16 @@ from typing import Any
 
 from kerneljudge.worker import wire
 
+# The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
+# H100 or H200 runs at about 2 GHz). A calibration outside comes from a clock that lies (a candidate that
+# patched CUDA events to report no time made a 1 ms precursor sleep a second a sample, and the worker ran
+# out of time before the parent could catch the lie): it is held to the range, so the sleep stays bounded.
+CYCLES_PER_MS = (1e5, 5e6)
+
+
+def plausible_cycles(cycles_per_ms: float) -> float:
+    return min(max(cycles_per_ms, CYCLES_PER_MS[0]), CYCLES_PER_MS[1])
+
 
 def profiler_range(torch: Any, start: bool) -> None:
     """cudaProfilerStart/Stop: `ncu --profile-from-start off` then profiles only what lies between."""
@@ -153,7 +163,7 @@ class Timer:
                     busy_ms = [b.elapsed_time(s) for b, s, _ in events]
                     drain_ms = [e.elapsed_time(d) for e, d in drains]
                     if cycles:  # keep the sleep's length true to the request (clocks differ from the probe's)
-                        self.cycles_per_ms = cycles / max(sorted(busy_ms)[len(busy_ms) // 2], 1e-3)
+                        self.cycles_per_ms = plausible_cycles(cycles / max(sorted(busy_ms)[len(busy_ms) // 2], 1e-3))
                 else:
                     for s in range(samples):
                         t0 = time.perf_counter_ns()
@@ -270,7 +280,7 @@ class Timer:
                 torch.cuda._sleep(probe)
                 end.record()
                 end.synchronize()
-            self.cycles_per_ms = probe / max(start.elapsed_time(end), 1e-3)
+            self.cycles_per_ms = plausible_cycles(probe / max(start.elapsed_time(end), 1e-3))
         return int(precursor_ms * self.cycles_per_ms)
 
     def reset_persisting_l2(self) -> bool:
