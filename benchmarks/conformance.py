@@ -14,11 +14,12 @@ FAIL), correctness at every test and benchmark shape (`--gpumode-timing`: timed 
 
 Given the two checkouts by path; either may be left out. Resumable: judgments go to SQLite stores under
 `--out` (a rerun skips what they hold; `--again` judges again what was not as expected), lint results to a
-JSON-lines file. Writes `--out/conformance.md` (the tables docs/conformance.md keeps) and
-`--out/conformance.json`.
+JSON-lines file, and every judgment's outcome to the ledger (`--out/ledger.jsonl`, with the rows of
+`--ledger` read in: a run on another machine judges only what neither holds; conformance_ledger.py). Writes
+`--out/conformance.md` (the tables docs/conformance.md keeps) and `--out/conformance.json`.
 
     python benchmarks/conformance.py --kernelbench ../KernelBench --gpumode ../reference-kernels \\
-        --out conf --jobs 6 --timed 50 --lint
+        --out conf --jobs 6 --timed 50 --lint --ledger docs/data/conformance-ledger.jsonl
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.batch import BatchItem, lanes_for, run_batch
+from conformance_ledger import SETTLED, Ledger
+
+from kerneljudge import __version__
+from kerneljudge.batch import BatchItem, lanes_for, prepare, run_batch
 from kerneljudge.candidate import reference_as_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.store import Store
@@ -174,24 +178,34 @@ def stratified(items: Sequence[Expected], count: int) -> list[Expected]:
     return chosen
 
 
+def shas(items: Sequence[Expected]) -> list[tuple[str, str]]:
+    """(task sha256, candidate sha256) of each item, as the judge computes them."""
+    return [(p.task.sha256, p.candidate.sha256) for p in prepare([e.item for e in items])]
+
+
 def judge_all(
-    items: Sequence[Expected], config: JudgeConfig, store: Path, lanes: list[str | None], deadline: float | None
+    items: Sequence[Expected],
+    config: JudgeConfig,
+    store: Path,
+    lanes: list[str | None],
+    deadline: float | None,
+    ledger: Ledger,
 ) -> dict[tuple[str, str], Record]:
-    """Judge what the store does not hold yet (none after `deadline`); every record of `items` it holds, by
-    (task sha256, candidate sha256)."""
-    run_batch([e.item for e in items], config, store, lanes=lanes, deadline=deadline, progress=False, log=sys.stderr)
+    """Judge what neither the store nor the ledger holds yet (none after `deadline`); every record of `items`
+    the store holds, by (task sha256, candidate sha256)."""
+    held = [ledger.get(*sha, (config.timing,), __version__) is not None for sha in shas(items)]
+    todo = [e.item for e, known in zip(items, held, strict=True) if not known]
+    if todo:
+        run_batch(todo, config, store, lanes=lanes, deadline=deadline, progress=False, log=sys.stderr)
     return stored(items, config.timing, store)
 
 
 def stored(items: Sequence[Expected], timing: bool, store: Path) -> dict[tuple[str, str], Record]:
     """The records of `items` the store holds by this version of the judge, judged with timing or without (a
     store may hold both, and records of earlier versions, which never count: docs/batch.md, "Store keys")."""
-    from kerneljudge import __version__
-    from kerneljudge.batch import prepare
-
     if not store.exists():
         return {}
-    wanted = {(p.task.sha256, p.candidate.sha256) for p in prepare([e.item for e in items])}
+    wanted = set(shas(items))
     with Store(store) as opened:
         return {
             (r.task.sha256, r.candidate.sha256): r
@@ -202,21 +216,24 @@ def stored(items: Sequence[Expected], timing: bool, store: Path) -> dict[tuple[s
         }
 
 
-def forget_unexpected(items: Sequence[Expected], timing: bool, store: Path) -> list[str]:
-    """Remove from the store each judgment of `items` that was not as expected, so that this run judges it
-    again (`--again`: after a fix); the problems' names."""
-    from kerneljudge.batch import prepare
+def forget_unexpected(items: Sequence[Expected], timing: bool, store: Path, ledger: Ledger) -> list[str]:
+    """Remove from the store and the ledger each judgment of `items` that was not as expected, so that this
+    run judges it again (`--again`: after a fix); the problems' names."""
     from kerneljudge.store import key_of
 
     records = stored(items, timing, store)
     forgotten = []
     with Store(store) as opened:
-        for entry, prepared in zip(items, prepare([e.item for e in items]), strict=True):
-            record = records.get((prepared.task.sha256, prepared.candidate.sha256))
-            if record is not None and outcome(entry, record) not in ("ok", "unsupported", "degenerate_task"):
+        for entry, sha in zip(items, shas(items), strict=True):
+            record = records.get(sha)
+            if record is not None and outcome(entry, record) not in SETTLED:
                 opened.remove(key_of(record))
                 forgotten.append(entry.problem)
-    return forgotten
+            row = ledger.get(*sha, (timing,), __version__)
+            if row is not None and row["outcome"] not in SETTLED:
+                ledger.forget(*sha, timing, __version__)
+                forgotten.append(entry.problem)
+    return sorted(set(forgotten))
 
 
 def outcome(entry: Expected, record: Record | None) -> str:
@@ -267,12 +284,20 @@ def why(record: Record | None) -> str:
     return f"findings {', '.join(codes)}" if codes else record.status
 
 
-def summarise(items: Sequence[Expected], records: dict[tuple[str, str], Record]) -> list[dict[str, Any]]:
-    from kerneljudge.batch import prepare
-
+def summarise(
+    items: Sequence[Expected],
+    records: dict[tuple[str, str], Record],
+    ledger: Ledger,
+    timings: tuple[bool, ...] = (False, True),
+) -> list[dict[str, Any]]:
+    """A row per item: from its record where this run's stores hold one (and then into the ledger), else the
+    ledger's row for it judged with one of `timings`, else "missing"."""
     rows = []
-    for entry, prepared in zip(items, prepare([e.item for e in items]), strict=True):
-        record = records.get((prepared.task.sha256, prepared.candidate.sha256))
+    for entry, sha in zip(items, shas(items), strict=True):
+        record = records.get(sha)
+        if record is None and (known := ledger.get(*sha, timings, __version__)) is not None:
+            rows.append(known)
+            continue
         row: dict[str, Any] = {
             "group": entry.group,
             "problem": entry.problem,
@@ -290,6 +315,16 @@ def summarise(items: Sequence[Expected], records: dict[tuple[str, str], Record])
                 "interval": record.timing.speedup_interval,
                 "aa_claim": aa_claim(record) if entry.solution == "reference" else None,
             }
+        if record is not None:
+            row |= {
+                "task_sha256": sha[0],
+                "candidate_sha256": sha[1],
+                "timing": bool(record.config.get("timing")),
+                "kerneljudge_version": record.kerneljudge_version,
+                "gpu": record.environment.get("gpu_name"),
+                "created_at": record.created_at,
+            }
+            ledger.add(row)
         rows.append(row)
     return rows
 
@@ -457,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpumode-timing", action="store_true", help="time GPU MODE solutions at their benchmarks")
     parser.add_argument("--stop-after", type=float, default=None, help="start no judgment after this many seconds")
     parser.add_argument("--lint-stop-after", type=float, default=None, help="start no lint after this many seconds")
+    parser.add_argument("--ledger", type=Path, default=None, help="a conformance ledger to read in")
     parser.add_argument(
         "--again", action="store_true", help="judge again what the stores hold that was not as expected (after a fix)"
     )
@@ -467,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     lanes = lanes_for(args.device, args.gpus, args.jobs)
     config = JudgeConfig(device=args.device, mode="enforce", policy="practical", timeout_s=args.timeout)
     report: dict[str, Any] = {}
+    ledger = Ledger(args.ledger)
     text = ["# Conformance", ""]
     if args.gpumode is not None:
         items, skipped = gpumode_items(args.gpumode, args.gpumode_sets, args.out)
@@ -474,9 +511,9 @@ def main(argv: list[str] | None = None) -> int:
             items = [e for e in items if e.problem.split("/")[-1] in args.gpumode_only]
         gpumode_config = config.with_(timing=args.gpumode_timing)
         if args.again:
-            again(forget_unexpected(items, args.gpumode_timing, args.out / "gpumode.db"))
-        records = judge_all(items, gpumode_config, args.out / "gpumode.db", lanes, deadline)
-        report["gpumode"] = rows = summarise(items, records)
+            again(forget_unexpected(items, args.gpumode_timing, args.out / "gpumode.db", ledger))
+        records = judge_all(items, gpumode_config, args.out / "gpumode.db", lanes, deadline, ledger)
+        report["gpumode"] = rows = summarise(items, records, ledger, (args.gpumode_timing,))
         timed = "with timing at the benchmark shapes" if args.gpumode_timing else "correctness"
         text.append(table(rows, f"GPU MODE reference-kernels, every solution (enforce, practical, {timed})"))
         text.append("".join(f"- not judged: {line}\n" for line in skipped))
@@ -494,21 +531,22 @@ def main(argv: list[str] | None = None) -> int:
         rest = [e for e in items if e not in sample]
         store = args.out / "kernelbench.db"
         if args.again:
-            again(forget_unexpected(sample, True, store) + forget_unexpected(rest, False, store))
-        timed = judge_all(sample, config, store, lanes, deadline) if sample else {}
+            again(forget_unexpected(sample, True, store, ledger) + forget_unexpected(rest, False, store, ledger))
+        timed = judge_all(sample, config, store, lanes, deadline, ledger) if sample else {}
         # The sample's correctness where its timed judgment is not there yet: an earlier run's, without timing.
         records = {
             **stored(sample, False, store),
-            **judge_all(rest, config.with_(timing=False), store, lanes, deadline),
+            **judge_all(rest, config.with_(timing=False), store, lanes, deadline, ledger),
         }
-        report["kernelbench"] = rows = summarise(items, {**records, **timed})
+        report["kernelbench"] = rows = summarise(items, {**records, **timed}, ledger)
         text.append(table(rows, "KernelBench, reference as candidate (enforce, practical, correctness)"))
         if sample:
-            report["kernelbench_timed"] = timed_rows = summarise(sample, timed)
+            report["kernelbench_timed"] = timed_rows = summarise(sample, timed, ledger, (True,))
             text.append(table(timed_rows, "KernelBench, timed sample (enforce, practical, with timing)"))
             text.append(timing_table(timed_rows))
         if args.lint:
             text.append(lint_table(report["lint"]))
+    ledger.write(args.out / "ledger.jsonl")
     (args.out / "conformance.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "conformance.md").write_text("\n".join(text))
     sys.stdout.write("\n".join(text))

@@ -32,8 +32,10 @@
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
 #                                ext/KernelBench --gpumode ext/reference-kernels --jobs 12"; KJ_CONF_RESUME names a
 #                                results.tar.gz whose stores it goes on from; KJ_CONF_LIMIT_S stops it that many
-#                                seconds after this script started, the stores keeping what finished; its tables
-#                                in $OUT/conformance.md). The limits count from the script's start (the wheels'
+#                                seconds after this script started, the stores keeping what finished; the
+#                                committed ledger, docs/data/conformance-ledger.jsonl (KJ_CONF_LEDGER), answers
+#                                for what earlier machines judged, and comes back with this run's rows in
+#                                conformance/ledger.jsonl, to commit; its tables in $OUT/conformance.md). The limits count from the script's start (the wheels'
 #                                install included), so that a limit some seconds under the device call's leaves
 #                                time to pack the stores, WAL and all (a store without its WAL loses what the
 #                                run judged: seen on 2026-12-02);
@@ -157,9 +159,13 @@ run() {
     if [ -f "${KJ_CONF_RESUME:-}" ]; then
       tar xzf "$KJ_CONF_RESUME" -C "$OUT" conformance || true
     fi
+    # The committed ledger answers for what an earlier machine judged with this version of the judge; the run
+    # writes it out again with its own rows ($OUT/conformance/ledger.jsonl, in results.tar.gz), to commit.
+    local ledger="${KJ_CONF_LEDGER:-docs/data/conformance-ledger.jsonl}" ledger_args=()
+    [ -f "$ledger" ] && ledger_args=(--ledger "$ledger")
     # shellcheck disable=SC2086  # KJ_CONF_ARGS holds several arguments
     timeout "$(left_of "${KJ_CONF_LIMIT_S:-86400}")" python3 benchmarks/conformance.py --device cuda --out "$OUT/conformance" \
-      ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 12} \
+      "${ledger_args[@]}" ${KJ_CONF_ARGS:---kernelbench ext/KernelBench --gpumode ext/reference-kernels --jobs 12} \
       2> "$OUT/conformance.log" | tee "$OUT/conformance.md"
     status=${PIPESTATUS[0]}
   fi

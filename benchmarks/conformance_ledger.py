@@ -1,0 +1,74 @@
+"""The conformance ledger: what each judgment of the sweep came to, kept in the repository between machines.
+
+A sweep of every public problem takes more device time than one session has, and a GPU machine's stores
+do not outlive it. The ledger is a JSON-lines file of one row per judgment (the outcome, the reason, the
+seconds, and the keys below), with no source of any problem in it: a later run on another machine reads
+it, judges only what it does not hold, and writes it out again with the new rows (`--ledger IN`, written to
+`--out/ledger.jsonl`; the committed one is docs/data/conformance-ledger.jsonl).
+
+A row answers for a judgment only for the same problem text, the same candidate text, the same timing
+choice and the same judge version (`kerneljudge.__version__`, raised with every change that can alter a
+verdict: docs/batch.md, "The key"), as a store's record does. Rows of other versions stay in the file as
+history and count for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+KEY_FIELDS = ("task_sha256", "candidate_sha256", "timing", "kerneljudge_version")
+# The outcomes a rerun keeps (`--again` judges the others again).
+SETTLED = ("ok", "unsupported", "degenerate_task")
+
+
+def key(task_sha256: str, candidate_sha256: str, timing: bool, version: str) -> tuple[str, str, bool, str]:
+    return (task_sha256, candidate_sha256, bool(timing), version)
+
+
+def key_of_row(row: dict[str, Any]) -> tuple[str, str, bool, str]:
+    return key(*(row[f] for f in KEY_FIELDS))
+
+
+class Ledger:
+    """The rows read from a ledger file (none for None) and those added since, by key; the last row of a key
+    wins, so that a judgment made again replaces the one before."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.rows: dict[tuple[str, str, bool, str], dict[str, Any]] = {}
+        if path is None:
+            return
+        if not path.is_file():
+            raise SystemExit(f"no conformance ledger at {path}")
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                self.rows[key_of_row(row)] = row
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SystemExit(f"{path}:{number}: not a ledger row ({type(exc).__name__}: {exc})") from None
+
+    def get(self, task_sha256: str, candidate_sha256: str, timings: Iterable[bool], version: str) -> dict | None:
+        """The row that answers for this judgment with any of `timings`, in their order; None where none does."""
+        for timing in timings:
+            row = self.rows.get(key(task_sha256, candidate_sha256, timing, version))
+            if row is not None:
+                return row
+        return None
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows[key_of_row(row)] = row
+
+    def forget(self, task_sha256: str, candidate_sha256: str, timing: bool, version: str) -> bool:
+        return self.rows.pop(key(task_sha256, candidate_sha256, timing, version), None) is not None
+
+    def write(self, path: Path) -> None:
+        """Every row, by set, problem and solution, then version and timing: a diff of two ledgers reads well."""
+        order = sorted(
+            self.rows.values(),
+            key=lambda r: (r.get("group", ""), r.get("problem", ""), r.get("solution", ""), *map(str, key_of_row(r))),
+        )
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in order))

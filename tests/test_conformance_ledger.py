@@ -1,0 +1,94 @@
+"""The conformance sweep's ledger: a run on another machine judges only what the ledger does not hold for this
+judge, and the table counts the ledger's rows; a row of another judge version counts for nothing."""
+
+import json
+import shutil
+import sys
+
+from helpers import ROOT, TASKS
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import conformance  # noqa: E402  (a script of benchmarks/, not a package)
+from conformance_ledger import Ledger  # noqa: E402
+
+from kerneljudge import __version__  # noqa: E402
+
+
+def kernelbench_tree(tmp_path):
+    """A KernelBench-shaped checkout of one small level-1 problem written for the tests (a scalar loss)."""
+    level = tmp_path / "KernelBench" / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    shutil.copy(TASKS / "scalar_loss.py", level / "1_Scalar_loss.py")
+    return tmp_path / "KernelBench"
+
+
+def sweep(checkout, out, *extra):
+    code = conformance.main(["--kernelbench", str(checkout), "--out", str(out), "--device", "cpu", *extra])
+    rows = json.loads((out / "conformance.json").read_text())["kernelbench"]
+    return code, rows
+
+
+def ledger_rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_second_machine_reads_the_ledger_and_judges_nothing_again(tmp_path):
+    checkout = kernelbench_tree(tmp_path)
+    code, rows = sweep(checkout, tmp_path / "first")
+    assert code == 0 and [r["outcome"] for r in rows] == ["ok"], rows
+    written = ledger_rows(tmp_path / "first" / "ledger.jsonl")
+    assert len(written) == 1 and written[0]["kerneljudge_version"] == __version__ and written[0]["timing"] is False
+    assert written[0]["problem"] == "1_Scalar_loss" and len(written[0]["task_sha256"]) == 64
+    # No problem's source goes into the ledger: it is committed to this repository.
+    assert "torch.mean" not in (tmp_path / "first" / "ledger.jsonl").read_text()
+
+    # Another machine, an empty output folder: the row answers, no judgment is made.
+    code, rows = sweep(checkout, tmp_path / "second", "--ledger", str(tmp_path / "first" / "ledger.jsonl"))
+    assert code == 0 and [r["outcome"] for r in rows] == ["ok"]
+    assert not (tmp_path / "second" / "kernelbench.db").exists()
+    assert ledger_rows(tmp_path / "second" / "ledger.jsonl") == written
+    assert "| level1 | 1 | 1 |" in (tmp_path / "second" / "conformance.md").read_text()
+
+
+def test_a_row_of_another_version_or_an_unexpected_one_with_again_does_not_answer(tmp_path):
+    checkout = kernelbench_tree(tmp_path)
+    (tmp_path / "first").mkdir()
+    item = conformance.kernelbench_items(checkout, (1,), tmp_path / "first")[0]
+    task_sha, candidate_sha = conformance.shas([item])[0]
+    row = {
+        "group": "level1",
+        "problem": "1_Scalar_loss",
+        "solution": "reference",
+        "expected": "verified",
+        "status": "FAIL",
+        "verified": False,
+        "outcome": "false_reject",
+        "why": "tolerance: ...",
+        "task_sha256": task_sha,
+        "candidate_sha256": candidate_sha,
+        "timing": False,
+    }
+    old = tmp_path / "old.jsonl"
+    old.write_text(json.dumps(row | {"kerneljudge_version": "0.0.1"}) + "\n")
+    # --stop-after: the deadline passes before any judgment starts, so only the ledger could answer.
+    _, rows = sweep(checkout, tmp_path / "a", "--ledger", str(old), "--stop-after", "0.001")
+    assert [r["outcome"] for r in rows] == ["missing"]
+    assert len(ledger_rows(tmp_path / "a" / "ledger.jsonl")) == 1  # history kept, never counted
+
+    current = tmp_path / "current.jsonl"
+    current.write_text(json.dumps(row | {"kerneljudge_version": __version__}) + "\n")
+    code, rows = sweep(checkout, tmp_path / "b", "--ledger", str(current), "--stop-after", "0.001")
+    assert code == 1 and [r["outcome"] for r in rows] == ["false_reject"]
+    _, rows = sweep(checkout, tmp_path / "c", "--ledger", str(current), "--stop-after", "0.001", "--again")
+    assert [r["outcome"] for r in rows] == ["missing"] and ledger_rows(tmp_path / "c" / "ledger.jsonl") == []
+
+
+def test_a_ledger_that_is_not_one_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem": "x"}\n')
+    try:
+        Ledger(bad)
+    except SystemExit as exc:
+        assert str(exc).startswith(f"{bad}:1: not a ledger row")
+    else:
+        raise AssertionError("a row without its keys was read")
