@@ -43,7 +43,7 @@ from kerneljudge.batch import BatchItem, lanes_for, prepare, run_batch
 from kerneljudge.candidate import reference_as_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.store import Store
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
 from kerneljudge.verdict import Record
 
 LEVELS = (1, 2, 3)
@@ -395,8 +395,8 @@ def lint_all(
     from concurrent.futures import ThreadPoolExecutor
 
     from kerneljudge.gate import LaneGate, PastDeadline, lint_need
-    from kerneljudge.task import load_task
-    from kerneljudge.tasklint import RULES, lint_task
+    from kerneljudge.tasks.lint import RULES, lint_task
+    from kerneljudge.tasks.load import load_task
 
     done: dict[str, dict[str, Any]] = {}
     # A lint that ended in an error, or found by older rules, is run again; reported as it is if it is not.
@@ -445,7 +445,7 @@ LINT_NOTES = ("nondeterministic",)  # counted, not listed: outputs that differ i
 
 
 def lint_table(entries: Sequence[dict[str, Any]]) -> str:
-    from kerneljudge.tasklint import RULES
+    from kerneljudge.tasks.lint import RULES
 
     lines = [
         "### tasks lint",

@@ -34,7 +34,7 @@ from kerneljudge.batch import A_A_CANDIDATE
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import Judgment
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
 from kerneljudge.verdict import Timing
 
 # name -> (task source, what it is); sizes chosen for ~5 us to ~5 ms on an H200. Each keeps its inputs and

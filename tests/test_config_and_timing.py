@@ -111,8 +111,8 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
     clock sets against the claimed times (on an H200 a 4 GiB output's copy was most of that round trip and
     varied by a quarter: an honest A/A judgment of KernelBench's 9_Tall_skinny was called a lying timer)."""
     from helpers import TASKS
-    from kerneljudge.task import load_task
-    from kerneljudge.tasklint import SEEDS, _Reference
+    from kerneljudge.tasks.lint import SEEDS, _Reference
+    from kerneljudge.tasks.load import load_task
 
     worker = _Reference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:

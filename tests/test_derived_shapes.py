@@ -13,8 +13,8 @@ from helpers import CANDIDATES, TASKS, run_judge
 from kerneljudge.candidate import reference_as_candidate
 from kerneljudge.checks.refusals import refused
 from kerneljudge.report.table import print_verdict
-from kerneljudge.shapes import MalformedFamily, read_family
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
+from kerneljudge.tasks.shapes import MalformedFamily, read_family
 from kerneljudge.verdict import Failure
 from kerneljudge.worker import derived, family
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from helpers import run_judge
-from kerneljudge import gpumode
 from kerneljudge.batch import read_manifest, run_batch, short_of_memory
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import TaskError
 from kerneljudge.store import Store
-from kerneljudge.task import load_task
+from kerneljudge.tasks import gpumode
+from kerneljudge.tasks.load import load_task
 
 PROBLEM = Path(__file__).parent / "fixtures" / "gpumode" / "rowscale"
 PREFIX = Path(__file__).parent / "fixtures" / "gpumode" / "prefixstats"

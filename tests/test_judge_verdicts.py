@@ -5,7 +5,7 @@ import pytest
 from helpers import CANDIDATES, run_judge, validate_record
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
 
 
 def test_honest_candidate_passes_verified(tiny_task):

@@ -13,7 +13,7 @@ from kerneljudge import sanitize
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
-from kerneljudge.shapes import read_family
+from kerneljudge.tasks.shapes import read_family
 from kerneljudge.worker import perturb
 
 WS = "/tmp/kerneljudge-candidate-k2x9"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from helpers import CANDIDATES, TASKS, run_judge
 from kerneljudge.candidate import reference_as_candidate
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
 
 
 def test_inputs_are_made_in_each_worker_in_the_hardened_modes_and_shipped_in_off():

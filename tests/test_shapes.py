@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import CANDIDATES, TASKS, malformed_family_task, run_judge
-from kerneljudge.shapes import MalformedFamily, describe_shape, read_family
+from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, read_family
 
 AXES = {
     "axes": {"batch_size": {"values": [1, 5, 16]}, "width": {"range": [1, 201, 1]}},

@@ -7,7 +7,8 @@ import pytest
 from helpers import CANDIDATES, TASKS
 from kerneljudge.candidate import extract_code, load_candidate, parse_candidate
 from kerneljudge.errors import TaskError, UsageError
-from kerneljudge.task import load_task, parse_task
+from kerneljudge.tasks.load import load_task
+from kerneljudge.tasks.source import parse_task
 
 
 def test_task_is_identified_by_the_sha256_of_its_content():

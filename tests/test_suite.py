@@ -12,8 +12,9 @@ import pytest
 from helpers import run_judge
 from kerneljudge import suite
 from kerneljudge.errors import TaskError
-from kerneljudge.task import load_task, parse_task
-from kerneljudge.tasklint import lint_task, task_files
+from kerneljudge.tasks.lint import lint_task, task_files
+from kerneljudge.tasks.load import load_task
+from kerneljudge.tasks.source import parse_task
 
 pytest.importorskip("triton")
 

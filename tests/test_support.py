@@ -7,7 +7,7 @@ from helpers import TASKS, make_record, run_judge
 from kerneljudge.batch import short_of_memory
 from kerneljudge.candidate import reference_as_candidate
 from kerneljudge.checks.support import unsupported_reason
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
 from kerneljudge.verdict import Capability, Failure
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import CANDIDATES, TASKS, run_judge
 from kerneljudge.candidate import reference_as_candidate
-from kerneljudge.task import load_task
+from kerneljudge.tasks.load import load_task
 
 KINDS = ["scalar_loss", "int_labels", "triangular", "probabilities", "mixed_outputs", "inplace", "random_state"]
 

@@ -108,8 +108,8 @@ def test_the_timing_pool_stays_in_the_reference_worker_that_lint_starts():
     """Lint's worker has no candidate's inbox: staging the timing pool (what the CUDA path does before it
     times the reference) keeps the inputs there. On an H200 every lint ended in "no writable channel
     'candidate_in'" before it did."""
-    from kerneljudge.task import load_task
-    from kerneljudge.tasklint import SEEDS, _Reference
+    from kerneljudge.tasks.lint import SEEDS, _Reference
+    from kerneljudge.tasks.load import load_task
 
     reference = _Reference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:
@@ -127,8 +127,8 @@ def test_a_lint_holds_device_memory_by_the_tasks_footprint_until_its_worker_is_c
     import contextlib
 
     from kerneljudge.gate import GIB, lint_need
-    from kerneljudge.task import load_task
-    from kerneljudge.tasklint import lint_task
+    from kerneljudge.tasks.lint import lint_task
+    from kerneljudge.tasks.load import load_task
 
     asked = []
 

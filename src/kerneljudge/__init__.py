@@ -22,7 +22,7 @@ _EXPORTS = {
     "judge": "kerneljudge.pipeline",
     "JudgeConfig": "kerneljudge.config",
     "Record": "kerneljudge.verdict",
-    "Task": "kerneljudge.task",
+    "Task": "kerneljudge.tasks.source",
     "Candidate": "kerneljudge.candidate",
 }
 

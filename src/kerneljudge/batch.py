@@ -32,7 +32,7 @@ from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:
     from kerneljudge.candidate import Candidate
-    from kerneljudge.task import Task
+    from kerneljudge.tasks.source import Task
 
 MANIFEST_KEYS = ("task", "candidate")
 COUNTED = {"PASS": "passed", "FAIL": "failed", "SUSPICIOUS": "suspicious", "UNSUPPORTED": "unsupported"}
@@ -243,9 +243,9 @@ def problems_from_parquet(paths: Sequence[str | Path], folder: str | Path) -> Pa
 
 def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
     """Load every task and candidate up front, so a bad item stops the batch before anything is judged."""
-    from kerneljudge import gpumode
     from kerneljudge.candidate import load_candidate
-    from kerneljudge.task import load_task
+    from kerneljudge.tasks import gpumode
+    from kerneljudge.tasks.load import load_task
 
     tasks: dict[Path, Task] = {}
     prepared = []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kerneljudge import pyast
 from kerneljudge.errors import UsageError
-from kerneljudge.task import Task, read_source, sha256_text
+from kerneljudge.tasks.source import Task, read_source, sha256_text
 
 FENCE = re.compile(
     r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL

@@ -144,7 +144,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from kerneljudge import suite
-    from kerneljudge.tasklint import lint_paths, write_json
+    from kerneljudge.tasks.lint import lint_paths, write_json
 
     if args.tasks_command == "list":
         listed = Table(title=f"kerneljudge built-in suite ({len(suite.SUITE)} tasks; judge one as builtin:NAME)")
@@ -201,10 +201,10 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kerneljudge import gpumode
     from kerneljudge.candidate import load_candidate
     from kerneljudge.confirm import confirm
-    from kerneljudge.task import load_task
+    from kerneljudge.tasks import gpumode
+    from kerneljudge.tasks.load import load_task
 
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")

@@ -18,7 +18,7 @@ from typing import Any
 from kerneljudge.candidate import Candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
-from kerneljudge.task import Task
+from kerneljudge.tasks.source import Task
 from kerneljudge.timing.ladder import Rung, climb
 from kerneljudge.timing.stats import RatioEstimate
 from kerneljudge.verdict import Record

@@ -92,7 +92,7 @@ def timing_need(sizes: tuple[int, int, int, int], pool_sets: int = POOL_SETS) ->
 
 
 def lint_need(footprint: dict[str, Any] | None) -> int:
-    """What `tasks lint`'s one reference worker holds at most (tasklint.py), from the task's footprint: the
+    """What `tasks lint`'s one reference worker holds at most (tasks/lint.py), from the task's footprint: the
     model and the oracle's float64 copy (3P), the trial's inputs, the swap trial's other seed's and the
     inputs staged for timing (3I), two kept slots of outputs, the timed call's and a difference in float64
     (4O), and the oracle's forward in float64 (2A, A at least the inputs, as in `memory_need`). On an H200

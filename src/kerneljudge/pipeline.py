@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from kerneljudge import __version__, gpumode, sanitize
+from kerneljudge import __version__, sanitize
 from kerneljudge import plan as hidden_plan
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.checks.catalog import finding
@@ -47,8 +47,10 @@ from kerneljudge.reward import rewards_for
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain, read_family
-from kerneljudge.task import Task, load_task
+from kerneljudge.tasks import gpumode
+from kerneljudge.tasks.load import load_task
+from kerneljudge.tasks.shapes import MalformedFamily, ShapeFamily, describe_shape, family_from, plain, read_family
+from kerneljudge.tasks.source import Task
 from kerneljudge.timing import drain
 from kerneljudge.timing.basic import (
     BUSY_PRECURSOR,

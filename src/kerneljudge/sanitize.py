@@ -27,7 +27,7 @@ from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.shapes import ShapeFamily, plain
+from kerneljudge.tasks.shapes import ShapeFamily, plain
 from kerneljudge.verdict import Capability, Failure, Finding, WorkerLog
 
 TOOL_NAME = "compute-sanitizer"

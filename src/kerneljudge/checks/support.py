@@ -33,7 +33,7 @@ DEVICE = (
     "only supported on sm1",
     "only supported on sm_1",
     "cublas_status_not_supported",  # a Blackwell-only FP4 matrix product on an older GPU
-    "kerneljudge: this problem runs on",  # a GPU MODE problem for several GPUs (gpumode.py)
+    "kerneljudge: this problem runs on",  # a GPU MODE problem for several GPUs (tasks/gpumode.py)
 )
 AMD = re.compile(r"\b(hip|rocm|aiter)\b", re.I)
 DTYPE_NOT_IMPLEMENTED = re.compile(r"not implemented for .?(float8_e4m3fnuz|float8_e5m2fnuz|float4|fp4)", re.I)

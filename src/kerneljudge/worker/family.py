@@ -6,7 +6,7 @@ that `get_inputs()` and `get_init_inputs()` read (`batch_size`, `dim`, the suite
 either a table of axes, `{"dim": [127, 4096], "batch_size": range(1, 65)}`, whose hidden shapes combine
 one value of each axis, or a list of shapes, `[{"batch_size": 1, "dim": 127}, ...]`. Values are plain
 data (numbers, strings, booleans, tuples and lists of them; a range on an axis). The parent draws hidden
-shapes from the description `describe` sends (kerneljudge.shapes) and names one in a `load` request.
+shapes from the description `describe` sends (kerneljudge.tasks.shapes) and names one in a `load` request.
 
 Two more declarations go with a family: `SHAPE_TRIALS = "all"` asks for a trial at every shape of it instead
 of a few drawn at random (a GPU MODE problem's tests and benchmarks: a kernel may cut corners at the large

@@ -372,7 +372,7 @@ class ReferenceWorker(Worker):
     @property
     def task_check(self) -> Any:
         """The task's own check of an output, `kerneljudge_check(inputs, output) -> (passed, message)` (a GPU
-        MODE problem's check_implementation, gpumode.py), or None."""
+        MODE problem's check_implementation, tasks/gpumode.py), or None."""
         check = getattr(self.module, "kerneljudge_check", None)
         return check if callable(check) else None
 

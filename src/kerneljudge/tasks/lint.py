@@ -46,8 +46,9 @@ import torch
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
-from kerneljudge.shapes import MalformedFamily, describe_shape, family_from
-from kerneljudge.task import Task, load_task
+from kerneljudge.tasks.load import load_task
+from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
+from kerneljudge.tasks.source import Task
 
 NATIVE_ATOL = NATIVE_RTOL = 1e-2  # KernelBench's check: torch.allclose(reference, candidate, 1e-2, 1e-2)
 MEMORY_SHARE = 0.25

@@ -31,7 +31,7 @@ from typing import Any
 from kerneljudge import pyast
 from kerneljudge.candidate import Candidate
 from kerneljudge.errors import TaskError, UsageError
-from kerneljudge.task import Task, defined_names, parse_task, read_source
+from kerneljudge.tasks.source import Task, defined_names, parse_task, read_source
 
 MARKER = "# kerneljudge: a GPU MODE problem reduced to KernelBench's format"
 HELPERS = ("task", "utils")  # the problem's modules that reference and submission import from

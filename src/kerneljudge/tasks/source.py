@@ -1,6 +1,7 @@
-"""What is judged on the trusted side: the task (a KernelBench-format reference).
+"""What is judged on the trusted side: the task, a KernelBench-format reference, whatever format it came in.
 
-The parent only parses the task; the task runs in the reference worker.
+The parent only parses the task; the task runs in the reference worker. Every loader (tasks/load.py) ends in
+`parse_task`: a text that defines `Model`, `get_inputs` and `get_init_inputs`.
 """
 
 from __future__ import annotations
@@ -60,24 +61,3 @@ def read_source(path: Path, what: str, error: type[Exception]) -> str:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
-
-
-def load_task(path: str | Path) -> Task:
-    """A task file, or one task of the built-in suite named `builtin:NAME`."""
-    if str(path).startswith("builtin:"):
-        from kerneljudge.suite import resolve
-
-        chosen = resolve(str(path))
-        if len(chosen) != 1:
-            names = ", ".join(task.name for task in chosen)
-            raise TaskError(f"{path} names {len(chosen)} built-in tasks ({names}); give one")
-        return parse_task(chosen[0].text(), chosen[0].name, f"builtin:{chosen[0].name}")
-    path = Path(path)
-    if path.is_dir() and (path / "task.yml").is_file():  # a GPU MODE problem folder
-        from kerneljudge import gpumode
-
-        return gpumode.load_task(path)
-    text = read_source(path, "task", TaskError)
-    # KernelBench-style folders name the file reference.py; the folder is the better name then.
-    name = path.parent.name if path.stem == "reference" and path.parent.name else path.stem
-    return parse_task(text, name, str(path))
