@@ -7,6 +7,15 @@ into its own store under `--out`, with the same lanes. The stores stay for `kern
 
     python benchmarks/batch_throughput.py --device cuda --jobs 4 --limit 32 --out tp > table.md
     python benchmarks/batch_throughput.py --device cuda --gpus 0 all --jobs 4 --modes enforce --limit 40 --out tp2
+    python benchmarks/batch_throughput.py --manifest real --modes enforce --jobs 8 --kernelbench ../KernelBench \\
+        --out tp3
+
+`--manifest real` judges real-size work instead (throughput_manifest.py: the built-in suite's eight fp32 tasks
+of 64 and 128 MiB tensors, each with two honest candidates, four reward hacks and a bug), and the table says
+how many honest candidates were verified and how many of the others were not. `--kernelbench PATH` also
+runs upstream KernelBench's own evaluator on the same manifest, one fresh process per candidate as its
+scripts do (upstream_eval.py), for candidates per GPU-minute side by side; without it that half is skipped
+with a message.
 
 With several `--gpus` sets (`--jobs` lanes per GPU of each set) the manifest is judged once per set and mode,
 and the first two runs of a mode are compared: the same status for every item, and each timed speedup
@@ -23,10 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import throughput_manifest
+import upstream_eval
 
 from kerneljudge.batch import lanes_for, read_manifest, run_batch
 from kerneljudge.config import JudgeConfig
@@ -53,7 +66,12 @@ def manifest_lines(device: str) -> list[dict[str, str]]:
 
 
 def judged(
-    mode: str, args: argparse.Namespace, manifest: Path, lanes: list[str | None], store_path: Path
+    mode: str,
+    args: argparse.Namespace,
+    manifest: Path,
+    lanes: list[str | None],
+    store_path: Path,
+    kinds: dict[str, str],
 ) -> dict[str, Any]:
     config = JudgeConfig(device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout)
     if store_path.exists():
@@ -73,7 +91,13 @@ def judged(
     with Store(store_path) as store:
         records = list(store)
     gpus = len({lane for lane in lanes if lane is not None}) or 1
+    honest = [r.verified for r in records if kinds.get(str(r.candidate.path)) in throughput_manifest.HONEST]
+    others = [
+        not r.verified for r in records if kinds.get(str(r.candidate.path), "honest_") not in throughput_manifest.HONEST
+    ]
     return {
+        "honest_verified": f"{sum(honest)}/{len(honest)}" if kinds else "-",
+        "others_rejected": f"{sum(others)}/{len(others)}" if kinds else "-",
         "mode": mode,
         "timing_method": config.resolved_timing_method(),
         "lanes": len(lanes),
@@ -86,6 +110,62 @@ def judged(
         "timed": sum(bool(r.timing and r.timing.measured) for r in records),
         "errors": counts.errors,
         "store": str(store_path),
+    }
+
+
+def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[str, str]) -> dict[str, Any]:
+    """Upstream KernelBench's evaluator on every item, one fresh process each, one after another (as its
+    scripts run it); the same figures as a mode's row."""
+    folder = args.out / "upstream"
+    folder.mkdir(exist_ok=True)
+    results = []
+    began = time.monotonic()
+    for number, line in enumerate(lines):
+        answer = folder / f"{number:03d}.json"
+        command = [
+            sys.executable,
+            str(ROOT / "benchmarks" / "upstream_eval.py"),
+            "--kernelbench",
+            str(args.kernelbench),
+        ]
+        command += ["--task", line["task"], "--candidate", line["candidate"], "--json", str(answer)]
+        try:
+            subprocess.run(command, timeout=4 * args.timeout, capture_output=True, check=False)
+            result = json.loads(answer.read_text()) if answer.is_file() else {"error": "no answer"}
+        except subprocess.TimeoutExpired:
+            result = {"error": f"still running after {4 * args.timeout:.0f} s"}
+        results.append({**result, "candidate": line["candidate"]})
+        print(
+            f"  upstream +{time.monotonic() - began:5.0f} s  {Path(line['candidate']).parent.name}/"
+            f"{Path(line['candidate']).stem}: {result.get('correctness', result.get('error'))}",
+            file=sys.stderr,
+            flush=True,
+        )
+    wall_s = time.monotonic() - began
+    (folder / "results.json").write_text(json.dumps(results, indent=1))
+    honest = [bool(r.get("correctness")) for r in results if kinds.get(r["candidate"]) in throughput_manifest.HONEST]
+    others = [
+        not r.get("correctness")
+        for r in results
+        if kinds.get(r["candidate"], "honest_") not in throughput_manifest.HONEST
+    ]
+    return {
+        "mode": "upstream",
+        "timing_method": (
+            f"eval_kernel_against_ref ({upstream_eval.CORRECT_TRIALS} trials, {upstream_eval.PERF_TRIALS} runs)"
+        ),
+        "gpu_set": "default",
+        "lanes": 1,
+        "gpus": 1,
+        "candidates": len(results),
+        "wall_s": round(wall_s, 1),
+        "per_gpu_minute": len(results) / (wall_s / 60) if wall_s > 0 else 0.0,
+        "passed": sum(bool(r.get("correctness")) for r in results),
+        "verified": "-",
+        "timed": sum((r.get("runtime") or -1) > 0 for r in results),
+        "errors": sum("error" in r for r in results),
+        "honest_verified": f"{sum(honest)}/{len(honest)}" if kinds else "-",
+        "others_rejected": f"{sum(others)}/{len(others)}" if kinds else "-",
     }
 
 
@@ -125,14 +205,21 @@ def agreement(first: Path, second: Path) -> dict[str, Any]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| mode | timer | GPUs | lanes | candidates | wall | per GPU-minute | passed | verified | timed "
-        "| judge errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| errors | honest verified | others not verified |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['mode']} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
-            f"{r['wall_s']:.0f} s | "
-            f"{r['per_gpu_minute']:.2f} | {r['passed']} | {r['verified']} | {r['timed']} | {r['errors']} |"
+            f"{r['wall_s']:.0f} s | {r['per_gpu_minute']:.2f} | {r['passed']} | {r['verified']} | {r['timed']} | "
+            f"{r['errors']} | {r['honest_verified']} | {r['others_rejected']} |"
+        )
+    hardened = [r for r in rows if r["mode"] == "enforce"]
+    native = [r for r in rows if r["mode"] == "upstream"]
+    if hardened and native and native[0]["per_gpu_minute"] > 0:
+        ratio = hardened[0]["per_gpu_minute"] / native[0]["per_gpu_minute"]
+        lines.append(
+            f"\nenforce judged {ratio:.2f}x the candidates per GPU-minute of upstream KernelBench's evaluator."
         )
     return "\n".join(lines)
 
@@ -152,9 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="judge only the first N candidates of the manifest")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per worker step")
     parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: manifest, stores, JSON")
+    parser.add_argument("--manifest", default="fixtures", choices=("fixtures", "real"), help="what to judge")
+    parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout: also run upstream's evaluator")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    lines = manifest_lines(args.device)[: args.limit]
+    if args.manifest == "real":
+        lines = throughput_manifest.write(args.out / "real")[: args.limit]
+    else:
+        lines = manifest_lines(args.device)[: args.limit]
+    kinds = {line["candidate"]: line.pop("kind") for line in lines if "kind" in line}
     manifest = args.out / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
     gpu_sets = args.gpus or [None]
@@ -166,12 +259,19 @@ def main(argv: list[str] | None = None) -> int:
             lanes = lanes_for(args.device, gpus, args.jobs)
             suffix = "" if gpus is None else f"-gpus-{gpus.replace(',', '_')}"
             stores.append(args.out / f"{mode}{suffix}.db")
-            rows.append({**judged(mode, args, manifest, lanes, stores[-1]), "gpu_set": gpus or "default"})
+            rows.append({**judged(mode, args, manifest, lanes, stores[-1], kinds), "gpu_set": gpus or "default"})
             print(f"{mode}: {rows[-1]['candidates']} judged in {rows[-1]['wall_s']} s", file=sys.stderr, flush=True)
             (args.out / "throughput.json").write_text(json.dumps({"rows": rows, "agreement": compared}, indent=2))
         if len(stores) > 1:
             compared.append({"mode": mode, **agreement(stores[0], stores[1])})
             (args.out / "throughput.json").write_text(json.dumps({"rows": rows, "agreement": compared}, indent=2))
+    if args.kernelbench is None:
+        print("upstream KernelBench not measured: give --kernelbench PATH (a KernelBench checkout)", file=sys.stderr)
+    elif args.device != "cuda":
+        print("upstream KernelBench not measured: its evaluator needs CUDA", file=sys.stderr)
+    else:
+        rows.append(upstream(args, lines, kinds))
+        (args.out / "throughput.json").write_text(json.dumps({"rows": rows, "agreement": compared}, indent=2))
     print(markdown(rows))
     for check in compared:
         print(
