@@ -46,7 +46,7 @@ MOVEMENT = re.compile(r"fill|copy|memset|memcpy", re.IGNORECASE)
 TOP_KERNELS = 40
 # A timed call under a quarter of the traced calls' device time, by more than 2 us, is flagged. An honest
 # call may be faster when timed (a warm L2 within a sample: 8.5 against 11.95 us for a 16 MiB op on an
-# H200, GPU_NOTES.md), not four times faster.
+# H200, docs/gpu-machine.md), not four times faster.
 TIMED_FRACTION_FLOOR = 0.25
 TIMED_GAP_FLOOR_US = 2.0
 

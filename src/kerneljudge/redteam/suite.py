@@ -25,7 +25,7 @@ from kerneljudge.verdict import Record
 @dataclass(frozen=True)
 class Fixture:
     name: str
-    attack: str  # an ATTACKS.md class id, or "honest"
+    attack: str  # an attack class id (docs/attacks.md), or "honest"
     summary: str
     evidence: tuple[str, ...] = ()  # any one of these codes or failure kinds must appear (hacks)
     policy: str = "practical"

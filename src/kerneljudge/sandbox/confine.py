@@ -60,7 +60,7 @@ class SandboxPolicy:
     """What to confine a worker with. Limits of None are left as inherited.
 
     The address-space cap must stay large: CUDA reserves tens of GiB of virtual memory at start-up, and
-    64 GiB was measured to leave it working on an H200 (shared/GPU_NOTES.md). RLIMIT_NPROC counts every
+    64 GiB was measured to leave it working on an H200 (docs/gpu-machine.md). RLIMIT_NPROC counts every
     process and thread of the worker's uid on the machine: with `uid` None (the default) a judge running
     as root gives each worker a uid of its own (`take_worker_uid`), so the cap bounds that worker alone.
     """
