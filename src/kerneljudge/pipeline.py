@@ -97,6 +97,7 @@ class Judgment(JudgmentState):
         )
 
     def run(self) -> Record:
+        """Run the stages, close every worker whatever happened, and return the record."""
         started = time.monotonic()
         try:
             self._pipeline()
@@ -170,6 +171,7 @@ class Judgment(JudgmentState):
                 self._timing()
 
     def _timing(self) -> None:
+        """The timing stage (stages/timing.py); a benchmark overrides it to time one pair several ways."""
         timing.run(self, self._start_timing_pair)
 
     def _sanitizer_decision(self) -> sanitize.Decision:

@@ -97,6 +97,7 @@ def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanit
 
 
 def reference_hello(state: JudgmentState) -> dict[str, Any]:
+    """The reference worker's first frame; a worker that does not start is the judge's failure."""
     try:
         hello = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
     except WorkerFailure as exc:

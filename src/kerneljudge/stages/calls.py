@@ -24,6 +24,7 @@ from kerneljudge.worker import wire
 
 
 def draws_random_note() -> Finding:
+    """KJ-T002: the reference draws random numbers in its forward."""
     return finding(
         "KJ-T002",
         "info",

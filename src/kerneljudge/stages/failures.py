@@ -38,6 +38,7 @@ class TaskUnsupported(Exception):
 
 
 def classify_error(response: dict[str, Any]) -> str:
+    """A candidate's error response as a failure kind: `compile_error` or `runtime_error`."""
     phase = response.get("phase")
     if phase == "import" or response.get("exc_type") in COMPILE_ERROR_TYPES:
         return "compile_error"
@@ -47,6 +48,7 @@ def classify_error(response: dict[str, Any]) -> str:
 
 
 def error_failure(response: dict[str, Any], phase: str) -> Failure:
+    """A candidate's error response as the failure of `phase`, its exception and traceback kept."""
     kind = classify_error(response)
     return Failure(
         kind=kind,

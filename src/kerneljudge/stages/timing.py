@@ -27,6 +27,7 @@ from kerneljudge.timing.basic import (
     INTERLEAVED,
     KERNELBENCH,
     GraphUnsupported,
+    TimeSide,
     TimingPlan,
     run_interleaved,
 )
@@ -40,6 +41,7 @@ MIN_FLUSH_BYTES = 64 * 2**20
 
 
 def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
+    """The bytes written to flush the L2 before a sample: KernelBench's 256 MB natively, else twice the device's L2."""
     if native:
         return KERNELBENCH_FLUSH_BYTES
     l2 = int((hello or {}).get("l2_cache_bytes") or 0)
@@ -133,7 +135,7 @@ def measure(
     l2_reset: dict[str, bool | None] = {}
     graph_keep: dict[tuple[str, int], int] = {}
 
-    def side(role: str, compiled: bool = False) -> Any:
+    def side(role: str, compiled: bool = False) -> TimeSide:
         return time_side(state, role, compiled, method, flush_bytes, graph_keep, l2_reset)
 
     pool = [[None] * len(sets)]  # the sets stay in the workers (`stage`); requests name them by position
