@@ -1,5 +1,6 @@
 """Integrity evidence read at the end of a judgment: the kernel traces kept from the traced calls (the plan's
-`trace_at`), analysed against the kernels the candidate declares (checks/trace.py) into findings, and the
+`trace_at`), analysed against the kernels the candidate declares (checks/trace.py: among them the stream
+check, KJ-R024, a kernel on another stream still running after the call) into findings, and the
 `profiler_trace` capability they make. Findings from every other stage are gathered by
 `JudgmentState.add_findings`, one per code; the record turns error-severity ones into a failure.
 """
