@@ -8,7 +8,7 @@ This prints a Markdown table of
 - the device's share, in one interpreter: torch imported, its first tensor on the device (the context),
   the first matmul (cuBLAS), the first synchronize;
 - a candidate's worker: its hello, and when it answers a first request;
-- a worker's hello (what `pipeline._start_reference` waits for), sandboxed as a judgment's are, alone and
+- a worker's hello (what `stages.build.start_reference` waits for), sandboxed as a judgment's are, alone and
   `--together` at once (default 2, 12 and 24).
 
     python benchmarks/worker_start.py [--device cpu|cuda] [--together 2 12 24]

@@ -30,7 +30,7 @@ GIB = 2**30
 CONTEXT_BYTES = 3 * GIB // 4  # device memory of one worker's CUDA context, cuBLAS and cuDNN workspaces
 USABLE = 0.92  # of a GPU's memory, what reservations may take (the allocator's rounding and fragmentation)
 MARGIN = 1.1  # on a need worked out from tensor sizes: the allocator's cached blocks, workspaces, float64 im2col
-POOL_SETS = 3  # input sets in a timing pool (pipeline.py keeps the last three trials')
+POOL_SETS = 3  # input sets in a timing pool (stages/correctness.py keeps the last three trials')
 MIN_POOL_SETS = 2  # the fewest that still give consecutive timed calls different inputs
 OVERHEAD = 3 * GIB  # per judgment, beside its tensors: cuBLAS and cuDNN workspaces, the allocator's rounding
 
@@ -76,7 +76,7 @@ def _sizes(footprint: dict[str, Any] | None) -> tuple[int, int, int, int] | None
 
 
 def timing_need(sizes: tuple[int, int, int, int], pool_sets: int = POOL_SETS) -> int:
-    """What the timing pair holds at most (pipeline.py, `_start_timing_pair`), from P, I, O and A. The
+    """What the timing pair holds at most (stages/timing_pair.py), from P, I, O and A. The
     reference's worker keeps a pool of `pool_sets` input sets, each with its output and the oracle's in
     float64 (I + 3O each), and makes the last one beside them (a clone and the float64 copies of the inputs,
     the oracle's forward: 3I + 2A); the candidate's worker keeps its own pool, the CUDA graph's buffers of as

@@ -3,7 +3,7 @@
 A race that compute-sanitizer does not model (in global memory, between blocks, across streams) and that
 an idle GPU hides may show when the candidate's blocks are scheduled and finish in another order. Two
 conditions, made by this worker's own code around the call (the parent asks for them, `perturb` in a
-`call` request; pipeline.perturbations), never by the candidate:
+`call` request; stages/replays.py, `perturbations`), never by the candidate:
 
 - `gpu_load`: matrix products on a stream of the worker's own, queued just before the call and lasting
   about `factor` times as long as the previous call took: the candidate's kernels share the SMs, the

@@ -1,0 +1,173 @@
+"""The build stage: preflight's static scan hooked up, the reference worker's hello and load (where a batch's
+gate admits the judgment by the device memory it needs), and the candidate's import and build, first at the
+public shape and again at each hidden or timing shape. The capabilities known at the start (CUDA, Triton,
+the OS sandbox, the profiler, compute-sanitizer) are recorded here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from kerneljudge import sanitize
+from kerneljudge.checks.runtime import import_findings
+from kerneljudge.checks.support import unsupported_reason
+from kerneljudge.gate import OPEN_GATE, memory_need, timing_pool_sets
+from kerneljudge.preflight import preflight
+from kerneljudge.sandbox import confine
+from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy
+from kerneljudge.sandbox.process import WorkerFailure
+from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported, error_failure, integrity_failure
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.workers import ask, candidate_step
+from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
+from kerneljudge.verdict import Capability, Failure
+
+
+def run_preflight(state: JudgmentState) -> None:
+    """The static scan of the candidate's source (preflight/): its findings, the kernels it declares; in
+    `enforce`, a rejected source fails before its import."""
+    try:
+        result = preflight(state.candidate.text, state.config.mode, state.config.policy)
+    except SyntaxError as exc:
+        raise CandidateFailed(
+            Failure(
+                kind="compile_error",
+                phase="preflight",
+                summary=f"SyntaxError: {exc.msg} (line {exc.lineno})",
+                exception="SyntaxError",
+            )
+        ) from None
+    state.findings.extend(result.findings)
+    state.declared_kernels = result.report.declared_kernels
+    if result.rejected and state.config.mode == "enforce":
+        raise CandidateFailed(integrity_failure(state.findings, "preflight", "rejected before import"))
+
+
+def sandbox_capability(layers: dict[str, dict[str, str]], policy: SandboxPolicy) -> Capability:
+    """The candidate worker's OS sandbox as a capability: available when every layer the policy counts is in
+    force (seccomp and the GPU memory cap are optional); the detail names the missing ones."""
+    missing = [
+        name
+        for name in LAYERS
+        if name not in policy.optional_layers and layers.get(name, {}).get("status") == "missing"
+    ]
+    in_force = [name for name in LAYERS if layers.get(name, {}).get("status") == "in_force"]
+    if not missing:
+        detail = "in force: " + ", ".join(in_force)
+    else:
+        first = layers[missing[0]].get("detail", "")
+        detail = f"missing: {', '.join(missing)} ({first})" + (f"; in force: {', '.join(in_force)}" if in_force else "")
+    return Capability(status="unavailable" if missing else "available", required=policy.require, detail=detail)
+
+
+def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision]) -> None:
+    """The reference worker's hello: the device the judgment runs on, and the capabilities it shows."""
+    requested = state.config.device
+    state.hello = reference_hello(state)
+    cuda = bool(state.hello.get("cuda_available"))
+    state.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
+    layers = state.workers["reference"].sandbox_layers
+    hidden = None if cuda or requested == "cpu" else confine.gpus_hidden_by_sandbox(layers)
+    state.capabilities["cuda_runtime"] = Capability(
+        status="available" if cuda else "unavailable",
+        required=requested == "cuda",
+        detail=(
+            f"{state.hello.get('gpu_name')} (capability {state.hello.get('gpu_capability')})"
+            if cuda
+            else (hidden or "no CUDA device visible") + ("" if requested == "cuda" else ": judged on the CPU")
+        ),
+    )
+    triton = state.hello.get("triton")
+    state.capabilities["triton"] = Capability(
+        status="available" if triton else "unavailable",
+        required=False,
+        detail=(f"Triton {triton}" + (" through the interpreter (TRITON_INTERPRET=1)" if state.device == "cpu" else ""))
+        if triton
+        else "Triton is not installed",
+    )
+    state.capabilities["os_sandbox"] = sandbox_capability(state.workers["candidate"].sandbox_layers, state.sandbox)
+    state.capabilities["profiler_trace"] = Capability(
+        status="unavailable",
+        required=False,
+        detail="kernel traces need CUDA" if state.device != "cuda" else "no call was traced",
+    )
+    state.capabilities["compute_sanitizer"] = sanitizer_decision().capability
+
+
+def reference_hello(state: JudgmentState) -> dict[str, Any]:
+    """The reference worker's first frame; a worker that does not start is the judge's failure."""
+    try:
+        hello = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
+    except WorkerFailure as exc:
+        raise JudgeFailed(f"the reference worker did not start: {exc}") from None
+    if hello.get("type") != "hello":
+        raise JudgeFailed("the reference worker did not say hello")
+    return hello
+
+
+def task_failed(state: JudgmentState, response: dict[str, Any], what: str) -> NoReturn:
+    """The reference failed: the task cannot run here (UNSUPPORTED) or it is broken (a judge error)."""
+    reason = unsupported_reason(response, state.device)
+    if reason is not None:
+        raise TaskUnsupported(reason)
+    raise JudgeFailed(f"{what}: {response.get('exc_type')}: {response.get('message')}")
+
+
+def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
+    """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
+    admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.reserved_bytes
+    header: dict[str, Any] = {"op": "load", "seed": state.config.public_seed, "shape": shape, "footprint": admit}
+    response, values = ask(state, "reference", header)
+    where = f" at {describe_shape(shape)}" if shape else ""
+    if response.get("type") != "loaded":
+        task_failed(state, response, f"the task failed to {response.get('phase')}{where}")
+    if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
+        total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
+        state.pool_sets = timing_pool_sets(response.get("footprint"), total)
+        state.reserved_bytes = memory_need(response.get("footprint"), state.config.timing, state.pool_sets)
+        if state.reserved_bytes:
+            state.progress(f"waiting for {state.reserved_bytes / 2**30:.1f} GiB of device memory")
+        waited = time.monotonic()
+        state.held.enter_context(state.gate.admit(state.gpu, state.reserved_bytes, total))
+        state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
+    if shape is None:
+        state.inputs_writable = response.get("inputs_writable") is True
+    if shape is None and not state.family_read and state.config.mode != "off":
+        state.family_read = True
+        try:
+            state.family = family_from(response)
+        except MalformedFamily as exc:
+            if state.config.shape_trials:  # the task asks for shapes the judge cannot draw: the task's fault
+                raise JudgeFailed(f"the task's shape family is malformed: {exc}") from None
+    return values["init_inputs"]
+
+
+def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
+    """The candidate worker's hello (on the reference's device), then its import and build."""
+    worker = state.workers["candidate"]
+    hello = candidate_step(lambda: worker.receive(timeout_s=state.limits.start_timeout_s), phase="start")
+    if hello.get("type") != "hello":
+        raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
+    if str(hello.get("device", "")).split(":")[0] != state.device:
+        raise JudgeFailed(f"the workers disagree on the device ({hello.get('device')} vs {state.device})")
+    build_candidate(state, init_inputs)
+
+
+def build_candidate(state: JudgmentState, init_inputs: Any, shape: dict[str, Any] | None = None) -> None:
+    """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
+    worker = state.workers["candidate"]
+    header: dict[str, Any] = {"op": "load", "seed": state.config.public_seed}
+    if state.inputs_made():  # the task's source, loaded before the candidate's, to make inputs there
+        header["task"] = state.task.text
+    response, _ = candidate_step(lambda: worker.request(header, init_inputs), phase="build")
+    if response.get("type") == "error":
+        failure = error_failure(response, "import" if response.get("phase") == "import" else "init")
+        if shape:
+            failure.summary = f"at {describe_shape(shape)}: {failure.summary}"
+        raise CandidateFailed(failure)
+    if response.get("type") != "loaded":
+        raise CandidateFailed(Failure(kind="crash", phase="build", summary="the candidate worker broke protocol"))
+    if state.config.mode != "off":
+        state.add_findings(import_findings(response.get("evidence"), state.config.policy))

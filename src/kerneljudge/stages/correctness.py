@@ -1,0 +1,80 @@
+"""The correctness stage: the hidden plan drawn once from the judgment's source (plan.py), its trials run in
+order (the canary that reuses storage, the traced calls, the replays), each trial's outputs compared with
+the oracle (or natively in `off`) and recorded (trials.py), the screen for degenerate outputs, then the hidden shapes
+and compute-sanitizer in the hardened modes. The first miss fails the candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kerneljudge import plan as hidden_plan
+from kerneljudge import sanitize
+from kerneljudge.checks.screening import degenerate_outputs
+from kerneljudge.gate import POOL_SETS
+from kerneljudge.stages import hidden_shapes, sanitizer
+from kerneljudge.stages.calls import call_candidate, reference_trial
+from kerneljudge.stages.replays import replay
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.trials import check_trial
+
+
+def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision]) -> None:
+    """Draw the plan and run its trials; then, unless `off`, the hidden shapes and compute-sanitizer."""
+    native = state.config.mode == "off"
+    config = state.config
+    state.plan = hidden_plan.draw(
+        config.public_seed,
+        config.public_trials,
+        config.hidden_trials,
+        config.shape_trials,
+        native,
+        state.device == "cuda",
+        state.source,
+    )
+    plan, screens = state.plan, []
+    state.correctness_checked = True
+    for index, trial in enumerate(plan.trials):
+        kind, seed = trial.kind, trial.seed
+        state.progress(f"correctness trial {index + 1}/{len(plan.trials)} ({kind})")
+        call = {
+            "phase": f"trial {index}",
+            "reuse": index == plan.canary_at,
+            "trace": index in plan.trace_at,
+            "keep_inputs": index + 1 == plan.canary_at,
+        }
+        distribution = run_trial(state, index, kind, seed, trial.distribution, call, index in plan.replay_at)
+        if state.trial_screen is not None:
+            screens.append(state.trial_screen)
+        if distribution.get("kind") == "standard" or "rejected" in distribution:
+            state.timing_sets = (state.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
+    state.add_findings(degenerate_outputs(screens))
+    if not native:
+        hidden_shapes.run(state)
+        sanitizer.run(state, sanitizer_decision())
+    state.correctness_passed = True
+
+
+def run_trial(
+    state: JudgmentState,
+    index: int,
+    kind: str,
+    seed: int,
+    distribution: dict[str, Any],
+    call: dict[str, Any],
+    replayed: bool,
+) -> dict[str, Any]:
+    """One trial: the reference's run, the candidate's call, the comparison, and the replay where one is
+    due; the distribution the inputs had. Run again, its inputs shipped, where the candidate's worker
+    could not make them as the reference did, at the call or at the replay (`call_candidate`: None)."""
+    native = state.config.mode == "off"
+    while True:  # twice at most: once shipped, call_candidate always answers
+        inputs, used = reference_trial(state, seed, oracle=not native, distribution=distribution)
+        cand = call_candidate(state, inputs, **call)
+        if cand is None:
+            continue
+        check_trial(state, index, kind, seed, cand, None if native else used, keep=replayed)
+        if not replayed or replay(state, index, inputs, keep_inputs=call["keep_inputs"]):
+            return used
+        state.trials.pop()  # its record is the second run's

@@ -1,0 +1,124 @@
+"""What one judgment knows as it goes: the state every stage reads and extends, and the record is made from.
+
+The inputs (task, candidate, configuration, the batch lane's gate and GPU, cached baselines) and the one
+source of randomness come first; everything after them starts empty and is filled by the stages in order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from kerneljudge import plan as hidden_plan
+from kerneljudge.candidate import Candidate
+from kerneljudge.checks.trace import CallTrace
+from kerneljudge.config import JudgeConfig
+from kerneljudge.gate import POOL_SETS, Gate
+from kerneljudge.sandbox import confine
+from kerneljudge.sandbox.confine import SandboxPolicy
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.tasks.shapes import ShapeFamily
+from kerneljudge.tasks.source import Task
+from kerneljudge.timing.basic import CachedSide
+from kerneljudge.verdict import Capability, Failure, Finding, Timing, TrialRecord, WorkerLog
+
+
+@dataclass(eq=False)
+class JudgmentState:
+    """One judgment's state. `source` is the one source of everything a candidate must not predict: the hidden
+    plan (plan.py) and, as the timing stage draws them, its pools' seeds and the calls whose outputs are kept
+    and checked; the operating system's randomness unless a test injects a source."""
+
+    task: Task
+    candidate: Candidate
+    config: JudgeConfig
+    progress: Callable[[str], None]
+    gpu: str | None  # the GPU the workers see (CUDA_VISIBLE_DEVICES), for a batch lane; None: as inherited
+    gate: Gate
+    # Cached baselines (a batch's `--cached-baselines`): the task's reference, and its compiled form when
+    # measured, timed once on this device; used instead of timing them here, where the regime matches.
+    baselines: dict[str, CachedSide]
+    source: random.Random
+    limits: WorkerLimits = field(init=False)
+    sandbox: SandboxPolicy = field(init=False)
+    plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
+    held: ExitStack = field(default_factory=ExitStack)  # the device memory reserved at the gate, until the end
+    reserved_bytes: int = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was
+    pool_sets: int = POOL_SETS  # input sets in the timing pool: fewer where that many would not fit
+    memory_peaks: dict[str, int] = field(default_factory=dict)  # per worker, the most device memory it held (NVML)
+    failure: Failure | None = None
+    findings: list[Finding] = field(default_factory=list)
+    capabilities: dict[str, Capability] = field(default_factory=dict)
+    trials: list[TrialRecord] = field(default_factory=list)
+    replay: dict[str, Any] | None = None
+    checked_shapes: list[dict[str, Any]] = field(default_factory=list)  # hidden shapes the candidate was right at
+    sanitizer: dict[str, Any] | None = None  # compute-sanitizer's run (sanitize.py), where it ran
+    oracle_dtype: str | None = None
+    timing: Timing = field(default_factory=lambda: Timing(measured=False, reason="not reached"))
+    device: str | None = None
+    hello: dict[str, Any] | None = None
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
+    closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
+    booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
+    correctness_checked: bool = False
+    correctness_passed: bool = False
+    tolerances: dict[str, Any] = field(default_factory=dict)
+    # The trials whose inputs the timing pool makes again (seed and distribution), and the reference
+    # output's signature (dtype and shape of each item) at the public shape.
+    timing_sets: list[dict[str, Any]] = field(default_factory=list)
+    signature: dict[str, Any] = field(default_factory=dict)
+    inputs_writable: bool = False  # the task lets the candidate write into its inputs (INPUTS_WRITABLE)
+    task_check: bool = False  # the task checks outputs itself (a GPU MODE problem's check_implementation)
+    call_seed: int | None = None  # the random state the current trial's calls start from, both sides
+    draws_random: bool = False  # the reference draws random numbers in its forward
+    timed_checks: int = 0
+    drain_left: list[float] = field(default_factory=list)  # per measured candidate sample, work its end missed (ms)
+    declared_kernels: list[dict[str, Any]] = field(default_factory=list)
+    reference_evidence: Any = None
+    trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
+    last_task_check: dict[str, Any] | None = None  # the task's own check of the last compared output
+    traced_calls: list[CallTrace] = field(default_factory=list)
+    trace_problems: list[str] = field(default_factory=list)
+    trace_summary: dict[str, Any] | None = None
+    family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
+    family_read: bool = False
+    stages_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage: waiting, build, ...
+    stage: str | None = None  # the stage `workers.clocked` is in: its requests' round trips count under it
+    # Where trials' inputs are made (worker/seeded.py): again in the candidate's worker from each trial's
+    # seed in the hardened modes, until it cannot make the reference's; shipped from the reference's else.
+    inputs: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        config = self.config
+        self.limits = WorkerLimits(
+            step_timeout_s=config.timeout_s,
+            lifetime_s=max(1800.0, 20 * config.timeout_s),
+            log_cap_bytes=config.log_cap_bytes,
+            max_message_bytes=config.max_message_bytes,
+        )
+        self.sandbox = confine.policy_for(config.sandbox)
+        self.inputs = {"made": "each worker" if config.mode != "off" else "reference worker"}
+
+    def add_findings(self, findings: list[Finding]) -> None:
+        """Record findings, one per code: a repeat only counts its occurrences."""
+        for new in findings:
+            old = next((f for f in self.findings if f.code == new.code), None)
+            if old is None:
+                self.findings.append(new)
+            else:
+                old.evidence["repeats"] = int(old.evidence.get("repeats", 0)) + 1
+                if new.severity == "error" and old.severity != "error":
+                    old.severity = "error"
+
+    def inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
+        """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened
+        modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
+        return self.config.mode != "off" and shape is None and "shipped" not in self.inputs
+
+    def unsupported(self) -> bool:
+        """A capability the judgment requires is unavailable here."""
+        return any(c.required and c.status == "unavailable" for c in self.capabilities.values())

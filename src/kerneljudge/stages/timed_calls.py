@@ -1,0 +1,207 @@
+"""The timed requests of the timing stage, one side at a time: a `time` request to a worker and its answer
+read (samples checked, drains covered, the persisting-L2 reset noted), a timed call's output drawn, captured
+and checked like a trial's (H03: honest only while checked), the timing pool staged once in both workers,
+the reference compiled for its compiled side, and the plain calls on graph buffers after the replays (the
+graph recheck).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes
+from kerneljudge.sandbox.process import WorkerFailure
+from kerneljudge.stages.build import task_failed
+from kerneljudge.stages.calls import compare
+from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.workers import ask, candidate_step
+from kerneljudge.timing import drain
+from kerneljudge.timing.basic import INTERLEAVED, GraphUnsupported, SampleTimes, TimeRequest, TimeSide
+from kerneljudge.verdict import Failure
+from kerneljudge.worker.wire import timed_set
+
+# torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
+COMPILE_TIMEOUT_FACTOR = 5
+
+
+def sample_list(values: Any, count: int) -> bool:
+    """A worker's list of `count` non-negative times."""
+    return (
+        isinstance(values, list)
+        and len(values) == count
+        and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in values)
+    )
+
+
+def time_side(
+    state: JudgmentState,
+    role: str,
+    compiled: bool,
+    method: str,
+    flush_bytes: int,
+    graph_keep: dict[tuple[str, int], int],
+    l2_reset: dict[str, bool | None],
+) -> TimeSide:
+    """One side of the measurement (`role`: candidate, reference or compiled) as timing/basic.py calls it.
+    `graph_keep` collects the kept call's position per graph, `l2_reset` what each side said of the L2."""
+
+    def timed(request: TimeRequest) -> SampleTimes:
+        header: dict[str, Any] = {
+            "op": "time",
+            "calls": request.calls,
+            "samples": request.samples,
+            "warmup": request.warmup,
+            "flush_bytes": flush_bytes,
+            "precursor_ms": request.precursor_ms,
+            "method": request.method,
+            "compiled": compiled,
+            "profile_range": role == "candidate",
+            "staged": True,  # the pool was sent once, before the first request
+            "graph": request.graph,
+        }
+        if request.graph:  # a graph keeps one call's output, at a position drawn once per graph
+            header["graph_keep"] = graph_keep.setdefault((role, request.calls), state.source.randrange(request.calls))
+        if request.measured and method == INTERLEAVED and state.config.mode != "off" and role == "candidate":
+            # One timed call's output, at a position drawn here, kept by the worker and fetched by a
+            # request of its own after the parent's clock stops: its copy to the host is no part of the
+            # round trip set against the claimed times (worker/timer.py). The reference keeps none: a
+            # graph's kept output copied on the device (milliseconds for 4 GiB) is all it would add.
+            position = header.get("graph_keep", state.source.randrange(request.calls))
+            header["capture"] = [state.source.randrange(request.samples), position]
+        began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
+        if role == "candidate":
+            response, _ = candidate_step(lambda: state.workers["candidate"].request(header, fetch=()), phase="timing")
+            request_ms = (time.perf_counter() - began) * 1e3
+            if response.get("type") == "graph_unsupported":
+                raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
+            if response.get("type") == "error":
+                raise CandidateFailed(error_failure(response, "timing"))
+            if "capture" in header:
+                worker = state.workers["candidate"]
+                captured, _ = candidate_step(lambda: worker.request({"op": "captured"}, fetch=()), phase="timing")
+                check_timed_output(state, captured, timed_set(*header["capture"], len(request.inputs)))
+        else:
+            response, _ = ask(state, "reference", header, fetch=())
+            request_ms = (time.perf_counter() - began) * 1e3
+            if response.get("type") == "graph_unsupported":
+                raise GraphUnsupported(f"the {role} side: {response.get('message')}", side=role)
+            if response.get("type") == "error":
+                raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
+        expected = 1 if request.method == "do_bench" else request.samples
+        times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
+        # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
+        drained = state.device == "cuda" and not request.graph and request.method != "do_bench"
+        drains, floor = response.get("drain_ms"), response.get("drain_floor_ms")
+        if not (
+            sample_list(times, expected)
+            and (request.method == "do_bench" or sample_list(host, expected))
+            and (busy == [] or sample_list(busy, expected))
+            and (not drained or (sample_list(drains, expected) and drain.is_number(floor)))
+        ):
+            if role == "candidate":
+                raise CandidateFailed(
+                    Failure(kind="crash", phase="timing", summary="the candidate worker sent malformed timings")
+                )
+            raise JudgeFailed(f"the {role} worker sent malformed timings")
+        if request.measured:
+            l2_reset[role] = response.get("l2_reset") if isinstance(response.get("l2_reset"), bool) else None
+        times = [float(t) for t in times]
+        if drained and state.config.mode != "off":  # `off` keeps KernelBench's figures as they are
+            left = drain.left_behind([float(d) for d in drains], float(floor))
+            times = drain.covered(times, request.calls, left)
+            if request.measured and role == "candidate":
+                state.drain_left += left
+        return SampleTimes(times, [float(h) for h in host], [float(b) for b in busy], request_ms)
+
+    return timed
+
+
+def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any] | None = None) -> None:
+    """Make the timing pool once: the reference worker makes the sets' inputs again (from their seeds and
+    distributions), keeps their outputs and the oracle's to check timed calls, and writes them to the
+    candidate's inbox, or has the candidate's worker make them again (`JudgmentState.inputs_made`); every
+    timing request then names the pool."""
+    made = state.inputs_made(shape)
+    header = {
+        "op": "stage",
+        "sets": sets,
+        "on_device": state.config.mode != "off",
+        "inputs_to": "made" if made else "candidate",
+    }
+    response, _ = ask(state, "reference", header)
+    if response.get("type") != "staged":
+        task_failed(state, response, "the reference worker could not stage the timing inputs")
+    placed = ([], {}) if made else (response["inputs"], response["input_tensors"])
+    state.signature = dict(response.get("signature") or state.signature)
+    request = {"op": "stage", "made": response["made"]} if made else {"op": "stage"}
+    response, _ = candidate_step(lambda: state.workers["candidate"].request(request, placed=placed, fetch=()), "timing")
+    if response.get("type") == "inputs_differ" and made:  # shipped from now on, the pool staged again
+        state.inputs = {**state.inputs, "shipped": "timing pool", "why": str(response.get("detail"))[:500]}
+        stage(state, sets, shape)
+        return
+    if response.get("type") == "error":
+        raise CandidateFailed(error_failure(response, "timing"))
+    if response.get("type") != "staged":
+        raise CandidateFailed(Failure(kind="crash", phase="timing", summary="the candidate worker broke protocol"))
+
+
+def compile_reference(state: JudgmentState) -> str | None:
+    """Compile the reference under torch.compile in its worker (never timed); why not, when it fails."""
+    try:
+        response, _ = state.workers["reference"].request(
+            {"op": "compile"}, timeout_s=COMPILE_TIMEOUT_FACTOR * state.config.timeout_s
+        )
+    except WorkerFailure as exc:
+        raise JudgeFailed(f"the reference worker failed while compiling: {exc}") from None
+    if response.get("type") == "error":
+        return f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}"
+    return None
+
+
+def recheck_graph(state: JudgmentState, calls: int, keep: int, sets: int) -> None:
+    """Plain calls on two of the candidate's graph buffers after its replays, each checked like a timed call.
+
+    A replayed graph runs what was captured, so a candidate that switches to a shortcut once timing
+    starts (H03), or serves answers from a cache keyed on storage (H01), may never show it in a replay.
+    Its Python still runs in these calls, on buffers that hold other contents than its last calls saw
+    (`op_recheck`): the last answer cannot be right for both, and a storage-keyed cache for either.
+    """
+    buffers = state.source.sample(range(sets), min(2, sets))
+    for buffer in buffers:
+        header = {"op": "recheck", "calls": calls, "graph_keep": keep, "buffer": buffer, "compiled": False}
+        response, _ = candidate_step(lambda h=header: state.workers["candidate"].request(h, fetch=()), "timing")
+        if response.get("type") == "error":
+            raise CandidateFailed(error_failure(response, "timing"))
+        what = f"plain call on graph buffer {buffer} after the replays"
+        check_timed_output(state, response, buffer, what=what)
+
+
+def check_timed_output(state: JudgmentState, response: dict[str, Any], set_index: int, what: str = "") -> None:
+    """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
+    phase = f"timing ({what or f'timed call {state.timed_checks}'})"
+    state.timed_checks += 1
+    problem = check_structure(response, state.signature, state.device or "cpu", exact=not state.task_check)
+    if problem is None:
+        problem = check_received({**response, "unreadable": "not sent"}, key="captured")
+    if problem is None:
+        size = expected_bytes(state.signature)
+        worker = state.workers["candidate"]
+        candidate_step(lambda: worker.described(response, ["captured"], 2 * size + (1 << 20)), "timing")
+    if problem is not None:
+        raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
+    if state.draws_random:  # no common random state inside a timed region: the structure is all to check
+        return
+    results = compare(state, f"pool{set_index}", response, "timed", key="captured")
+    if state.task_check:  # the task's own check decides, as in the trials
+        verdict = state.last_task_check or {"passed": False, "message": "the task's check gave no answer"}
+        if not verdict["passed"]:
+            summary = f"{phase}: the task's own check: {verdict['message']}"
+            raise CandidateFailed(Failure(kind="tolerance", phase="timing", summary=summary))
+        return
+    for result in results:
+        if not result["passed"]:
+            raise CandidateFailed(
+                Failure(kind=result["failure_kind"], phase="timing", summary=f"{phase}: {result['summary']}")  # type: ignore[arg-type]
+            )

@@ -1,0 +1,207 @@
+"""The timing stage: the regime (CUDA graphs, a busy precursor, the host clock), the L2 flush before every
+sample, the fallback to a fresh pair without graphs when a capture fails (with the unjoined-stream finding
+a failed capture can show), the timing shapes' geometric mean, and the findings read from the measurement:
+the drains a candidate's end event missed, the claimed-versus-observed clock check (KJ-R050), and the timed
+median set against the kernel trace. The timed requests themselves are in timed_calls.py, the interleaved
+blocks and statistics in timing/.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from kerneljudge.checks.catalog import finding
+from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
+from kerneljudge.stages.build import build_candidate, load_reference
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, stage, time_side
+from kerneljudge.tasks.shapes import describe_shape, plain
+from kerneljudge.timing import drain
+from kerneljudge.timing.basic import (
+    BUSY_PRECURSOR,
+    CUDA_GRAPH,
+    DO_BENCH,
+    HOST_CLOCK,
+    INTERLEAVED,
+    KERNELBENCH,
+    GraphUnsupported,
+    TimeSide,
+    TimingPlan,
+    run_interleaved,
+)
+from kerneljudge.timing.clocks import NvmlClockMonitor
+from kerneljudge.verdict import Timing
+
+# KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an
+# H200's 60 MiB L2, 64 MiB and more did: docs/gpu-machine.md), never under 64 MiB.
+KERNELBENCH_FLUSH_BYTES = 256 * 2**20
+MIN_FLUSH_BYTES = 64 * 2**20
+
+
+def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
+    """The bytes written to flush the L2 before a sample: KernelBench's 256 MB natively, else twice the device's L2."""
+    if native:
+        return KERNELBENCH_FLUSH_BYTES
+    l2 = int((hello or {}).get("l2_cache_bytes") or 0)
+    return max(MIN_FLUSH_BYTES, 2 * l2)
+
+
+def combined_timing(measured: list[tuple[dict[str, Any], Timing]]) -> Timing:
+    """Timings at several shapes as one: the last shape's record, with the speedup (and each end of its
+    interval) the geometric mean over the shapes, and every shape's own figures in `shapes`. The interval of
+    the mean is not a confidence interval of it: each shape's is, and `shapes` keeps them."""
+    last = measured[-1][1].model_copy(deep=True)
+    timed = [t for _, t in measured if t.measured and t.speedup]
+    last.shapes = [
+        {
+            "shape": {name: plain(tree) for name, tree in shape.items()},
+            "speedup": t.speedup,
+            "interval": t.speedup_interval,
+            "candidate_ms": t.candidate.median_ms if t.candidate else None,
+            "reference_ms": t.reference.median_ms if t.reference else None,
+            "reason": t.reason,
+        }
+        for shape, t in measured
+    ]
+    if len(timed) != len(measured):
+        last.measured, last.speedup, last.speedup_interval = False, None, None
+        last.reason = f"timed at {len(timed)} of {len(measured)} timing shapes"
+        return last
+
+    def geomean(values: list[float]) -> float:
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+
+    last.speedup = geomean([t.speedup for t in timed])
+    intervals = [t.speedup_interval for t in timed]
+    if all(intervals):
+        last.speedup_interval = [geomean([i[0] for i in intervals]), geomean([i[1] for i in intervals])]
+    last.regime = (last.regime or "") + f"; geometric mean over {len(timed)} timing shapes"
+    return last
+
+
+def run(state: JudgmentState, fresh_pair: Callable[[], None]) -> None:
+    """Time at the public shape, or at each of the task's timing shapes (TIMING_SHAPES: a GPU MODE
+    problem's benchmarks), reporting their geometric mean as the leaderboard ranks. `fresh_pair` replaces
+    the workers by a fresh timing pair (after a failed graph capture)."""
+    shapes = list(state.family.timing) if state.family is not None and state.config.mode != "off" else []
+    if not shapes:
+        timed(state, None, state.config.timing_budget_s, fresh_pair)
+        return
+    measured: list[tuple[dict[str, Any], Timing]] = []
+    fallback = None
+    for shape in shapes:
+        state.progress(f"timing at {describe_shape(shape)}")
+        timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair)
+        fallback = fallback or state.timing.graph_fallback
+        measured.append((shape, state.timing))
+    state.timing = combined_timing(measured)
+    state.timing.graph_fallback = fallback
+
+
+def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, fresh_pair: Callable[[], None]) -> None:
+    """One measurement in the configured regime, or behind a busy precursor in a fresh pair when a CUDA
+    graph cannot be captured."""
+    regime = BUSY_PRECURSOR if state.timing.graph_fallback else state.config.timing_regime
+    try:
+        measure(state, regime, shape, budget_s)
+    except GraphUnsupported as exc:
+        unjoined = unjoined_capture(str(exc)) if exc.side == "candidate" else None
+        if unjoined is not None and state.config.mode != "off":
+            state.add_findings([unjoined])
+        # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
+        state.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
+        fresh_pair()
+        measure(state, BUSY_PRECURSOR, shape, budget_s)
+        state.timing.graph_fallback = str(exc)
+
+
+def measure(
+    state: JudgmentState, regime: str, shape: dict[str, Any] | None = None, budget_s: float | None = None
+) -> None:
+    """Stage the pool, time the sides (cached baselines where their regime matches), then read the findings."""
+    config = state.config
+    method = config.resolved_timing_method()
+    if method == DO_BENCH and state.device != "cuda":
+        state.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
+        return
+    native = method == KERNELBENCH
+    sets = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
+    if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
+        build_candidate(state, load_reference(state, shape), shape)
+        sets = [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
+    flush_bytes = l2_flush_bytes(state.hello, native) if config.timing_l2_flush else 0
+    l2_reset: dict[str, bool | None] = {}
+    graph_keep: dict[tuple[str, int], int] = {}
+
+    def side(role: str, compiled: bool = False) -> TimeSide:
+        return time_side(state, role, compiled, method, flush_bytes, graph_keep, l2_reset)
+
+    pool = [[None] * len(sets)]  # the sets stay in the workers (`stage`); requests name them by position
+    stage(state, sets, shape)
+    timed_regime = regime if state.device == "cuda" else HOST_CLOCK
+    cached = {
+        name: entry
+        for name, entry in state.baselines.items()
+        if method == INTERLEAVED and entry.launch_regime == timed_regime
+    }
+    sides = {"candidate": side("candidate")} | ({} if "reference" in cached else {"reference": side("reference")})
+    compile_error = None
+    if config.timing_compile and method == INTERLEAVED and "compiled" not in cached:
+        compile_error = compile_reference(state)
+        if compile_error is None:
+            sides["compiled"] = side("compiled", compiled=True)
+    monitor, monitor_error = (None, None)
+    if state.device == "cuda" and method == INTERLEAVED:
+        monitor, monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
+    plan = TimingPlan(
+        blocks=config.timing_blocks,
+        samples=config.timing_samples,
+        target_sample_ms=config.timing_target_ms,
+        method=method,
+        regime=regime,
+        max_blocks=config.timing_max_blocks,
+        target_rse=config.timing_target_rse,
+        budget_s=budget_s if budget_s is not None else config.timing_budget_s,
+    )
+    state.drain_left = []
+    state.timing = run_interleaved(sides, pool, plan, state.device or "cpu", monitor=monitor, cached=cached)
+    left_behind = drain.drain_finding(state.drain_left)
+    if left_behind is not None:
+        state.add_findings([left_behind])
+    if method == INTERLEAVED and state.baselines and not cached:
+        regimes = sorted({entry.launch_regime for entry in state.baselines.values()})
+        state.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
+    if state.timing.launch_regime == CUDA_GRAPH and config.mode != "off":
+        before = state.timed_checks
+        for (role, calls), keep in graph_keep.items():
+            if role == "candidate":
+                recheck_graph(state, calls, keep, len(pool[0]))
+        state.timing.graph_rechecks = state.timed_checks - before
+    state.timing.timed_outputs_checked = state.timed_checks
+    state.timing.compile_error = compile_error
+    if monitor_error and state.timing.clocks is not None:
+        state.timing.clocks["error"] = monitor_error
+    if state.device == "cuda":
+        state.timing.l2_flush_bytes = flush_bytes
+        state.timing.persisting_l2_reset = l2_reset
+        state.timing.regime = (state.timing.regime or "") + (
+            f"; {flush_bytes / 2**20:.0f} MiB L2 flush before every sample" if flush_bytes else "; warm L2"
+        )
+    if method == INTERLEAVED and state.timing.candidate is not None:
+        state.timing.trace_check, found = timed_versus_traced(state.trace_summary, state.timing.candidate.median_ms)
+        state.add_findings(found)
+    check = state.timing.clock_check or {}
+    if check.get("suspicious") and config.mode != "off":
+        state.add_findings(
+            [
+                finding(
+                    "KJ-R050",
+                    "error",
+                    f"the candidate worker claimed {check['candidate_claimed_ms']:.3g} ms of timed calls where "
+                    f"the parent's clock implies about {check['candidate_implied_ms']:.3g} ms",
+                    check,
+                )
+            ]
+        )

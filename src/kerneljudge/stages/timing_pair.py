@@ -1,0 +1,40 @@
+"""The fresh worker pair that timing runs on: booted while the checked pair works, greeted and loaded when
+timing starts, started again after a failed graph capture. Its logs are kept as `<role>_timing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.workers import close_workers, new_pair
+
+
+def boot(state: JudgmentState) -> None:
+    """Start the timing pair's interpreters now; `start` greets and loads them.
+
+    Importing torch and starting CUDA take most of a worker's start (about 8 s a pair on an H200).
+    Started while the checked pair works, that is done before the measurement, and in a batch
+    before the lanes' gate holds the others back for it. Until loaded, the pair runs no task or
+    candidate code.
+    """
+    state.booting = new_pair(state, state.device or "cpu")
+
+
+def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
+    """Replace both workers by fresh ones, loaded the same way, for timing only; `boot_pair` boots a pair
+    where none is booting (a second pair, after a failed graph capture).
+
+    The checked pair has been through the correctness trials, and on CUDA the candidate's through a
+    kernel trace: on an H200 a traced process launched the same softmax 2-4% slower afterwards even
+    with CUPTI torn down (the A/A control read 0.962x and 0.977x), while the reference, never traced,
+    did not. A fresh pair times both sides in the same state. Its logs are kept as `<role>_timing`.
+    """
+    state.closed_logs.update(close_workers(state))
+    if not state.booting:  # a second pair, after a failed graph capture
+        boot_pair()
+    state.workers, state.booting = state.booting, {}
+    reference_hello(state)
+    state.timing_pairs += 1
+    start_candidate(state, load_reference(state))

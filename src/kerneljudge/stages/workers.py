@@ -1,0 +1,106 @@
+"""The worker pair of a judgment: starting one, a request to either worker, where its round trip counts
+(`stages_s`), a candidate step whose worker failure is the candidate's, and closing the pair with its logs.
+
+The reference worker holds the candidate's channels (it writes the candidate's inputs and reads its
+outputs), never the other way round (docs/process-model.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kerneljudge.sandbox.confine import SandboxUnavailable
+from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerProcess
+from kerneljudge.stages.failures import CandidateFailed, JudgeFailed
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.verdict import Failure, WorkerLog
+
+
+def new_pair(state: JudgmentState, device: str) -> dict[str, WorkerProcess]:
+    """A reference and a candidate worker; the reference holds the candidate's channels (it writes the
+    candidate's inputs and reads its outputs), never the other way round."""
+    channels = WorkerChannels("candidate", state.limits.max_message_bytes)
+    pair: dict[str, WorkerProcess] = {}
+    try:
+        pair["reference"] = WorkerProcess(
+            "reference", device, state.task.text, state.limits, policy=state.sandbox, gpu=state.gpu, peer=channels
+        )
+        pair["candidate"] = WorkerProcess(
+            "candidate", device, state.candidate.text, state.limits, state.sandbox, state.gpu, channels=channels
+        )
+    except SandboxUnavailable as exc:
+        for worker in pair.values():
+            worker.close()
+        channels.close()
+        raise JudgeFailed(f"a worker cannot be sandboxed as required: {exc}") from None
+    return pair
+
+
+def ask(
+    state: JudgmentState,
+    role: str,
+    header: dict[str, Any],
+    values: Any = None,
+    placed: Any = None,
+    fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
+) -> tuple[dict[str, Any], Any]:
+    """A request to a worker whose failure is the judge's (the reference's, or a judge-side request)."""
+    try:
+        with counted(state, role, header):
+            return state.workers[role].request(header, values, placed=placed, fetch=fetch)
+    except WorkerFailure as exc:
+        raise JudgeFailed(f"the {role} worker failed: {exc}") from None
+
+
+@contextmanager
+def counted(state: JudgmentState, role: str, header: dict[str, Any]) -> Iterator[None]:
+    """Where a stage's time goes, request by request: `stages_s["correctness.candidate.call"]` is the round
+    trip of the candidate's calls in that stage, its outputs written to the channel included
+    (docs/record.md)."""
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        if state.stage is not None:
+            key = f"{state.stage}.{role}.{header.get('op')}"
+            state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 3)
+
+
+@contextmanager
+def clocked(state: JudgmentState, name: str) -> Iterator[None]:
+    """Add the wall time of the block to the record's `stages_s[name]`, less what it spent waiting at the
+    gate (counted in `stages_s["waiting"]`)."""
+    began, waited = time.monotonic(), state.stages_s.get("waiting", 0.0)
+    state.stage = name
+    try:
+        yield
+    finally:
+        state.stage = None
+        spent = time.monotonic() - began - (state.stages_s.get("waiting", 0.0) - waited)
+        state.stages_s[name] = round(state.stages_s.get(name, 0.0) + spent, 3)
+
+
+def candidate_step(step: Any, phase: str) -> Any:
+    """Run a step with the candidate's worker; its worker failing (a crash, a timeout) is the candidate's."""
+    try:
+        return step()
+    except WorkerFailure as exc:
+        raise CandidateFailed(Failure(kind=exc.kind, phase=phase, summary=str(exc))) from None  # type: ignore[arg-type]
+
+
+def close_workers(state: JudgmentState) -> dict[str, WorkerLog]:
+    """Close the current pair; its logs, named by role and by which timing pair it was."""
+    logs = {}
+    pairs = state.timing_pairs
+    suffix = "" if pairs == 0 else "_timing" if pairs == 1 else f"_timing{pairs}"
+    for worker in state.workers.values():
+        worker.ask_exit()
+    for role, worker in state.workers.items():
+        worker.close()
+        logs[role + suffix] = WorkerLog(**worker.logs())
+        state.memory_peaks[role + suffix] = worker.gpu_peak_bytes
+    state.workers = {}
+    return logs

@@ -1,0 +1,45 @@
+"""The record's assembly (stages/record.py) is a pure function of a judgment's state: no process, no GPU."""
+
+import copy
+import random
+
+from helpers import CANDIDATES, validate_record
+from kerneljudge.candidate import load_candidate
+from kerneljudge.checks.catalog import finding
+from kerneljudge.config import JudgeConfig
+from kerneljudge.gate import OPEN_GATE
+from kerneljudge.stages.record import assemble
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.tasks.load import load_task
+
+
+def state_of(tiny_task) -> JudgmentState:
+    return JudgmentState(
+        task=load_task(tiny_task),
+        candidate=load_candidate(CANDIDATES / "honest_torch.py"),
+        config=JudgeConfig(device="cpu"),
+        progress=lambda stage: None,
+        gpu=None,
+        gate=OPEN_GATE,
+        baselines={},
+        source=random.Random(0),
+    )
+
+
+def test_error_findings_fail_the_record_and_the_state_is_left_as_it_was(tiny_task):
+    state = state_of(tiny_task)
+    state.oracle_dtype = "float32"
+    state.findings.append(finding("KJ-R050", "error", "claimed times the parent's clock does not support"))
+    before = (copy.deepcopy(state.capabilities), state.failure, copy.deepcopy(state.findings))
+    record = assemble(state, {}, 1.23456, "2024-01-01T00:00:00+00:00", {"python": "3"})
+    validate_record(record)
+    assert record.status == "FAIL" and record.failure_kind == "integrity_violation"
+    assert record.capabilities["float64_oracle"].status == "degraded"
+    assert record.duration_s == 1.235 and record.created_at == "2024-01-01T00:00:00+00:00"
+    assert (state.capabilities, state.failure, state.findings) == before
+
+
+def test_the_same_state_assembles_the_same_record(tiny_task):
+    state = state_of(tiny_task)
+    first, second = (assemble(state, {}, 0.5, "2024-01-01T00:00:00+00:00", {}) for _ in range(2))
+    assert first.model_dump() == second.model_dump()
