@@ -12,9 +12,8 @@ from typing import Any
 # can alter a verdict, a finding or a figure, so that a store never answers for a judge that has changed since
 # (docs/batch.md, "The key"). 0.2.0: derived shape families, drained samples, side-stream escapes by structure;
 # 0.3.0: compute-sanitizer and replays under perturbation; 0.3.1: the precursor's sleep calibrated only within
-# plausible GPU clocks (a candidate whose CUDA events lie fails by the clock check, not by a timeout); 0.3.2:
-# fewer samples a block for a slow side on the CPU (its figures change; CUDA's do not).
-__version__ = "0.3.2"
+# plausible GPU clocks (a candidate whose CUDA events lie fails by the clock check, not by a timeout).
+__version__ = "0.3.1"
 
 __all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
 
