@@ -452,31 +452,3 @@ def test_a_cached_reference_stands_in_for_its_blocks_and_keeps_the_cross_check()
     assert paired.reference_source == "paired"
     # Only an interleaved timing can be cached.
     assert CachedSide.from_timing(timing_of(0.5, 1.0, method="kernelbench"), "reference", 10, "x") is None
-
-
-class RecordingSide(NoisySide):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.requests = []
-
-    def __call__(self, request):
-        self.requests.append(request)
-        return super().__call__(request)
-
-
-def test_on_the_cpu_a_slow_side_takes_fewer_samples_a_block_and_a_fast_one_all_of_them():
-    # Triton's interpreter: 150 ms a call. Ten samples of five blocks were 50 calls, most of the README example.
-    clock = FakeClock()
-    slow, fast = RecordingSide(clock, 150.0), RecordingSide(clock, 0.05)
-    timing = run_interleaved(
-        {"candidate": slow, "reference": fast}, [None], TimingPlan(), "cpu", random.Random(0), clock
-    )
-    measured = [r for r in slow.requests if r.measured]
-    assert measured and {r.samples for r in measured} == {basic.MIN_HOST_SAMPLES}
-    assert {r.samples for r in fast.requests if r.measured} == {TimingPlan().samples}
-    assert timing.candidate.count == len(measured) * basic.MIN_HOST_SAMPLES and len(timing.block_ratios) == 5
-    # A side whose sample takes 50 ms gets four samples (200 ms a block); on CUDA every side keeps the plan's.
-    assert basic.host_samples(50.0, 1, 10) == 4 and basic.host_samples(0.0, 1, 10) == 10
-    cuda = RecordingSide(clock, 150.0)
-    run_interleaved({"candidate": cuda, "reference": fast}, [None], TimingPlan(), "cuda", random.Random(0), clock)
-    assert {r.samples for r in cuda.requests if r.measured} == {TimingPlan().samples}

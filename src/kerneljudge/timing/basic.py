@@ -52,10 +52,6 @@ PRECURSOR_FACTOR, PRECURSOR_PAD_MS, MAX_PRECURSOR_MS = 1.5, 0.05, 20.0
 CALIBRATION_PRECURSOR_MS = 0.2
 # Times the calls per sample are sized again from a probe of many calls, while that at least doubles them.
 MAX_RECALIBRATIONS = 2
-# On the CPU (the host clock: a rehearsal, not a GPU speedup) a side whose calls are slow takes fewer samples
-# a block, so that its block lasts about HOST_BLOCK_MS and never fewer than MIN_HOST_SAMPLES: a Triton kernel
-# run by the interpreter takes 0.1-1 s a call, and ten samples of five blocks were most of the README example.
-HOST_BLOCK_MS, MIN_HOST_SAMPLES = 200.0, 3
 
 
 @dataclass(frozen=True)
@@ -180,14 +176,6 @@ def calls_within(elapsed_ms: float, paced_ms: float, calls_made: int, target_ms:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.floor(SAMPLE_CAP_FACTOR * target_ms / per_call)))
 
 
-def host_samples(per_call_ms: float, calls: int, most: int) -> int:
-    """Samples a block for a host-clock side whose calls take `per_call_ms` each, `calls` to a sample."""
-    sample_ms = max(per_call_ms, 0.0) * max(1, calls)
-    if sample_ms <= 0:
-        return most
-    return max(min(MIN_HOST_SAMPLES, most), min(most, math.ceil(HOST_BLOCK_MS / sample_ms)))
-
-
 def precursor_for(host_ms: Sequence[float]) -> float:
     return min(MAX_PRECURSOR_MS, PRECURSOR_FACTOR * max(host_ms, default=0.0) + PRECURSOR_PAD_MS)
 
@@ -253,7 +241,6 @@ def run_interleaved(
     busy = regime in (BUSY_PRECURSOR, CUDA_GRAPH)  # a graph's launch is issued behind a precursor too
     graph = regime == CUDA_GRAPH
     calls: dict[str, int] = {name: entry.calls for name, entry in cached.items()}
-    samples = {name: plan.samples for name in sides}
     precursor = {name: 0.0 for name in sides} | {name: entry.precursor_ms for name, entry in cached.items()}
     for name in sides:
         calibration = TimeRequest(
@@ -265,8 +252,6 @@ def run_interleaved(
             calls_for(statistics.median(first.times_ms), plan.target_sample_ms),
             calls_within(session.last_ms, first.paced_ms(), made, plan.target_sample_ms),
         )
-        if regime == HOST_CLOCK:
-            samples[name] = host_samples(statistics.median(first.times_ms), calls[name], plan.samples)
         if busy:  # how long the host takes to issue one sample's calls (with a graph: capture it first)
             probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False, graph=graph))
             for _ in range(MAX_RECALIBRATIONS):
@@ -308,7 +293,7 @@ def run_interleaved(
         rng.shuffle(order)
         before = monitor.snapshot() if monitor else {}
         for name in order:
-            request = TimeRequest(block_inputs, calls[name], samples[name], 1, precursor[name], graph=graph)
+            request = TimeRequest(block_inputs, calls[name], plan.samples, 1, precursor[name], graph=graph)
             result = session.time(name, request)
             medians[name].append(statistics.median(result.times_ms))
             if busy:
