@@ -91,13 +91,9 @@ def judged(
     with Store(store_path) as store:
         records = list(store)
     gpus = len({lane for lane in lanes if lane is not None}) or 1
-    honest = [r.verified for r in records if kinds.get(str(r.candidate.path)) in throughput_manifest.HONEST]
-    others = [
-        not r.verified for r in records if kinds.get(str(r.candidate.path), "honest_") not in throughput_manifest.HONEST
-    ]
+    by_kind = kind_counts(kinds, [(str(r.candidate.path), r.verified) for r in records])
     return {
-        "honest_verified": f"{sum(honest)}/{len(honest)}" if kinds else "-",
-        "others_rejected": f"{sum(others)}/{len(others)}" if kinds else "-",
+        **by_kind,
         "mode": mode,
         "timing_method": config.resolved_timing_method(),
         "lanes": len(lanes),
@@ -111,6 +107,16 @@ def judged(
         "errors": counts.errors,
         "store": str(store_path),
     }
+
+
+def kind_counts(kinds: dict[str, str], answers: list[tuple[str, bool]]) -> dict[str, str]:
+    """Of the candidates whose kind the manifest gave, how many honest ones were accepted (`accepted` true) and
+    how many of the others were not; "-" for a manifest without kinds."""
+    if not kinds:
+        return {"honest_verified": "-", "others_rejected": "-"}
+    honest = [ok for path, ok in answers if kinds.get(path) in throughput_manifest.HONEST]
+    others = [not ok for path, ok in answers if path in kinds and kinds[path] not in throughput_manifest.HONEST]
+    return {"honest_verified": f"{sum(honest)}/{len(honest)}", "others_rejected": f"{sum(others)}/{len(others)}"}
 
 
 def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[str, str]) -> dict[str, Any]:
@@ -143,12 +149,7 @@ def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[
         )
     wall_s = time.monotonic() - began
     (folder / "results.json").write_text(json.dumps(results, indent=1))
-    honest = [bool(r.get("correctness")) for r in results if kinds.get(r["candidate"]) in throughput_manifest.HONEST]
-    others = [
-        not r.get("correctness")
-        for r in results
-        if kinds.get(r["candidate"], "honest_") not in throughput_manifest.HONEST
-    ]
+    by_kind = kind_counts(kinds, [(r["candidate"], bool(r.get("correctness"))) for r in results])
     return {
         "mode": "upstream",
         "timing_method": (
@@ -164,8 +165,7 @@ def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[
         "verified": "-",
         "timed": sum((r.get("runtime") or -1) > 0 for r in results),
         "errors": sum("error" in r for r in results),
-        "honest_verified": f"{sum(honest)}/{len(honest)}" if kinds else "-",
-        "others_rejected": f"{sum(others)}/{len(others)}" if kinds else "-",
+        **by_kind,
     }
 
 

@@ -67,9 +67,9 @@ def suite_tasks() -> list:
 
 
 def candidate_text(kind: str, task_text: str, name: str) -> str:
-    if kind == "honest_torch":
-        return reference_as_candidate(parse_task(task_text, name)).text
-    return reference_as_candidate(parse_task(task_text, name)).text.rstrip() + PREAMBLE + HACKS[kind]
+    """The reference as its own candidate (`honest_torch`), or that with the hack `kind` on top."""
+    honest = reference_as_candidate(parse_task(task_text, name)).text
+    return honest if kind == "honest_torch" else honest.rstrip() + PREAMBLE + HACKS[kind]
 
 
 def write(out: Path, kinds: tuple[str, ...] = (*HONEST, *HACKS)) -> list[dict[str, str]]:

@@ -117,3 +117,12 @@ def test_the_upstream_runner_imports_the_checkout_s_evaluator_and_writes_its_ans
         text=True,
     )
     assert missing.returncode != 0 and "no upstream KernelBench evaluator at" in missing.stderr
+
+
+def test_the_table_counts_honest_candidates_accepted_and_the_others_not():
+    import batch_throughput
+
+    kinds = {"a.py": "honest_triton", "b.py": "honest_torch", "c.py": "cache_by_pointer", "d.py": "tail_zeroed"}
+    answers = [("a.py", True), ("b.py", False), ("c.py", False), ("d.py", True), ("unlisted.py", True)]
+    assert batch_throughput.kind_counts(kinds, answers) == {"honest_verified": "1/2", "others_rejected": "1/2"}
+    assert batch_throughput.kind_counts({}, answers) == {"honest_verified": "-", "others_rejected": "-"}
