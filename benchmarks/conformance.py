@@ -58,7 +58,7 @@ class Expected:
     group: str  # "level1", "pmpp_v2", ...
     problem: str
     solution: str
-    verdict: str  # "verified" or "FAIL"
+    verdict: str  # "verified", "FAIL", "unsupported" or "either" (verified or FAIL: GPUMODE_EXPECTED says why)
 
 
 def kernelbench_problems(root: Path, levels: Iterable[int]) -> list[tuple[str, Path]]:
@@ -127,6 +127,10 @@ def largest_last(items: Sequence[Expected]) -> list[Expected]:
 GPUMODE_EXPECTED = {
     "pmpp_v2/vectorsum_py/solutions/correct/pytorch.py": "FAIL",  # (1,) against a 0-dim reference: SIZE MISMATCH
     "pmpp_v2/vectorsum_py/submission.py": "FAIL",  # atomics into the uninitialised output it is handed
+    # float32 atomics of 51,200 block sums in whatever order the blocks finish: at the largest benchmark (52M
+    # values, a sum near -3.9e9, where a float32 step is 256) the rounding crossed the problem's own rtol of
+    # 1e-5 on an H200 (7e-5, 2026-12-03) and stayed inside it in sessions b, c and g. Either verdict is right.
+    "pmpp/vectorsum_py/submission.py": "either",
 }
 # Problems that need what one H200 does not have: their solutions are expected UNSUPPORTED.
 GPUMODE_ELSEWHERE = {
@@ -195,7 +199,7 @@ def judge_all(
     the store holds, by (task sha256, candidate sha256)."""
     held = [ledger.get(*sha, (config.timing,), __version__) is not None for sha in shas(items)]
     todo = [e.item for e, known in zip(items, held, strict=True) if not known]
-    if todo:
+    if todo and (deadline is None or time.monotonic() < deadline):
         run_batch(todo, config, store, lanes=lanes, deadline=deadline, progress=False, log=sys.stderr)
     return stored(items, config.timing, store)
 
@@ -251,6 +255,8 @@ def outcome(entry: Expected, record: Record | None) -> str:
         # problems): it fails before the task's own need shows, which is as far as this machine can judge it.
         missing = record.failure is not None and record.failure.kind == "compile_error"
         return "ok" if missing and "ModuleNotFoundError" in record.failure.summary else "judged_anyway"
+    if entry.verdict == "either":
+        return "ok" if record.verified or record.status == "FAIL" else "false_reject"
     if entry.verdict == "verified":
         if record.verified:
             return "ok"
@@ -494,10 +500,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lint-stop-after", type=float, default=None, help="start no lint after this many seconds")
     parser.add_argument("--ledger", type=Path, default=None, help="a conformance ledger to read in")
     parser.add_argument(
+        "--no-judging",
+        action="store_true",
+        help="judge nothing: the tables and the ledger from the stores under --out (a run that was cut off)",
+    )
+    parser.add_argument(
         "--again", action="store_true", help="judge again what the stores hold that was not as expected (after a fix)"
     )
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.stop_after if args.stop_after else None
+    if args.no_judging:
+        deadline, args.again, args.lint = time.monotonic(), False, False
     lint_deadline = time.monotonic() + args.lint_stop_after if args.lint_stop_after else deadline
     args.out.mkdir(parents=True, exist_ok=True)
     lanes = lanes_for(args.device, args.gpus, args.jobs)

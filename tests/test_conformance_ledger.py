@@ -92,3 +92,32 @@ def test_a_ledger_that_is_not_one_is_a_clear_error(tmp_path):
         assert str(exc).startswith(f"{bad}:1: not a ledger row")
     else:
         raise AssertionError("a row without its keys was read")
+
+
+def test_a_run_cut_off_before_its_tables_is_summarised_from_its_store_without_judging(tmp_path):
+    # A device call's limit killed the sweep after it had stored its judgments but before it wrote the tables
+    # and the ledger (2026-12-03): `--no-judging` writes them from the store, here or on any machine.
+    checkout = kernelbench_tree(tmp_path)
+    code, _ = sweep(checkout, tmp_path / "cut")
+    (tmp_path / "cut" / "ledger.jsonl").unlink()
+    (tmp_path / "cut" / "conformance.md").unlink()
+    code, rows = sweep(checkout, tmp_path / "cut", "--no-judging")
+    assert code == 0 and [r["outcome"] for r in rows] == ["ok"]
+    assert [r["problem"] for r in ledger_rows(tmp_path / "cut" / "ledger.jsonl")] == ["1_Scalar_loss"]
+    # Nothing stored and nothing judged: the problem is missing, not judged now.
+    code, rows = sweep(checkout, tmp_path / "empty", "--no-judging")
+    assert code == 1 and [r["outcome"] for r in rows] == ["missing"]
+    assert not (tmp_path / "empty" / "kernelbench.db").exists()
+
+
+def test_either_expectation_takes_a_verified_pass_or_a_fail_and_nothing_else():
+    from types import SimpleNamespace
+
+    entry = SimpleNamespace(verdict="either")
+    for status, verified, want in [
+        ("PASS", True, "ok"),
+        ("FAIL", False, "ok"),
+        ("SUSPICIOUS", False, "false_reject"),
+        ("ERROR", False, "judge_error"),
+    ]:
+        assert conformance.outcome(entry, SimpleNamespace(status=status, verified=verified)) == want

@@ -199,12 +199,15 @@ def test_cached_baselines_need_the_interleaved_timer(capsys, tmp_path):
     assert "cached baselines need the interleaved timer" in err and len(err.splitlines()) == 1
 
 
-def test_a_judgment_run_alone_waits_for_the_gpu_to_empty_and_keeps_others_out():
+@pytest.mark.parametrize("others_need", [2**30, 0], ids=["reserving", "reserving-nothing"])
+def test_a_judgment_run_alone_waits_for_the_gpu_to_empty_and_keeps_others_out(others_need):
+    # Judgments that reserve nothing (GPU MODE's, whose inputs the task makes on the device) hold the GPU too:
+    # a retry that waited only for reservations ran short of memory again beside them on an H200.
     gate, total, events = LaneGate(["0", "0", "0"]), 100 * 2**30, []
     first_in, alone_in = threading.Event(), threading.Event()
 
     def small(name, entered=None, hold=0.3):
-        with gate.work(), gate.admit("0", 2**30, total):
+        with gate.work(), gate.admit("0", others_need, total):
             events.append(f"{name} in")
             if entered is not None:
                 entered.set()
@@ -228,6 +231,23 @@ def test_a_judgment_run_alone_waits_for_the_gpu_to_empty_and_keeps_others_out():
     for thread in [*threads, late]:
         thread.join(timeout=10)
     assert events == ["first in", "first out", "alone in", "alone out", "late in", "late out"]
+
+
+def test_two_judgments_run_alone_one_after_the_other():
+    gate, total, events = LaneGate(["0", "0"]), 100 * 2**30, []
+
+    def alone(name):
+        with gate.work(), batch.Alone(gate).admit("0", 0, total):
+            events.append(f"{name} in")
+            time.sleep(0.2)
+            events.append(f"{name} out")
+
+    threads = [threading.Thread(target=alone, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(events) == 4 and events[0][0] == events[1][0] and events[2][0] == events[3][0]
 
 
 def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny_task, monkeypatch):

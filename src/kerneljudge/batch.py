@@ -396,8 +396,8 @@ OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_faile
 
 
 class Alone:
-    """A lane gate for a judgment run again alone: it reserves more than its GPU holds, so it waits until no
-    other judgment holds memory there, and none starts beside it (gate.py)."""
+    """A lane gate for a judgment run again alone: it waits until no other judgment holds its GPU, whatever
+    they reserved, and none starts beside it (gate.LaneGate.admit)."""
 
     def __init__(self, gate: LaneGate) -> None:
         self.gate = gate
@@ -408,8 +408,8 @@ class Alone:
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return self.gate.measure(gpu)
 
-    def admit(self, gpu: str | None, need: int, total: int) -> AbstractContextManager[None]:
-        return self.gate.admit(gpu, max(need, total + 1), total)
+    def admit(self, gpu: str | None, need: int, total: int, alone: bool = True) -> AbstractContextManager[None]:
+        return self.gate.admit(gpu, need, total, alone=True)
 
 
 def short_of_memory(record: Record) -> bool:

@@ -122,7 +122,7 @@ class Gate(Protocol):
 
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
 
-    def admit(self, gpu: str | None, need: int, total: int) -> AbstractContextManager[None]: ...
+    def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]: ...
 
 
 class _OpenGate:
@@ -134,7 +134,7 @@ class _OpenGate:
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def admit(self, gpu: str | None, need: int, total: int) -> AbstractContextManager[None]:
+    def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
         return nullcontext()
 
 
@@ -160,6 +160,8 @@ class LaneGate:
         self._lanes = {gpu: (lanes or []).count(gpu) for gpu in set(lanes or [])}
         self._reserved: dict[str | None, int] = {}  # bytes reserved per GPU
         self._asking: dict[str | None, list[int]] = {}  # per GPU, the tickets of lanes waiting for memory, in turn
+        self._lone: dict[str | None, list[int]] = {}  # per GPU, the tickets of judgments to run alone, in turn
+        self._holding: dict[str | None, int] = {}  # per GPU, the judgments admitted, whatever they reserved
         self._tickets = itertools.count()
         self.waits: list[tuple[str | None, int, float]] = []  # (gpu, need, seconds waited) of each admission
 
@@ -195,22 +197,36 @@ class LaneGate:
         return max(0, int(USABLE * total) - 2 * CONTEXT_BYTES * max(1, self._lanes.get(gpu, 1)))
 
     @contextmanager
-    def admit(self, gpu: str | None, need: int, total: int) -> Iterator[None]:
+    def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> Iterator[None]:
         """Hold `need` bytes of `gpu` (of `total`) until the block ends; called inside `work()`, whose hold
-        is given up while waiting (a lane that waits for memory must not keep another from measuring)."""
-        if need <= 0 or total <= 0:
+        is given up while waiting (a lane that waits for memory must not keep another from measuring).
+
+        `alone`: wait until no other judgment holds `gpu`, whatever it reserved, and let none in beside it
+        until the block ends (a judgment run again after it ran short of memory: batch.Alone). Judgments that
+        reserve nothing count too: GPU MODE's inputs are made on the device, so the meta device cannot size
+        them, and a retry that waited only for reservations ran out of memory again beside eleven of them
+        (bioml/trimul on an H200, 2026-12-03)."""
+        if total <= 0 and not alone:
             yield
             return
         room = self.reservable(gpu, total)
         with self._cond:
-            if self.deadline is not None and time.monotonic() >= self.deadline:
+            if self.deadline is not None and time.monotonic() >= self.deadline and (need > 0 or alone):
                 raise PastDeadline(f"{need / GIB:.1f} GiB of device memory asked for after the deadline")
             ticket = next(self._tickets)
-            turn = self._asking.setdefault(gpu, [])
-            turn.append(ticket)
+            turn = self._lone.setdefault(gpu, []) if alone else self._asking.setdefault(gpu, [])
+            asks = alone or need > 0  # a judgment that reserves nothing waits only for one that runs alone
+            if asks:
+                turn.append(ticket)
             began = time.monotonic()
 
             def fits() -> bool:
+                if alone:
+                    return turn[0] == ticket and not self._holding.get(gpu)
+                if self._lone.get(gpu):
+                    return False
+                if need <= 0:
+                    return True
                 used = self._reserved.get(gpu, 0)
                 if used + need > room and used > 0:
                     return False
@@ -223,16 +239,23 @@ class LaneGate:
                 admitted = self._cond.wait_for(lambda: fits() and not self._measuring and not self._waiting, left)
                 self._working += 1
                 if not admitted:
-                    turn.remove(ticket)
+                    if asks:
+                        turn.remove(ticket)
                     self._cond.notify_all()
                     raise PastDeadline(f"still waiting for {need / GIB:.1f} GiB of device memory at the deadline")
-            turn.remove(ticket)
-            self._reserved[gpu] = self._reserved.get(gpu, 0) + need
-            self.waits.append((gpu, need, round(time.monotonic() - began, 3)))
+            if asks and not alone:
+                turn.remove(ticket)  # a lone judgment keeps its ticket, which keeps the others out, to the end
+            self._holding[gpu] = self._holding.get(gpu, 0) + 1
+            self._reserved[gpu] = self._reserved.get(gpu, 0) + max(need, 0)
+            if asks:
+                self.waits.append((gpu, need, round(time.monotonic() - began, 3)))
             self._cond.notify_all()
         try:
             yield
         finally:
             with self._cond:
-                self._reserved[gpu] -= need
+                self._holding[gpu] -= 1
+                self._reserved[gpu] -= max(need, 0)
+                if alone:
+                    turn.remove(ticket)
                 self._cond.notify_all()

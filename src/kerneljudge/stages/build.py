@@ -117,7 +117,7 @@ def task_failed(state: JudgmentState, response: dict[str, Any], what: str) -> No
 
 def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
     """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
-    admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.reserved_bytes
+    admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.admitted
     header: dict[str, Any] = {"op": "load", "seed": state.config.public_seed, "shape": shape, "footprint": admit}
     response, values = ask(state, "reference", header)
     where = f" at {describe_shape(shape)}" if shape else ""
@@ -131,6 +131,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
             state.progress(f"waiting for {state.reserved_bytes / 2**30:.1f} GiB of device memory")
         waited = time.monotonic()
         state.held.enter_context(state.gate.admit(state.gpu, state.reserved_bytes, total))
+        state.admitted = True
         state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
     if shape is None:
         state.inputs_writable = response.get("inputs_writable") is True
