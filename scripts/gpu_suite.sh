@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start batch suite conformance sandbox all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start latency batch suite conformance sandbox all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
@@ -17,6 +17,9 @@
 #                                progress in $OUT/timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
 #                                "--kernels softmax_2048x4096 --pairs 3");
 #                                `start`: benchmarks/worker_start.py, where a worker's start goes ($OUT/worker_start.md).
+#                                `latency`: benchmarks/judgment_latency.py, one honest judgment at a time on the idle GPU,
+#                                with timing and without, where its time goes ($OUT/judgment_latency.md; KJ_LATENCY_ARGS
+#                                adds arguments, e.g. "--repeats 3");
 #                                `batch`: benchmarks/batch_throughput.py (its table in $OUT/batch_throughput.md,
 #                                its stores and manifest in $OUT/batch/; KJ_BATCH_ARGS adds arguments, default
 #                                "--jobs 4 --limit 32");
@@ -128,6 +131,12 @@ run() {
     timeout "$(stage_left)" python3 benchmarks/worker_start.py --device cuda 2> "$OUT/worker_start.log" | tee "$OUT/worker_start.md"
     status=${PIPESTATUS[0]}
   fi
+  if asked latency; then
+    # shellcheck disable=SC2086  # KJ_LATENCY_ARGS holds several arguments, e.g. "--repeats 3 --only softmax"
+    timeout "$(stage_left)" python3 benchmarks/judgment_latency.py --device cuda --out "$OUT/latency" ${KJ_LATENCY_ARGS:-} \
+      2> "$OUT/judgment_latency.log" | tee "$OUT/judgment_latency.md"
+    status=${PIPESTATUS[0]}
+  fi
   if asked batch; then
     # shellcheck disable=SC2086  # KJ_BATCH_ARGS holds several arguments
     python3 benchmarks/batch_throughput.py --device cuda --out "$OUT/batch" ${KJ_BATCH_ARGS:---jobs 4 --limit 32} \
@@ -192,7 +201,7 @@ run() {
   # One archive of the records and the stores, so that they come back from machines that return few files
   # (eight at most, seen on 2026-11-30: the stores of a run beyond that were left behind).
   local packed=(records)
-  for folder in batch suite conformance; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for folder in batch suite conformance latency; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   tar czf "$OUT/results.tar.gz" -C "$OUT" "${packed[@]}" && (cd "$OUT" && rm -r "${packed[@]}")
   [ "$status" -eq 0 ] && [ "$audit_status" -eq 0 ] && [ "$enforce_status" -eq 0 ]
 }
@@ -200,6 +209,6 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start batch suite conformance sandbox all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start latency batch suite conformance sandbox all)" >&2
      exit 1 ;;
 esac

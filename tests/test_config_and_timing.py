@@ -129,3 +129,34 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
         assert again["type"] == "error" and "no captured output" in again["message"]
     finally:
         worker.close()
+
+
+def test_the_timed_busy_time_counts_the_sides_measured_here_and_sums_over_timing_shapes():
+    from kerneljudge.stages.timing import combined_timing, timed_busy_s
+    from kerneljudge.verdict import Timing, TimingStats
+
+    def stats(samples):
+        return TimingStats(
+            median_ms=samples[0],
+            p95_ms=max(samples),
+            min_ms=min(samples),
+            max_ms=max(samples),
+            mean_ms=sum(samples) / len(samples),
+            cv=0.0,
+            count=len(samples),
+            samples_ms=samples,
+        )
+
+    timing = Timing(
+        measured=True,
+        candidate=stats([1.0, 2.0]),
+        reference=stats([3.0]),
+        calls_per_sample={"candidate": 10, "reference": 4},
+        speedup=1.0,
+    )
+    assert timed_busy_s(timing, ["candidate", "reference"]) == pytest.approx(0.042)  # 30 ms + 12 ms
+    assert timed_busy_s(timing, ["candidate"]) == pytest.approx(0.030)  # the reference came from a cache
+    assert timed_busy_s(Timing(measured=False, reason="x"), ["candidate"]) is None
+    first = timing.model_copy(update={"timed_busy_s": 0.042})
+    second = timing.model_copy(update={"timed_busy_s": 0.008})
+    assert combined_timing([({}, first), ({}, second)]).timed_busy_s == pytest.approx(0.05)

@@ -137,6 +137,7 @@ def test_timing_at_the_benchmark_shapes_reports_their_geometric_mean():
     assert [dict(s["shape"]["_KJ_SPEC"])["size"] for s in timing.shapes] == [6000, 20000]
     product = timing.shapes[0]["speedup"] * timing.shapes[1]["speedup"]
     assert timing.speedup == pytest.approx(product**0.5)
+    assert timing.timed_busy_s > 0 and 0 < timing.busy_fraction < 1  # both shapes' timed calls, summed
 
 
 QR_INTO = Path(__file__).parent / "fixtures" / "gpumode" / "qrinto"

@@ -165,6 +165,15 @@ def judged_watching_the_timing_pair(task, candidate, monkeypatch):
 def test_the_timing_pair_boots_while_the_checked_pair_works(tiny_task, monkeypatch):
     record, booted, timed = judged_watching_the_timing_pair(tiny_task, CANDIDATES / "honest_torch.py", monkeypatch)
     assert record.status == "PASS" and record.timing.measured
+    # The timed calls' own time, both sides, and what part of the timing stage it was (issue 20's figure).
+    timing = record.timing
+    calls = timing.calls_per_sample
+    own_s = sum(
+        sum(s.samples_ms) * calls[n] for n, s in (("candidate", timing.candidate), ("reference", timing.reference))
+    )
+    assert timing.timed_busy_s == pytest.approx(own_s / 1e3, rel=1e-4) and timing.timed_busy_s > 0
+    assert timing.busy_fraction == pytest.approx(timing.timed_busy_s / record.stages_s["timing"], abs=1e-4)
+    assert 0 < timing.busy_fraction < 1
     ((workers, seen),) = booted
     # Booted once the candidate was built, before its first correctness trial; timed on exactly that pair.
     assert seen[-1].startswith("building the candidate") and not any("correctness" in s for s in seen)

@@ -150,6 +150,12 @@ class Timing(Model):
     # Timing shapes (TIMING_SHAPES): each shape's own speedup, interval and medians; the figures above are then
     # their geometric mean (docs/tasks.md)
     shapes: list[dict[str, Any]] = Field(default_factory=list)
+    # How much of the timing stage the device spent on the timed calls: their own time on both sides (device
+    # time on CUDA, host time on the CPU; calibration, warm-up, flushes and precursors not counted) summed over
+    # the timing shapes, and that over the stage's wall time (`stages_s["timing"]`: the fresh pair's start
+    # included, waiting at the gate not). Sides taken from cached baselines count for nothing.
+    timed_busy_s: float | None = None
+    busy_fraction: float | None = None
 
 
 class Reward(Model):

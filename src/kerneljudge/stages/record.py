@@ -52,6 +52,9 @@ def assemble(
         sanitizer=state.sanitizer,
         plan=state.plan.as_record() if state.plan is not None else None,
     )
+    timing_wall_s = state.stages_s.get("timing")
+    if state.timing.timed_busy_s is not None and timing_wall_s:
+        state.timing.busy_fraction = round(min(1.0, state.timing.timed_busy_s / timing_wall_s), 4)
     record = Record(
         kerneljudge_version=__version__,
         created_at=created_at,

@@ -48,11 +48,27 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
     return max(MIN_FLUSH_BYTES, 2 * l2)
 
 
+def timed_busy_s(timing: Timing, measured: list[str]) -> float | None:
+    """The timed calls' own time in seconds, the sides named in `measured` together (not the cached ones):
+    each sample's per-call time times the calls in a sample."""
+    if not timing.measured:
+        return None
+    stats = {"candidate": timing.candidate, "reference": timing.reference, "compiled": timing.compiled}
+    total_ms = sum(
+        sum(found.samples_ms) * timing.calls_per_sample.get(name, 1)
+        for name, found in stats.items()
+        if found is not None and name in measured
+    )
+    return round(total_ms / 1e3, 6)
+
+
 def combined_timing(measured: list[tuple[dict[str, Any], Timing]]) -> Timing:
     """Timings at several shapes as one: the last shape's record, with the speedup (and each end of its
     interval) the geometric mean over the shapes, and every shape's own figures in `shapes`. The interval of
     the mean is not a confidence interval of it: each shape's is, and `shapes` keeps them."""
     last = measured[-1][1].model_copy(deep=True)
+    busy = [t.timed_busy_s for _, t in measured if t.timed_busy_s is not None]
+    last.timed_busy_s = round(sum(busy), 6) if busy else None
     timed = [t for _, t in measured if t.measured and t.speedup]
     last.shapes = [
         {
@@ -167,6 +183,7 @@ def measure(
     )
     state.drain_left = []
     state.timing = run_interleaved(sides, pool, plan, state.device or "cpu", monitor=monitor, cached=cached)
+    state.timing.timed_busy_s = timed_busy_s(state.timing, measured=list(sides))
     left_behind = drain.drain_finding(state.drain_left)
     if left_behind is not None:
         state.add_findings([left_behind])

@@ -1,0 +1,139 @@
+"""How long one honest judgment takes on an idle machine, and where its time goes (issue 20's latency target).
+
+Judges honest candidates one at a time, nothing beside them, each with timing and without (enforce mode,
+the practical policy), and prints per judgment its wall time and `stages_s` (starting the workers and
+building, correctness and its parts: the reference's trials, the candidate's calls, the comparisons; timing),
+and the share of the timing stage the timed calls kept the device busy (`timing.busy_fraction`); then the
+medians. The work:
+
+- `--device cuda` (default where CUDA is visible): the built-in suite's eight fp32 tasks at their public,
+  production-like sizes (64 and 128 MiB a tensor) with their honest Triton candidates
+  (benchmarks/throughput_manifest.py), or those named by `--only`;
+- `--device cpu`: the README's example (examples/softmax, its Triton candidate through the interpreter).
+
+    python benchmarks/judgment_latency.py --device cuda --out latency > table.md
+    python benchmarks/judgment_latency.py --device cpu --repeats 3
+
+`--out DIR` keeps the tasks written and `latency.json`, the rows. docs/batch.md keeps the tables measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import throughput_manifest
+
+from kerneljudge.config import JudgeConfig
+from kerneljudge.pipeline import judge
+
+ROOT = Path(__file__).resolve().parents[1]
+README_EXAMPLE = (ROOT / "examples" / "softmax" / "reference.py", ROOT / "examples" / "softmax" / "candidate_triton.py")
+# stages_s keys, in the order of a judgment, with the column each goes under
+COLUMNS = {
+    "waiting": "waiting",
+    "build": "workers and build",
+    "correctness.reference.trial": "reference trials",
+    "correctness.candidate.call": "candidate calls",
+    "correctness.reference.compare": "comparisons",
+    "correctness": "correctness",
+    "timing": "timing",
+}
+
+
+def work(device: str, only: list[str] | None, out: Path) -> list[tuple[str, Path, Path]]:
+    """(name, task, candidate) of each judgment to make."""
+    if device == "cpu":
+        return [("readme_softmax", *README_EXAMPLE)]
+    lines = throughput_manifest.write(out, kinds=("honest_triton",))
+    found = [(Path(line["task"]).parent.name, Path(line["task"]), Path(line["candidate"])) for line in lines]
+    return [entry for entry in found if not only or entry[0] in only]
+
+
+def judged(name: str, task: Path, candidate: Path, config: JudgeConfig) -> dict[str, Any]:
+    began = time.monotonic()
+    record = judge(task, candidate, config)
+    wall = time.monotonic() - began
+    return {
+        "task": name,
+        "timing": config.timing,
+        "status": record.status,
+        "verified": record.verified,
+        "failure": record.failure.summary[:200] if record.failure else None,
+        "wall_s": round(wall, 3),
+        "duration_s": record.duration_s,
+        "stages_s": record.stages_s,
+        "speedup": record.timing.speedup if record.timing.measured else None,
+        "busy_fraction": record.timing.busy_fraction,
+        "timed_busy_s": record.timing.timed_busy_s,
+    }
+
+
+def cell(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    head = ["task", "timed", "status", "wall s", *COLUMNS.values(), "timing busy"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        stages = [cell(r["stages_s"].get(key)) for key in COLUMNS]
+        busy = "-" if r["busy_fraction"] is None else f"{100 * r['busy_fraction']:.0f}%"
+        status = r["status"] + (" verified" if r["verified"] else "")
+        lines.append(
+            f"| {r['task']} | {'yes' if r['timing'] else 'no'} | {status} | {r['wall_s']:.1f} | "
+            + " | ".join(stages)
+            + f" | {busy} |"
+        )
+    lines += ["", "| timed | judgments | median wall s | max wall s | median timing busy |", "|---|---|---|---|---|"]
+    for timed in (True, False):
+        group = [r for r in rows if r["timing"] is timed]
+        if not group:
+            continue
+        walls = [r["wall_s"] for r in group]
+        busy = [r["busy_fraction"] for r in group if r["busy_fraction"] is not None]
+        median_busy = f"{100 * statistics.median(busy):.0f}%" if busy else "-"
+        lines.append(
+            f"| {'yes' if timed else 'no'} | {len(group)} | {statistics.median(walls):.1f} | {max(walls):.1f} | "
+            f"{median_busy} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    parser.add_argument("--only", nargs="*", default=None, help="suite task names to keep (CUDA)")
+    parser.add_argument("--repeats", type=int, default=1, help="judgments of each candidate, per timing choice")
+    parser.add_argument("--no-untimed", action="store_true", help="only the judgments with timing")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    out = args.out or Path(tempfile.mkdtemp(prefix="kj-latency-"))
+    out.mkdir(parents=True, exist_ok=True)
+    config = JudgeConfig(device=device, mode="enforce", policy="practical")
+    rows: list[dict[str, Any]] = []
+    choices = (True,) if args.no_untimed else (True, False)
+    for name, task, candidate in work(device, args.only, out):
+        for timed in choices:
+            for _ in range(args.repeats):
+                rows.append(judged(name, task, candidate, config.with_(timing=timed)))
+                last = rows[-1]
+                print(f"{name} timed={timed}: {last['status']} in {last['wall_s']:.1f} s", file=sys.stderr, flush=True)
+                (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
+    sys.stdout.write(markdown(rows))
+    return 0 if all(r["status"] == "PASS" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
