@@ -1,0 +1,26 @@
+"""The latency benchmark (issue 20): one judgment at a time, with timing and without, its time by stage."""
+
+import json
+import sys
+
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import judgment_latency  # noqa: E402  (a script of benchmarks/, not a package)
+
+
+def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says_where_the_time_went(
+    tmp_path, capsys
+):
+    assert judgment_latency.main(["--device", "cpu", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "latency.json").read_text())
+    assert [(r["task"], r["timing"], r["status"]) for r in rows] == [
+        ("readme_softmax", True, "PASS"),
+        ("readme_softmax", False, "PASS"),
+    ]
+    timed, untimed = rows
+    assert 0 < timed["busy_fraction"] < 1 and timed["stages_s"]["timing"] > 0
+    assert untimed["busy_fraction"] is None and "timing" not in untimed["stages_s"]
+    table = capsys.readouterr().out
+    assert "| readme_softmax | yes | PASS verified |" in table and "| readme_softmax | no | PASS verified |" in table
+    assert "| yes | 1 |" in table and "| no | 1 |" in table  # the medians, one judgment each
