@@ -26,6 +26,7 @@ import time
 
 import torch  # noqa: F401  (the parent's own import, done before any measurement: a judge has it loaded)
 
+from kerneljudge import protocol
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, SandboxPolicy
 from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
 
@@ -114,7 +115,7 @@ def candidate_ready(device: str) -> tuple[float, float]:
     try:
         worker.receive(timeout_s=300)
         hello = time.perf_counter() - began
-        worker.request({"op": "none"}, timeout_s=300)  # an unknown op: answered with a protocol error
+        worker.request(protocol.Derive(), timeout_s=300)  # the reference's alone: answered with a protocol error
         return hello, time.perf_counter() - began
     finally:
         worker.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kerneljudge import protocol
 from kerneljudge.sandbox import bytecode
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, SandboxPolicy
 from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
@@ -77,7 +78,7 @@ def test_the_cache_is_filled_once_with_what_workers_import_readable_by_all_writa
 
 
 def load(worker):
-    response, _ = worker.request({"op": "load", "seed": 0, "shape": None, "footprint": False}, timeout_s=120)
+    response, _ = worker.request(protocol.Load(seed=0), timeout_s=120)
     return response
 
 

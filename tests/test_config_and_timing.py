@@ -111,6 +111,7 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
     clock sets against the claimed times (on an H200 a 4 GiB output's copy was most of that round trip and
     varied by a quarter: an honest A/A judgment of KernelBench's 9_Tall_skinny was called a lying timer)."""
     from helpers import TASKS
+    from kerneljudge import protocol
     from kerneljudge.tasks.lint import SEEDS, _Reference
     from kerneljudge.tasks.load import load_task
 
@@ -118,14 +119,14 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
     try:
         worker.load(SEEDS[0])
         worker.stage()
-        timed = {"op": "time", "calls": 2, "samples": 3, "warmup": 1, "staged": True, "capture": [1, 0]}
+        timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, capture=[1, 0])
         response, values = worker.worker.request(timed)
         assert response["type"] == "timed" and response["captured_kept"] and len(response["times_ms"]) == 3
         assert "items" not in response and not values  # nothing of the output in the timed request
-        captured, values = worker.worker.request({"op": "captured"})
+        captured, values = worker.worker.request(protocol.Captured())
         assert captured["type"] == "captured" and captured["items"][0]["plain_tensor"]
         assert list(values["captured"][0].shape) == captured["items"][0]["shape"]
-        again, _ = worker.worker.request({"op": "captured"})  # fetched once, then dropped
+        again, _ = worker.worker.request(protocol.Captured())  # fetched once, then dropped
         assert again["type"] == "error" and "no captured output" in again["message"]
     finally:
         worker.close()

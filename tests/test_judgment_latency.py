@@ -9,9 +9,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import judgment_latency  # noqa: E402  (a script of benchmarks/, not a package)
 
 
-def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says_where_the_time_went(
-    tmp_path, capsys
-):
+def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says_where_the_time_went(tmp_path, capsys):
     assert judgment_latency.main(["--device", "cpu", "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "latency.json").read_text())
     assert [(r["task"], r["timing"], r["status"]) for r in rows] == [

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import CANDIDATES, EXAMPLES, FIXTURES, TASKS, run_judge
-from kerneljudge import sanitize
+from kerneljudge import protocol, sanitize
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
@@ -248,7 +248,7 @@ def test_a_sanitized_worker_shares_the_checked_workers_workspace_and_uid_and_lea
     from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
 
     def load(worker):
-        return worker.request({"op": "load", "seed": 0}, [], timeout_s=120)[0]["type"]
+        return worker.request(protocol.Load(seed=0), [], timeout_s=120)[0]["type"]
 
     limits = WorkerLimits()
     checked = WorkerProcess("candidate", "cpu", WRITES_AT_IMPORT, limits, channels=WorkerChannels("candidate", 2**20))
@@ -303,12 +303,12 @@ class FakeWorker:
         self.log.append((self.tool, "hello"))
         return {"type": "hello"}
 
-    def request(self, header, placed=None, fetch=(), timeout_s=None):
-        self.log.append((self.tool, header["op"], placed))
-        if header["op"] == self.fail_at:
+    def request(self, request, placed=None, fetch=(), timeout_s=None):
+        self.log.append((self.tool, request.op, placed))
+        if request.op == self.fail_at:
             failed = {"type": "error", "exc_type": "RuntimeError", "message": "CUDA error: unspecified launch failure"}
             return failed, {}
-        return {"type": "loaded" if header["op"] == "load" else "output"}, {}
+        return {"type": "loaded" if request.op == "load" else "output"}, {}
 
     def ask_exit(self):
         self.printed = self.report
@@ -327,9 +327,9 @@ def test_every_tool_builds_before_the_inputs_are_made_and_calls_after():
 
     def make_inputs():
         log.append(("reference", "trial"))
-        return {"op": "call", "made": None, "call_seed": 7}, ("tree", {"x": {}})
+        return protocol.Call(call_seed=7), ("tree", {"x": {}})
 
-    runs, workers = sanitize.run_tools(start, {"op": "load", "seed": 42}, ("init", {}), make_inputs, 60.0)
+    runs, workers = sanitize.run_tools(start, protocol.Load(seed=42), ("init", {}), make_inputs, 60.0)
     order = [entry[1] for entry in log]
     assert order.index("trial") > max(i for i, op in enumerate(order) if op == "load")
     assert order.index("trial") < min(i for i, op in enumerate(order) if op == "call")
@@ -349,7 +349,7 @@ def test_a_tool_that_could_not_start_leaves_the_others_running_and_the_capabilit
             raise OSError("exec format error")
         return FakeWorker(tool, log, "========= ERROR SUMMARY: 0 errors\n")
 
-    runs, workers = sanitize.run_tools(start, {"op": "load"}, None, lambda: ({"op": "call"}, ([], {})), 60.0)
+    runs, workers = sanitize.run_tools(start, protocol.Load(seed=0), None, lambda: (protocol.Call(), ([], {})), 60.0)
     assert "racecheck" not in workers and len(workers) == 3
     capability = sanitize.outcome(runs, set(), "/cs", "the public shape")
     assert capability.status == "degraded" and "racecheck: start: exec format error" in capability.detail

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
@@ -191,9 +192,9 @@ class Lane:
 
 def run_tools(
     start: Callable[[str], WorkerProcess],
-    load: dict[str, Any],
+    load: protocol.Load,
     init_placed: Any,
-    make_inputs: Callable[[], tuple[dict[str, Any], Any]],
+    make_inputs: Callable[[], tuple[protocol.Call, Any]],
     timeout_s: float,
     tools: tuple[str, ...] = sanitizer.TOOLS,
 ) -> tuple[list[sanitizer.ToolRun], dict[str, WorkerProcess]]:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.sandbox import bytecode, confine
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
@@ -361,15 +362,15 @@ class WorkerProcess:
 
     def request(
         self,
-        header: dict[str, Any],
+        request: protocol.Request,
         values: Any = None,
         max_bytes: int | None = None,
         timeout_s: float | None = None,
         placed: tuple[Any, dict[str, Any]] | None = None,
         fetch: tuple[str, ...] = ("values", "inputs", "init_inputs", "captured"),
     ) -> tuple[dict[str, Any], Any]:
-        """Send one request and return the response header and the values it names under `fetch`, read from
-        the worker's channel (at most `max_bytes` of tensors, else WorkerOversized).
+        """Send one request (kerneljudge.protocol) and return the response header and the values it names
+        under `fetch`, read from the worker's channel (at most `max_bytes` of tensors, else WorkerOversized).
 
         `values` are written to the worker's inbox; `placed` is (tree, descriptions) of values already
         there (a trial's inputs the reference worker wrote for the candidate).
@@ -377,7 +378,8 @@ class WorkerProcess:
         inbox = self.channels.inbox.name
         tree, described = placed if placed is not None else self.channels.access.put(inbox, values or [])
         try:
-            wire.write_frame(self._req_w, {**header, "args": tree, "tensors": described}, self._deadline(timeout_s))
+            frame = {**request.header(), "args": tree, "tensors": described}
+            wire.write_frame(self._req_w, frame, self._deadline(timeout_s))
         except wire.PeerTimeout:
             self.kill()
             raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
@@ -457,7 +459,7 @@ class WorkerProcess:
         if not self.dead and not self.exit_asked and self.proc.poll() is None:
             self.exit_asked = True
             try:
-                wire.write_frame(self._req_w, {"op": "exit"}, time.monotonic() + 1.0)
+                wire.write_frame(self._req_w, protocol.Exit().header(), time.monotonic() + 1.0)
             except wire.WireError:
                 pass
 

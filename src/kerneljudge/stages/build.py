@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from kerneljudge import sanitize
+from kerneljudge import protocol, sanitize
 from kerneljudge.checks.runtime import import_findings
 from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.gate import OPEN_GATE, memory_need, timing_pool_sets
@@ -118,8 +118,8 @@ def task_failed(state: JudgmentState, response: dict[str, Any], what: str) -> No
 def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
     """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
     admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.admitted
-    header: dict[str, Any] = {"op": "load", "seed": state.config.public_seed, "shape": shape, "footprint": admit}
-    response, values = ask(state, "reference", header)
+    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit)
+    response, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""
     if response.get("type") != "loaded":
         task_failed(state, response, f"the task failed to {response.get('phase')}{where}")
@@ -159,10 +159,9 @@ def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
 def build_candidate(state: JudgmentState, init_inputs: Any, shape: dict[str, Any] | None = None) -> None:
     """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
     worker = state.workers["candidate"]
-    header: dict[str, Any] = {"op": "load", "seed": state.config.public_seed}
-    if state.inputs_made():  # the task's source, loaded before the candidate's, to make inputs there
-        header["task"] = state.task.text
-    response, _ = candidate_step(lambda: worker.request(header, init_inputs), phase="build")
+    # With inputs made in each worker, the task's source is loaded before the candidate's, to make them there.
+    load = protocol.Load(seed=state.config.public_seed, task=state.task.text if state.inputs_made() else None)
+    response, _ = candidate_step(lambda: worker.request(load, init_inputs), phase="build")
     if response.get("type") == "error":
         failure = error_failure(response, "import" if response.get("phase") == "import" else "init")
         if shape:

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from kerneljudge import protocol
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.correctness import Tolerance, tolerance_for
 from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes, signature_items
@@ -41,17 +42,16 @@ def reference_trial(
     The inputs (their (tree, descriptions), or what the candidate's worker needs to make them: {"made": ...})
     and the distribution."""
     state.call_seed = state.source.randrange(2**31 - 1)  # the random state both sides' calls start from
-    header = {
-        "op": "trial",
-        "seed": seed,
-        "call_seed": state.call_seed,
-        "oracle": oracle,
-        "variant": distribution,
-        "slot": "trial",
-        "inputs_to": "made" if state.inputs_made(shape) else "candidate",
-        "on_device": state.config.mode != "off",  # KernelBench makes inputs on the host: `off` does too
-    }
-    response, _ = ask(state, "reference", header)
+    trial = protocol.Trial(
+        seed=seed,
+        call_seed=state.call_seed,
+        oracle=oracle,
+        variant=distribution,
+        slot="trial",
+        inputs_to="made" if state.inputs_made(shape) else "candidate",
+        on_device=state.config.mode != "off",  # KernelBench makes inputs on the host: `off` does too
+    )
+    response, _ = ask(state, "reference", trial)
     if response.get("type") != "trial":
         task_failed(state, response, f"the reference failed on seed {seed}")
     state.signature = dict(response.get("signature") or {})
@@ -86,21 +86,20 @@ def call_candidate(
     size = expected_bytes(state.signature)
     worker = state.workers["candidate"]
     made = inputs.get("made") if isinstance(inputs, dict) else None
-    header = {
-        "op": "call",
-        "made": made,
-        "reuse_inputs": reuse,
-        "poison_bytes": 2 * size,
-        "reread_s": state.config.reread_delay_s,
-        "trace": trace,
-        "call_seed": state.call_seed,
-        "keep_inputs": keep_inputs,  # the next call is the canary: it reuses these inputs' storage
-        "perturb": perturb,  # a perturbed replay's conditions (worker/perturb.py)
-    }
+    call = protocol.Call(
+        made=made,
+        reuse_inputs=reuse,
+        poison_bytes=2 * size,
+        reread_s=state.config.reread_delay_s,
+        trace=trace,
+        call_seed=state.call_seed,
+        keep_inputs=keep_inputs,  # the next call is the canary: it reuses these inputs' storage
+        perturb=perturb,  # a perturbed replay's conditions (worker/perturb.py)
+    )
     placed = ([], {}) if made is not None else inputs
-    with counted(state, "candidate", header):
+    with counted(state, "candidate", call):
         response, _ = candidate_step(
-            lambda: worker.request(header, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
+            lambda: worker.request(call, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
         )
     if response.get("type") == "error":
         raise CandidateFailed(error_failure(response, phase))
@@ -146,20 +145,19 @@ def compare(
     """The reference worker's comparison of the candidate's outputs (`cand`, its response: the outputs lie
     in its outbox) with slot `slot`; a list of results, one per output."""
     tols = tolerances(state, native=method == "native")
-    header = {
-        "op": "compare",
-        "slot": slot,
-        "method": method,
-        "keep": keep,
-        "task_check": state.task_check,
-        "container": state.signature.get("container", "Tensor"),
-        "tolerances": [
+    request = protocol.Compare(
+        slot=slot,
+        method=method,
+        keep=keep,
+        task_check=state.task_check,
+        container=state.signature.get("container", "Tensor"),
+        tolerances=[
             {"atol": t.atol, "rtol": t.rtol, "ref_error_factor": t.ref_error_factor, "name": t.name} for t in tols
         ],
-    }
+    )
     names = wire.tensor_names(cand[key])
     placed = (cand[key], {n: cand["tensors"][n] for n in names})
-    response, _ = ask(state, "reference", header, placed=placed)
+    response, _ = ask(state, "reference", request, placed=placed)
     if response.get("type") != "compared":
         raise JudgeFailed(
             f"the reference worker could not compare the outputs: {response.get('exc_type')}: {response.get('message')}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks.refusals import refusal_finding, refused
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.calls import call_candidate, reference_trial
@@ -64,7 +65,7 @@ def derive_family(state: JudgmentState) -> str:
     state.progress("deriving a shape family from the task's size globals")
     response: dict[str, Any] = {}
     try:
-        response, _ = ask(state, "reference", {"op": "derive"})
+        response, _ = ask(state, "reference", protocol.Derive())
         state.family = read_family(response.get("family")) if response.get("type") == "derived" else None
     except (JudgeFailed, MalformedFamily):
         state.family = None

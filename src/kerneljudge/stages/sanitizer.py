@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kerneljudge import sanitize
+from kerneljudge import protocol, sanitize
 from kerneljudge.stages.build import load_reference
 from kerneljudge.stages.calls import reference_trial
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
@@ -36,21 +36,17 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> None:
     where = describe_shape(shape) if shape else "the public shape"
     state.progress(f"compute-sanitizer: one call at {where} under each tool")
     began, channels = time.monotonic(), state.workers["candidate"].channels
-    load = {
-        "op": "load",
-        "seed": state.config.public_seed,
-        **({"task": state.task.text} if state.inputs_made(shape) else {}),
-    }
+    load = protocol.Load(seed=state.config.public_seed, task=state.task.text if state.inputs_made(shape) else None)
     try:
         init_placed = channels.access.put("candidate_in", load_reference(state, shape))
     except (JudgeFailed, TaskUnsupported) as exc:  # it ran there before: the tools are not run, and say why
         state.capabilities["compute_sanitizer"] = Capability(status="degraded", required=False, detail=str(exc))
         return
 
-    def make_inputs() -> tuple[dict[str, Any], Any]:
+    def make_inputs() -> tuple[protocol.Call, Any]:
         inputs, _ = reference_trial(state, state.source.randrange(2**32 - 1), False, {"kind": "standard"}, shape)
         made = inputs.get("made") if isinstance(inputs, dict) else None
-        return {"op": "call", "made": made, "call_seed": state.call_seed}, ([], {}) if made is not None else inputs
+        return protocol.Call(made=made, call_seed=state.call_seed), ([], {}) if made is not None else inputs
 
     timeout_s = state.config.sanitizer_timeout_s
     checked = state.workers["candidate"]

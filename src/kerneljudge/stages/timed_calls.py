@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes
 from kerneljudge.sandbox.process import WorkerFailure
 from kerneljudge.stages.build import task_failed
@@ -48,42 +49,44 @@ def time_side(
     `graph_keep` collects the kept call's position per graph, `l2_reset` what each side said of the L2."""
 
     def timed(request: TimeRequest) -> SampleTimes:
-        header: dict[str, Any] = {
-            "op": "time",
-            "calls": request.calls,
-            "samples": request.samples,
-            "warmup": request.warmup,
-            "flush_bytes": flush_bytes,
-            "precursor_ms": request.precursor_ms,
-            "method": request.method,
-            "compiled": compiled,
-            "profile_range": role == "candidate",
-            "staged": True,  # the pool was sent once, before the first request
-            "graph": request.graph,
-        }
+        keep, capture = -1, None
         if request.graph:  # a graph keeps one call's output, at a position drawn once per graph
-            header["graph_keep"] = graph_keep.setdefault((role, request.calls), state.source.randrange(request.calls))
+            keep = graph_keep.setdefault((role, request.calls), state.source.randrange(request.calls))
         if request.measured and method == INTERLEAVED and state.config.mode != "off" and role == "candidate":
             # One timed call's output, at a position drawn here, kept by the worker and fetched by a
             # request of its own after the parent's clock stops: its copy to the host is no part of the
             # round trip set against the claimed times (worker/timer.py). The reference keeps none: a
             # graph's kept output copied on the device (milliseconds for 4 GiB) is all it would add.
-            position = header.get("graph_keep", state.source.randrange(request.calls))
-            header["capture"] = [state.source.randrange(request.samples), position]
+            drawn = state.source.randrange(request.calls)
+            capture = [state.source.randrange(request.samples), keep if request.graph else drawn]
+        timing = protocol.Time(
+            calls=request.calls,
+            samples=request.samples,
+            warmup=request.warmup,
+            flush_bytes=flush_bytes,
+            precursor_ms=request.precursor_ms,
+            method=request.method,
+            compiled=compiled,
+            profile_range=role == "candidate",
+            staged=True,  # the pool was sent once, before the first request
+            graph=request.graph,
+            graph_keep=keep,
+            capture=capture,
+        )
         began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
         if role == "candidate":
-            response, _ = candidate_step(lambda: state.workers["candidate"].request(header, fetch=()), phase="timing")
+            response, _ = candidate_step(lambda: state.workers["candidate"].request(timing, fetch=()), phase="timing")
             request_ms = (time.perf_counter() - began) * 1e3
             if response.get("type") == "graph_unsupported":
                 raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
-            if "capture" in header:
+            if capture is not None:
                 worker = state.workers["candidate"]
-                captured, _ = candidate_step(lambda: worker.request({"op": "captured"}, fetch=()), phase="timing")
-                check_timed_output(state, captured, timed_set(*header["capture"], len(request.inputs)))
+                captured, _ = candidate_step(lambda: worker.request(protocol.Captured(), fetch=()), phase="timing")
+                check_timed_output(state, captured, timed_set(*capture, len(request.inputs)))
         else:
-            response, _ = ask(state, "reference", header, fetch=())
+            response, _ = ask(state, "reference", timing, fetch=())
             request_ms = (time.perf_counter() - began) * 1e3
             if response.get("type") == "graph_unsupported":
                 raise GraphUnsupported(f"the {role} side: {response.get('message')}", side=role)
@@ -124,18 +127,13 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     candidate's inbox, or has the candidate's worker make them again (`JudgmentState.inputs_made`); every
     timing request then names the pool."""
     made = state.inputs_made(shape)
-    header = {
-        "op": "stage",
-        "sets": sets,
-        "on_device": state.config.mode != "off",
-        "inputs_to": "made" if made else "candidate",
-    }
-    response, _ = ask(state, "reference", header)
+    staging = protocol.Stage(sets=sets, on_device=state.config.mode != "off", inputs_to="made" if made else "candidate")
+    response, _ = ask(state, "reference", staging)
     if response.get("type") != "staged":
         task_failed(state, response, "the reference worker could not stage the timing inputs")
     placed = ([], {}) if made else (response["inputs"], response["input_tensors"])
     state.signature = dict(response.get("signature") or state.signature)
-    request = {"op": "stage", "made": response["made"]} if made else {"op": "stage"}
+    request = protocol.Stage(made=response["made"]) if made else protocol.Stage()
     response, _ = candidate_step(lambda: state.workers["candidate"].request(request, placed=placed, fetch=()), "timing")
     if response.get("type") == "inputs_differ" and made:  # shipped from now on, the pool staged again
         state.inputs = {**state.inputs, "shipped": "timing pool", "why": str(response.get("detail"))[:500]}
@@ -151,7 +149,7 @@ def compile_reference(state: JudgmentState) -> str | None:
     """Compile the reference under torch.compile in its worker (never timed); why not, when it fails."""
     try:
         response, _ = state.workers["reference"].request(
-            {"op": "compile"}, timeout_s=COMPILE_TIMEOUT_FACTOR * state.config.timeout_s
+            protocol.Compile(), timeout_s=COMPILE_TIMEOUT_FACTOR * state.config.timeout_s
         )
     except WorkerFailure as exc:
         raise JudgeFailed(f"the reference worker failed while compiling: {exc}") from None
@@ -170,8 +168,8 @@ def recheck_graph(state: JudgmentState, calls: int, keep: int, sets: int) -> Non
     """
     buffers = state.source.sample(range(sets), min(2, sets))
     for buffer in buffers:
-        header = {"op": "recheck", "calls": calls, "graph_keep": keep, "buffer": buffer, "compiled": False}
-        response, _ = candidate_step(lambda h=header: state.workers["candidate"].request(h, fetch=()), "timing")
+        recheck = protocol.Recheck(calls=calls, graph_keep=keep, buffer=buffer)
+        response, _ = candidate_step(lambda r=recheck: state.workers["candidate"].request(r, fetch=()), "timing")
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
         what = f"plain call on graph buffer {buffer} after the replays"

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.sandbox.confine import SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerProcess
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed
@@ -42,21 +43,21 @@ def new_pair(state: JudgmentState, device: str) -> dict[str, WorkerProcess]:
 def ask(
     state: JudgmentState,
     role: str,
-    header: dict[str, Any],
+    request: protocol.Request,
     values: Any = None,
     placed: Any = None,
     fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
 ) -> tuple[dict[str, Any], Any]:
     """A request to a worker whose failure is the judge's (the reference's, or a judge-side request)."""
     try:
-        with counted(state, role, header):
-            return state.workers[role].request(header, values, placed=placed, fetch=fetch)
+        with counted(state, role, request):
+            return state.workers[role].request(request, values, placed=placed, fetch=fetch)
     except WorkerFailure as exc:
         raise JudgeFailed(f"the {role} worker failed: {exc}") from None
 
 
 @contextmanager
-def counted(state: JudgmentState, role: str, header: dict[str, Any]) -> Iterator[None]:
+def counted(state: JudgmentState, role: str, request: protocol.Request) -> Iterator[None]:
     """Where a stage's time goes, request by request: `stages_s["correctness.candidate.call"]` is the round
     trip of the candidate's calls in that stage, its outputs written to the channel included
     (docs/record.md)."""
@@ -65,7 +66,7 @@ def counted(state: JudgmentState, role: str, header: dict[str, Any]) -> Iterator
         yield
     finally:
         if state.stage is not None:
-            key = f"{state.stage}.{role}.{header.get('op')}"
+            key = f"{state.stage}.{role}.{request.op}"
             state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 3)
 
 

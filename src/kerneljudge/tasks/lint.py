@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from kerneljudge import protocol
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
@@ -287,16 +288,16 @@ class _Reference:
             raise WorkerFailure("the reference worker did not start")
         self.hello = hello
 
-    def ask(self, header: dict[str, Any], values: Any = None, expect: str = "") -> tuple[dict[str, Any], Any]:
-        response, out = self.worker.request(header, values)
+    def ask(self, request: protocol.Request, values: Any = None, expect: str = "") -> tuple[dict[str, Any], Any]:
+        response, out = self.worker.request(request, values)
         if expect and response.get("type") != expect:
-            what = response.get("phase") or header["op"]
+            what = response.get("phase") or request.op
             raise TaskError(f"the reference failed to {what}: {response.get('exc_type')}: {response.get('message')}")
         return response, out
 
     def load(self, seed: int, shape: dict[str, Any] | None = None, footprint: bool = False) -> dict[str, Any]:
         """Build the model; with `footprint`, what one call holds is told too (worker/footprint.py)."""
-        return self.ask({"op": "load", "seed": seed, "shape": shape, "footprint": footprint}, expect="loaded")[0]
+        return self.ask(protocol.Load(seed=seed, shape=shape, footprint=footprint), expect="loaded")[0]
 
     def trial(
         self,
@@ -309,25 +310,21 @@ class _Reference:
     ) -> dict[str, Any]:
         """One run, its outputs kept in `slot`; the worker's response: "screen" per output, "input_kinds",
         "swapped", "signature", and with `diff_slot` "differences" from that slot's outputs."""
-        header = {
-            "op": "trial", "seed": seed, "oracle": False, "train": train, "rng_seed": rng_seed, "slot": slot,
-            "stats": True, "swap": swap, "on_device": True, "diff_slot": diff_slot,
-        }  # fmt: skip
-        return self.ask(header, expect="trial")[0]
+        trial = protocol.Trial(
+            seed=seed, oracle=False, train=train, rng_seed=rng_seed, slot=slot, stats=True, swap=swap, on_device=True,
+            diff_slot=diff_slot,
+        )  # fmt: skip
+        return self.ask(trial, expect="trial")[0]
 
     def stage(self) -> dict[str, Any]:
         """The first seed's inputs made and kept in the worker for timing (no candidate's inbox to fill)."""
-        header = {"op": "stage", "sets": [{"seed": SEEDS[0]}], "on_device": True, "inputs_to": "here"}
-        return self.ask(header, expect="staged")[0]
+        return self.ask(protocol.Stage(sets=[{"seed": SEEDS[0]}], on_device=True, inputs_to="here"), expect="staged")[0]
 
     def device_ms(self) -> float:
         """Median device time of one call, behind a GPU-busy precursor (launch latency hidden)."""
         self.stage()
-        header = {
-            "op": "time", "calls": 1, "samples": 20, "warmup": 3, "flush_bytes": 0, "precursor_ms": 0.5,
-            "method": "events", "compiled": False, "staged": True,
-        }  # fmt: skip
-        response, _ = self.ask(header, expect="timed")
+        timing = protocol.Time(calls=1, samples=20, warmup=3, precursor_ms=0.5, staged=True)
+        response, _ = self.ask(timing, expect="timed")
         times = sorted(float(t) for t in response["times_ms"])
         return times[len(times) // 2]
 

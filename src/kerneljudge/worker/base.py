@@ -14,6 +14,7 @@ import sys
 import traceback
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.worker import channel, evidence, wire
 from kerneljudge.worker.timer import Timer
 
@@ -138,18 +139,18 @@ class Worker(Timer):
             self.threads_baseline = evidence.python_threads()
         while True:
             header = wire.read_frame(self.req_fd)
-            op = header.get("op")
-            if op == "exit":
-                return
-            handler = getattr(self, f"op_{op}", None)
             try:
+                request = protocol.decode(header)
+                if isinstance(request, protocol.Exit):
+                    return
+                handler = getattr(self, f"op_{request.op}", None)
                 if handler is None:
-                    raise LookupError(f"unknown op {op!r}")
+                    raise LookupError(f"the {self.role} worker does not serve {request.op!r}")
                 args = self.channels.get(header.get("args", []), header.get("tensors") or {}, self.device)
-            except (LookupError, channel.ChannelError, wire.WireError) as exc:
+            except (protocol.ProtocolError, LookupError, channel.ChannelError, wire.WireError) as exc:
                 self.send({**describe_exception("protocol", exc), "exc_module": "kerneljudge"})
                 continue
-            handler(header, args)
+            handler(request, args)
 
     def set_seed(self, seed: int) -> None:
         self.torch.manual_seed(seed)

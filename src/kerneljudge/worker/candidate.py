@@ -13,6 +13,7 @@ import time
 import weakref
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.worker import channel, evidence, perturb, seeded, trace, wire
 from kerneljudge.worker.base import TEXT_CAP, Worker
 
@@ -61,15 +62,15 @@ class CandidateWorker(Worker):
             alive.append(ref)
         self.returned = alive[-256:]
 
-    def op_load(self, header: dict[str, Any], args: Any) -> None:
+    def op_load(self, request: protocol.Load, args: Any) -> None:
         """Import the candidate (once) and build ModelNew from the reference's init inputs after the seed.
 
         `task`: the task's source, loaded first (before any candidate code runs), to make trials' inputs
         here; what its import sets (flags, threads) is the baseline the candidate's evidence is read against.
         """
-        if header.get("task") is not None and self.module is None and self.task is None:
+        if request.task is not None and self.module is None and self.task is None:
             try:
-                self.task = seeded.load_text(str(header["task"]), "kj_task")
+                self.task = seeded.load_text(request.task, "kj_task")
             except Exception as exc:  # the trials' inputs are shipped then
                 self.task_error = f"{type(exc).__name__}: {exc}"[:TEXT_CAP]
             self.pinned_flags = evidence.numerics_flags()
@@ -81,7 +82,7 @@ class CandidateWorker(Worker):
             cls = getattr(self.module, "ModelNew", None)
             if cls is None:
                 raise AttributeError("the candidate defines no ModelNew")
-            self.build(cls, list(args), int(header["seed"]))
+            self.build(cls, list(args), request.seed)
         except BaseException as exc:
             self.send(self.describe_exception("init", exc))
             return
@@ -93,13 +94,13 @@ class CandidateWorker(Worker):
             junk = self.torch.full((nbytes // 4 + 1,), float("nan"), device=self.device)
             del junk
 
-    def op_stage(self, header: dict[str, Any], args: Any) -> None:
+    def op_stage(self, request: protocol.Stage, args: Any) -> None:
         """Keep the timing pool on the device: the input sets the reference wrote to the inbox, or those
         `made` describes, made here (worker/seeded.py; "inputs_differ" where one is not the reference's)."""
         sets = [list(inputs) for inputs in args]
-        if header.get("made") is not None:
+        if request.made is not None:
             sets = []
-            for spec in header["made"]:
+            for spec in request.made:
                 inputs = self.remade(spec)
                 if inputs is None:
                     return
@@ -134,7 +135,7 @@ class CandidateWorker(Worker):
                 reused.append(new)
         return reused
 
-    def op_call(self, header: dict[str, Any], args: Any) -> None:
+    def op_call(self, request: protocol.Call, args: Any) -> None:
         """Run the candidate once on private device copies of the inputs and report the output.
 
         With `trace` set (on CUDA) the call, the wait for its stream and the judge's own
@@ -144,11 +145,11 @@ class CandidateWorker(Worker):
         """
         torch = self.torch
         inputs = list(args)  # read onto this device from the inbox: private copies already
-        if not header.get("reuse_inputs"):
+        if not request.reuse_inputs:
             self.prev_inputs = []
-        if header.get("made") is not None:
+        if request.made is not None:
             self.release_cached()  # what the last call cut its blocks for, before multi-GiB inputs are made
-            inputs = self.remade(header["made"])
+            inputs = self.remade(request.made)
             if inputs is None:
                 return
         try:
@@ -157,9 +158,9 @@ class CandidateWorker(Worker):
             self.send(self.describe_exception("call", exc))
             return
         self.release_cached()
-        if header.get("reuse_inputs"):
+        if request.reuse_inputs:
             inputs = self.reuse_storage(inputs)
-        tracer = trace.KernelTrace(torch) if header.get("trace") and self.device.type == "cuda" else None
+        tracer = trace.KernelTrace(torch) if request.trace and self.device.type == "cuda" else None
         perturbed: dict[str, Any] = {}
         with contextlib.ExitStack() as stack:
             span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
@@ -169,11 +170,11 @@ class CandidateWorker(Worker):
                     stack.enter_context(tracer.active())
                     with span("marker"):  # one tiny kernel that names the current stream in the trace
                         torch.zeros(1, device=self.device)
-                perturbed = stack.enter_context(perturb.perturbed(self, header.get("perturb"), self.last_call_s))
+                perturbed = stack.enter_context(perturb.perturbed(self, request.perturb, self.last_call_s))
                 # Poison last, after the judge's own allocations, so the next allocation is the candidate's.
-                self.poison(int(header.get("poison_bytes", 0)))
-                if header.get("call_seed") is not None:  # the random state the reference's call started from
-                    self.set_seed(int(header["call_seed"]))
+                self.poison(request.poison_bytes)
+                if request.call_seed is not None:  # the random state the reference's call started from
+                    self.set_seed(request.call_seed)
                 began = time.perf_counter()
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
@@ -196,9 +197,7 @@ class CandidateWorker(Worker):
                 # Only outputs that really are tensors on this device can be re-read; the parent judges the rest.
                 watched = [x for x in items if type(x) is torch.Tensor and x.device.type == self.device.type]
                 with span("evidence"):
-                    observed = watch.after(
-                        watched, self.prev_outputs, self.synchronize, float(header.get("reread_s", 0.0))
-                    )
+                    observed = watch.after(watched, self.prev_outputs, self.synchronize, float(request.reread_s))
             except Exception as exc:  # evidence that cannot be gathered is reported as such, never as a verdict
                 observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
         if tracer is not None:
@@ -206,7 +205,7 @@ class CandidateWorker(Worker):
         # The previous output stays alive (an output in its storage is a stale answer, H06); the inputs only
         # when the next call is the canary, which writes new values into them (a 6 GiB input kept for nothing
         # ran the device out of memory beside the reference's).
-        self.prev_inputs, self.prev_outputs = (inputs if header.get("keep_inputs") else []), watched
+        self.prev_inputs, self.prev_outputs = (inputs if request.keep_inputs else []), watched
         self.returned += [weakref.ref(t) for t in watched]
         described = self.describe_output(out)
         header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
@@ -240,7 +239,7 @@ class CandidateWorker(Worker):
         self.send({"type": "inputs_differ", "detail": why})
         return None
 
-    def op_recheck(self, header: dict[str, Any], args: Any) -> None:
+    def op_recheck(self, request: protocol.Recheck, args: Any) -> None:
         """After a graph's replays, one plain call on the graph's own buffer `buffer`, its output sent back.
 
         Each pool set is first copied back into its own buffer, the arrangement of the capture, which no
@@ -248,8 +247,8 @@ class CandidateWorker(Worker):
         cache keyed on the buffer's storage) answers for other contents than the buffer holds now.
         """
         torch = self.torch
-        key = (bool(header.get("compiled")), int(header["calls"]), int(header["graph_keep"]))
-        model = self.compiled if header.get("compiled") else self.model
+        key = (request.compiled, request.calls, request.graph_keep)
+        model = self.compiled if request.compiled else self.model
         if key not in self.graphs or model is None:
             self.send(
                 self.describe_exception("time", RuntimeError("no CUDA graph to recheck: time with `graph` first"))
@@ -259,7 +258,7 @@ class CandidateWorker(Worker):
         try:
             with torch.no_grad():
                 self.fill_static(static, self.staged)
-                out = model(*static[int(header["buffer"])])
+                out = model(*static[request.buffer])
                 self.synchronize()
         except BaseException as exc:
             self.send(self.describe_exception("time", exc))

@@ -14,6 +14,7 @@ import copy
 import math
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks import correctness, support
 from kerneljudge.worker import contracts, derived, evidence, family, footprint, seeded, wire
 from kerneljudge.worker.base import Worker, container_of, describe_exception, items_of
@@ -145,7 +146,7 @@ class ReferenceWorker(Worker):
 
     # ------------------------------------------------------------ building
 
-    def op_load(self, header: dict[str, Any], args: Any) -> None:
+    def op_load(self, request: protocol.Load, args: Any) -> None:
         """Import the task (once), set its globals to the hidden shape `shape` names (or back to the public
         one), and build the model after the seed; the first answer describes the shape family."""
         if self.module is None:
@@ -161,12 +162,12 @@ class ReferenceWorker(Worker):
                 self.contract, self.contract_error = {}, str(exc)[:4096]
         self.oracle, self.oracle_dtype, self.slots = None, None, {}
         try:
-            if header.get("shape") is not None or self.shaped:
-                family.apply(self.module, header.get("shape") or {}, self.family.get("public", {}))
-                self.shaped = header.get("shape") is not None
-            self.set_seed(int(header["seed"]))
+            if request.shape is not None or self.shaped:
+                family.apply(self.module, request.shape or {}, self.family.get("public", {}))
+                self.shaped = request.shape is not None
+            self.set_seed(request.seed)
             init_inputs = list(self.module.get_init_inputs())
-            self.build(self.module.Model, init_inputs, int(header["seed"]))
+            self.build(self.module.Model, init_inputs, request.seed)
         except BaseException as exc:
             self.send(describe_exception("init", exc))
             return
@@ -180,11 +181,11 @@ class ReferenceWorker(Worker):
             "family_error": self.family_error,
             "contract_error": self.contract_error,
             "inputs_writable": getattr(self.module, "INPUTS_WRITABLE", False) is True,
-            "footprint": footprint.describe(self.torch, self.module, init_inputs) if header.get("footprint") else None,
+            "footprint": footprint.describe(self.torch, self.module, init_inputs) if request.footprint else None,
         }
         self.send_values(loaded, init_inputs=init_inputs)
 
-    def op_derive(self, header: dict[str, Any], args: Any) -> None:
+    def op_derive(self, request: protocol.Derive, args: Any) -> None:
         """A family derived from the task's size globals (worker/derived.py), asked after the public trials
         of a task that declares none; `declared`: it declares that it has none (`SHAPE_FAMILY = []`)."""
         parameters = list(self.model.parameters()) if hasattr(self.model, "parameters") else []
@@ -287,7 +288,7 @@ class ReferenceWorker(Worker):
             self.model(*device_inputs)
         raise NoOracle(f"the reference runs, but neither in float64 nor in float32: {last_error}")
 
-    def op_trial(self, header: dict[str, Any], args: Any) -> None:
+    def op_trial(self, request: protocol.Trial, args: Any) -> None:
         """One trial: inputs from `seed` (reshaped by `variant` where the task's input contract allows),
         written to the candidate's inbox (`inputs_to` "candidate") or sent back ("parent"); the reference's
         and the oracle's outputs kept in slot `slot`, and described.
@@ -299,32 +300,32 @@ class ReferenceWorker(Worker):
         how far the outputs are from that slot's (`differences`; task screening's second run of one input).
         """
         torch = self.torch
-        seed = int(header["seed"])
-        variant = header.get("variant") or {"kind": "standard"}
-        oracle = bool(header.get("oracle", True))
-        train = bool(header.get("train")) and hasattr(self.model, "train")
+        seed = request.seed
+        variant = request.variant or {"kind": "standard"}
+        oracle = request.oracle
+        train = request.train and hasattr(self.model, "train")
         if train:
             self.model.train()
-        self.slots.pop(str(header.get("slot", "trial")), None)  # the slot's last outputs go before new ones come
+        self.slots.pop(request.slot, None)  # the slot's last outputs go before new ones come
         self.release_cached()
         try:
-            inputs = self.make_inputs(seed, bool(header.get("on_device")))
+            inputs = self.make_inputs(seed, request.on_device)
             if not self.shaped:  # what a derived family's real runs would cost (op_derive)
                 self.public_input_bytes = footprint.tensor_bytes(torch, inputs)
-            swapped = self.swap(inputs, header.get("swap"), bool(header.get("on_device")))
-            if header.get("rng_seed") is not None:
-                self.set_seed(int(header["rng_seed"]))
+            swapped = self.swap(inputs, request.swap, request.on_device)
+            if request.rng_seed is not None:
+                self.set_seed(request.rng_seed)
             asked = variant
             inputs, variant = self.reshaped(inputs, variant, seed)
-            placed = self.place_inputs(inputs, header.get("inputs_to"), seed, asked)
+            placed = self.place_inputs(inputs, request.inputs_to, seed, asked)
             pristine = self.kept_for_check(inputs)
-            call_seed = header.get("call_seed")
+            call_seed = request.call_seed
             out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
             if variant.get("kind") != "standard" and not (all_finite(torch, out) and all_finite(torch, oracle_out)):
                 # The task does not allow this distribution after all: its own output is not finite on it.
-                inputs = self.make_inputs(seed, bool(header.get("on_device")))
+                inputs = self.make_inputs(seed, request.on_device)
                 variant = {**variant, "rejected": "the reference's output is not finite on these inputs"}
-                placed = self.place_inputs(inputs, header.get("inputs_to"), seed, {"kind": "standard"})
+                placed = self.place_inputs(inputs, request.inputs_to, seed, {"kind": "standard"})
                 pristine = self.kept_for_check(inputs)
                 out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
         except BaseException as exc:
@@ -333,7 +334,7 @@ class ReferenceWorker(Worker):
         finally:
             if train:
                 self.model.eval()
-        self.slots[str(header.get("slot", "trial"))] = {
+        self.slots[request.slot] = {
             "out": out,
             "oracle": oracle_out,
             "kept": None,
@@ -346,7 +347,7 @@ class ReferenceWorker(Worker):
             "evidence": {k: observed[k] for k in ("inputs_mutated", "aliases_input")},
             "variant": variant,
             "signature": signature(torch, out),
-            "screen": json_safe(screen(torch, oracle_out if oracle else out, stats=bool(header.get("stats")))),
+            "screen": json_safe(screen(torch, oracle_out if oracle else out, stats=request.stats)),
             "input_kinds": [
                 {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)}
                 if isinstance(x, torch.Tensor)
@@ -354,14 +355,14 @@ class ReferenceWorker(Worker):
                 for x in inputs
             ],
             "swapped": swapped,
-            "differences": self.differences_from(header.get("diff_slot"), out),
+            "differences": self.differences_from(request.diff_slot, out),
             "inputs_on_device": bool(self.inputs_on_device),
             "task_check": self.task_check is not None,
             "draws_random": self.draws_random,
             **placed,
         }
-        extra: dict[str, Any] = {"inputs": inputs} if header.get("inputs_to") == "parent" else {}
-        if header.get("send_outputs"):
+        extra: dict[str, Any] = {"inputs": inputs} if request.inputs_to == "parent" else {}
+        if request.send_outputs:
             extra["values"] = [out, oracle_out]
         self.send_values(response, **extra)
 
@@ -435,7 +436,7 @@ class ReferenceWorker(Worker):
 
     # ------------------------------------------------------------ comparisons
 
-    def op_compare(self, header: dict[str, Any], args: Any) -> None:
+    def op_compare(self, request: protocol.Compare, args: Any) -> None:
         """Compare the candidate's outputs (`args`, read from its outbox) with slot `slot`.
 
         `method`: "oracle" (the hardened rule), "native" (KernelBench's allclose with the reference),
@@ -444,20 +445,20 @@ class ReferenceWorker(Worker):
         `tolerances`: per output, atol, rtol and ref_error_factor, as the parent chose them.
         """
         torch = self.torch
-        slot = self.slots.get(str(header.get("slot")))
+        slot = self.slots.get(request.slot)
         outputs = list(args) if isinstance(args, (list, tuple)) else [args]
         try:
             if slot is None:
-                raise LookupError(f"no slot {header.get('slot')!r}")
+                raise LookupError(f"no slot {request.slot!r}")
             refs, oracles = items_of(slot["out"]), items_of(slot["oracle"]) if slot["oracle"] is not None else None
-            tolerances = [correctness.Tolerance(**t) for t in header["tolerances"]]
+            tolerances = [correctness.Tolerance(**t) for t in request.tolerances]
             if not (len(outputs) == len(refs) == len(tolerances)):
                 raise ValueError("the outputs do not match the reference's")
-            own_check = bool(header.get("task_check")) and slot.get("inputs") is not None
+            own_check = request.task_check and slot.get("inputs") is not None
             for c, r in zip(outputs, refs, strict=True):
                 if not isinstance(c, torch.Tensor) or (not own_check and (c.dtype != r.dtype or c.shape != r.shape)):
                     raise ValueError("an output does not match the reference's dtype and shape")
-            method = header.get("method")
+            method = request.method
             results = []
             for i, (c, r, tol) in enumerate(zip(outputs, refs, tolerances, strict=True)):
                 o = oracles[i] if oracles is not None else None
@@ -513,17 +514,17 @@ class ReferenceWorker(Worker):
                 )
             checked = None
             if own_check and method != "replay":
-                checked = self.run_task_check(slot, outputs, str(header.get("container", "Tensor")))
+                checked = self.run_task_check(slot, outputs, request.container)
         except Exception as exc:
             self.send(describe_exception("compare", exc))
             return
-        if header.get("keep"):
+        if request.keep:
             slot["kept"] = outputs
         self.send({"type": "compared", "results": json_safe(results), "task_check": checked})
 
     # ------------------------------------------------------------ timing
 
-    def op_stage(self, header: dict[str, Any], args: Any) -> None:
+    def op_stage(self, request: protocol.Stage, args: Any) -> None:
         """The timing pool: the input sets of `sets` (each a trial's seed and variant) made again, kept here
         for timing the reference, their outputs and the oracle's in slots pool0, pool1, ..., and written to
         the candidate's inbox one after another (or, `inputs_to` "made", described for the candidate's worker
@@ -531,7 +532,7 @@ class ReferenceWorker(Worker):
         lint`); or, without `sets`, the pool `args` sent by the parent."""
         torch = self.torch
         try:
-            if header.get("sets") is None:
+            if request.sets is None:
                 self.staged = [self.to_device(list(inputs)) for inputs in args]
                 self.graphs = {}
                 self.synchronize()
@@ -541,12 +542,12 @@ class ReferenceWorker(Worker):
             self.staged, self.graphs = [], {}
             self.release_cached()
             pool, trees, described, start, made = [], [], {}, 0, []
-            for k, spec in enumerate(header["sets"]):
+            for k, spec in enumerate(request.sets):
                 seed = int(spec["seed"])
-                inputs = self.make_inputs(seed, bool(header.get("on_device")))
+                inputs = self.make_inputs(seed, request.on_device)
                 variant = spec.get("variant") or {"kind": "standard"}
                 inputs, _ = self.reshaped(inputs, variant, seed)
-                if header.get("inputs_to") == "made":
+                if request.inputs_to == "made":
                     made.append(self.place_inputs(inputs, "made", seed, variant)["made"])
                 inputs = self.to_device(inputs)
                 out, _, oracle_out = self.run_reference(wire.cloned(inputs), True)
@@ -558,7 +559,7 @@ class ReferenceWorker(Worker):
                     "inputs": self.kept_for_check(inputs),
                 }
                 pool.append(inputs)
-                if made or header.get("inputs_to") == "here":
+                if made or request.inputs_to == "here":
                     continue
                 tree, tensors = wire.pack_values(inputs)
                 renamed = {f"s{k}.{name}": t for name, t in tensors.items()}
@@ -576,7 +577,7 @@ class ReferenceWorker(Worker):
             staged = {"type": "staged", "sets": len(pool), "made": made}
         self.send({**staged, "signature": signature(torch, self.slots["pool0"]["out"]) if pool else None})
 
-    def op_compile(self, header: dict[str, Any], args: Any) -> None:
+    def op_compile(self, request: protocol.Compile, args: Any) -> None:
         """Build the torch.compile'd model and run it once on the first staged set, so compilation is
         never timed."""
         torch = self.torch

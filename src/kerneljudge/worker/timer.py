@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.worker import wire
 
 # The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
@@ -55,7 +56,7 @@ class Timer:
         self.staged: list[Any] = []  # the timing pool, staged once and named by `time` requests
         self.graphs: dict[tuple[bool, int, int], Any] = {}  # CUDA graphs of timed samples (`graph_for`)
 
-    def op_time(self, header: dict[str, Any], args: Any) -> None:
+    def op_time(self, request: protocol.Time, args: Any) -> None:
         """Time `calls` consecutive forwards per sample; report per-call milliseconds.
 
         `args` is a pool of input sets; call i of sample s uses set `wire.timed_set(s, i, len(pool))`, so
@@ -71,19 +72,19 @@ class Timer:
         `compiled` times the torch.compile'd model (reference role); `method` "do_bench" asks Triton.
         """
         torch = self.torch
-        calls, samples, warmup = int(header["calls"]), int(header["samples"]), int(header["warmup"])
-        pool = self.staged if header.get("staged") else [self.to_device(list(inputs)) for inputs in args]
-        model = self.compiled if header.get("compiled") else self.model
+        calls, samples, warmup = request.calls, request.samples, request.warmup
+        pool = self.staged if request.staged else [self.to_device(list(inputs)) for inputs in args]
+        model = self.compiled if request.compiled else self.model
         if model is None:
             self.send(self.describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
             return
-        capture = header.get("capture")
+        capture = request.capture
         self.captured = None  # the last request's, freed before this one's calls
         cuda = self.device.type == "cuda"
-        flush = self.flush_buffer(int(header.get("flush_bytes", 0)))  # before the samples, not in them
+        flush = self.flush_buffer(request.flush_bytes)  # before the samples, not in them
         l2_reset = self.reset_persisting_l2() if cuda else None
         # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
-        bracket = bool(header.get("profile_range")) and cuda
+        bracket = request.profile_range and cuda
         captured: Any = None
         times_ms: list[float] = []
         host_ms: list[float] = []
@@ -102,16 +103,16 @@ class Timer:
 
         try:
             with torch.no_grad():
-                if header.get("method") == "do_bench":
+                if request.method == "do_bench":
                     from triton.testing import do_bench  # Triton's defaults, as published figures use them
 
                     self.send({"type": "timed", "times_ms": [float(do_bench(lambda: model(*pool[0])))]})
                     return
                 graph = None
-                if header.get("graph") and cuda:
-                    keep = int(header.get("graph_keep", -1))  # `capture` then names a sample of that call
+                if request.graph and cuda:
+                    keep = request.graph_keep  # `capture` then names a sample of that call
                     try:
-                        graph, static, kept = self.graph_for(model, bool(header.get("compiled")), pool, calls, keep)
+                        graph, static, kept = self.graph_for(model, request.compiled, pool, calls, keep)
                     except BaseException as exc:
                         self.send({**self.describe_exception("graph", exc), "type": "graph_unsupported"})
                         return
@@ -120,7 +121,7 @@ class Timer:
                         model(*pool[0])
                 self.synchronize()
                 if cuda:
-                    cycles = self.sleep_cycles(float(header.get("precursor_ms", 0.0)))
+                    cycles = self.sleep_cycles(float(request.precursor_ms))
                     # Without a graph a call may leave work on a stream the end event does not follow (H20): each
                     # sample is drained, the whole device waited for and an event recorded after, which the
                     # parent sets against an idle device's drain (timing/drain.py). A graph cannot hold unjoined
@@ -200,7 +201,7 @@ class Timer:
             seen.append(before.elapsed_time(after))
         return min(seen)
 
-    def op_captured(self, header: dict[str, Any], args: Any) -> None:
+    def op_captured(self, request: protocol.Captured, args: Any) -> None:
         """The output the last `time` request captured, sent back (then dropped here)."""
         if self.captured is None:
             self.send(self.describe_exception("time", RuntimeError("no captured output: `time` with `capture` first")))

@@ -1,0 +1,41 @@
+"""The worker protocol: what the trusted parent may ask a worker, one request type per operation.
+
+Imported by the workers as well as the parent, so it imports the standard library only. The wire format
+(frames, channels) is worker/wire.py and worker/channel.py; this package is what a frame's header means.
+"""
+
+from kerneljudge.protocol.requests import (
+    OPS,
+    Call,
+    Captured,
+    Compare,
+    Compile,
+    Derive,
+    Exit,
+    Load,
+    ProtocolError,
+    Recheck,
+    Request,
+    Stage,
+    Time,
+    Trial,
+    decode,
+)
+
+__all__ = [
+    "OPS",
+    "Call",
+    "Captured",
+    "Compare",
+    "Compile",
+    "Derive",
+    "Exit",
+    "Load",
+    "ProtocolError",
+    "Recheck",
+    "Request",
+    "Stage",
+    "Time",
+    "Trial",
+    "decode",
+]

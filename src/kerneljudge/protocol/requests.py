@@ -1,0 +1,220 @@
+"""The requests the parent sends a worker, one frozen dataclass per operation, checked field by field as the
+worker decodes them (`decode`): an unknown operation, an unknown field, a missing one or one of the wrong
+type is a `ProtocolError`, answered as such, never half-read with a default. The parent builds them and
+sends `header()`; the transport's own keys (`args`, `tensors`: where the request's values lie in the
+worker's inbox) are the process's (sandbox/process.py), not a request's.
+
+Which worker serves which: the reference worker `load`, `derive`, `trial`, `compare`, `stage`, `compile`
+and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both `exit`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+TRANSPORT = frozenset({"op", "args", "tensors"})
+# The types a field's annotation may name, and what a decoded value of each must be.
+_KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "dict": (dict,),
+    "list": (list,),
+    "None": (type(None),),
+}
+
+
+class ProtocolError(Exception):
+    """A request header that is not one of the protocol's requests."""
+
+
+@dataclass(frozen=True)
+class Request:
+    op: ClassVar[str]
+
+    def header(self) -> dict[str, Any]:
+        """The request as a frame's header."""
+        return {"op": self.op, **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)}}
+
+
+@dataclass(frozen=True)
+class Load(Request):
+    """Import the source and build its model after `seed` (KernelBench's convention); the reference at
+    `shape`, a hidden shape of its family, and with `footprint` what one call holds (worker/footprint.py);
+    the candidate's worker first loads `task`'s text where it makes the trials' inputs itself."""
+
+    op: ClassVar[str] = "load"
+    seed: int
+    shape: dict | None = None
+    footprint: bool = False
+    task: str | None = None
+
+
+@dataclass(frozen=True)
+class Derive(Request):
+    """The shape family derived from the task's size globals (worker/derived.py)."""
+
+    op: ClassVar[str] = "derive"
+
+
+@dataclass(frozen=True)
+class Trial(Request):
+    """One run of the reference on the inputs of `seed` (transformed by `variant`, a hidden distribution),
+    its outputs kept in `slot`; `inputs_to` says where the inputs go ("candidate": its inbox, "made": only
+    the seeds, the candidate's worker makes them again, "parent", or None), `on_device` whether they are made
+    on the device; with `oracle` the float64 oracle too. `tasks lint` asks for `stats`, a `swap` of one
+    input's seed, `train` mode, an `rng_seed` and the `differences` from `diff_slot`'s outputs."""
+
+    op: ClassVar[str] = "trial"
+    seed: int
+    call_seed: int | None = None
+    oracle: bool = True
+    variant: dict | None = None
+    slot: str = "trial"
+    inputs_to: str | None = None
+    on_device: bool = False
+    train: bool = False
+    rng_seed: int | None = None
+    swap: dict | None = None
+    stats: bool = False
+    diff_slot: str | None = None
+    send_outputs: bool = False
+
+
+@dataclass(frozen=True)
+class Call(Request):
+    """One candidate call: on the inputs in its inbox, on those it makes again from `made`, or with
+    `reuse_inputs` on the previous call's storage (the canary); after `poison_bytes` of poisoned memory,
+    from the random state `call_seed`, maybe traced, maybe perturbed (worker/perturb.py); its outputs
+    re-read `reread_s` after it returned; `keep_inputs` for the next call's reuse."""
+
+    op: ClassVar[str] = "call"
+    made: dict | None = None
+    reuse_inputs: bool = False
+    poison_bytes: int = 0
+    reread_s: float = 0.0
+    trace: bool = False
+    call_seed: int | None = None
+    keep_inputs: bool = False
+    perturb: dict | None = None
+
+
+@dataclass(frozen=True)
+class Compare(Request):
+    """The candidate's outputs (the request's values) against slot `slot`'s, by `method` ("oracle",
+    "native", "replay" or "timed"), each within its tolerance; the task's own check too where
+    `task_check`; with `keep` the outputs stay in the slot."""
+
+    op: ClassVar[str] = "compare"
+    slot: str
+    tolerances: list
+    method: str
+    keep: bool = False
+    task_check: bool = False
+    container: str = "Tensor"
+
+
+@dataclass(frozen=True)
+class Stage(Request):
+    """The timing pool: the reference makes `sets` (their seeds and variants) and sends them where
+    `inputs_to` says; the candidate's worker stages what its inbox holds, or makes `made` again."""
+
+    op: ClassVar[str] = "stage"
+    sets: list | None = None
+    made: list | None = None
+    on_device: bool = False
+    inputs_to: str | None = None
+
+
+@dataclass(frozen=True)
+class Compile(Request):
+    """The reference under torch.compile, for the compile baseline (never timed here)."""
+
+    op: ClassVar[str] = "compile"
+
+
+@dataclass(frozen=True)
+class Time(Request):
+    """`samples` samples of `calls` calls each on the staged pool (or the request's values), after `warmup`
+    calls, behind `precursor_ms` of GPU work, `flush_bytes` overwritten before each; as a CUDA `graph`
+    keeping call `graph_keep`'s output; `capture` = [sample, call] keeps that call's output for `captured`."""
+
+    op: ClassVar[str] = "time"
+    calls: int
+    samples: int
+    warmup: int
+    flush_bytes: int = 0
+    precursor_ms: float = 0.0
+    method: str = "events"
+    compiled: bool = False
+    profile_range: bool = False
+    staged: bool = False
+    graph: bool = False
+    graph_keep: int = -1
+    capture: list | None = None
+
+
+@dataclass(frozen=True)
+class Captured(Request):
+    """The output the last `time` request captured."""
+
+    op: ClassVar[str] = "captured"
+
+
+@dataclass(frozen=True)
+class Recheck(Request):
+    """A plain call on graph buffer `buffer` of the graph of `calls` calls keeping `graph_keep`, after its
+    replays."""
+
+    op: ClassVar[str] = "recheck"
+    calls: int
+    graph_keep: int
+    buffer: int
+    compiled: bool = False
+
+
+@dataclass(frozen=True)
+class Exit(Request):
+    """End the worker."""
+
+    op: ClassVar[str] = "exit"
+
+
+OPS: dict[str, type[Request]] = {
+    cls.op: cls for cls in (Load, Derive, Trial, Call, Compare, Stage, Compile, Time, Captured, Recheck, Exit)
+}
+
+
+def _fits(value: Any, annotation: str) -> bool:
+    """Whether `value` is of the type a field's annotation names ("int", "dict | None", ...)."""
+    for name in (part.strip() for part in annotation.split("|")):
+        kinds = _KINDS[name]
+        if isinstance(value, kinds) and not (bool not in kinds and isinstance(value, bool)):
+            return True
+    return False
+
+
+def decode(header: Any) -> Request:
+    """The request a frame's header holds, every field checked; ProtocolError where it holds none."""
+    if not isinstance(header, dict):
+        raise ProtocolError(f"a request is an object, not {type(header).__name__}")
+    cls = OPS.get(header.get("op"))  # type: ignore[arg-type]
+    if cls is None:
+        raise ProtocolError(f"unknown op {header.get('op')!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(header) - set(fields) - TRANSPORT)
+    if unknown:
+        raise ProtocolError(f"{cls.op}: unknown field(s) {', '.join(map(repr, unknown))}")
+    given = {}
+    for name, field in fields.items():
+        if name not in header:
+            if field.default is dataclasses.MISSING:
+                raise ProtocolError(f"{cls.op}: missing field {name!r}")
+            continue
+        if not _fits(header[name], str(field.type)):
+            raise ProtocolError(f"{cls.op}: field {name!r} is {type(header[name]).__name__}, not {field.type}")
+        given[name] = header[name]
+    return cls(**given)
