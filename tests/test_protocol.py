@@ -115,3 +115,29 @@ def test_a_worker_answers_a_malformed_request_with_a_protocol_error_and_goes_on_
         assert refused["phase"] == "protocol" and "field 'seed' is str" in refused["message"]
     finally:
         worker.close()
+
+
+def test_an_answer_of_another_operation_is_a_broken_protocol():
+    call, compare = protocol.Call(), protocol.Compare(slot="trial", tolerances=[], method="oracle")
+    protocol.check_response(call, {"type": "output"})
+    protocol.check_response(call, {"type": "error", "phase": "call", "exc_type": "ValueError", "message": "x"})
+    protocol.check_response(compare, {"type": "compared"})
+    for request, answer, says in [
+        (call, {"type": "compared", "results": []}, "'compared' is no answer to 'call'"),
+        (call, {"type": "loaded"}, "'loaded' is no answer to 'call'"),
+        (call, {"type": "error", "message": "x"}, "an error without phase, exc_type"),
+        (call, ["output"], "an answer is an object"),
+        (protocol.Load(seed=0), {"type": "output"}, "'output' is no answer to 'load'"),
+    ]:
+        with pytest.raises(ProtocolError) as raised:
+            protocol.check_response(request, answer)
+        assert says in str(raised.value)
+
+
+def test_a_candidate_that_writes_the_reference_workers_answer_into_its_pipe_fails_as_a_broken_protocol():
+    from helpers import CANDIDATES, run_judge
+
+    # In audit mode, past the preflight (which in enforce mode rejects the os.write before import, KJ-S040).
+    record = run_judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "forge_answer.py", mode="audit")
+    assert record.status == "FAIL" and record.failure_kind == "crash", record.failure
+    assert "broke protocol: 'compared' is no answer to 'call'" in record.failure.summary

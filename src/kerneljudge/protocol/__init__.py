@@ -21,8 +21,10 @@ from kerneljudge.protocol.requests import (
     Trial,
     decode,
 )
+from kerneljudge.protocol.responses import ANSWERS, check_response
 
 __all__ = [
+    "ANSWERS",
     "OPS",
     "Call",
     "Captured",
@@ -37,5 +39,6 @@ __all__ = [
     "Stage",
     "Time",
     "Trial",
+    "check_response",
     "decode",
 ]

@@ -387,6 +387,11 @@ class WorkerProcess:
             returncode = self.kill()
             raise WorkerCrashed(self._died(returncode), returncode) from None
         response = self.receive(timeout_s)
+        try:
+            protocol.check_response(request, response)
+        except protocol.ProtocolError as exc:
+            self.kill()
+            raise WorkerProtocolError(f"the {self.role} worker broke protocol: {exc}") from None
         keys = [k for k in fetch if k in response]
         self.described(response, keys, max_bytes)
         try:
