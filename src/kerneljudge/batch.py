@@ -408,8 +408,8 @@ class Alone:
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return self.gate.measure(gpu)
 
-    def admit(self, gpu: str | None, need: int, total: int, alone: bool = True) -> AbstractContextManager[None]:
-        return self.gate.admit(gpu, need, total, alone=True)
+    def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
+        return self.gate.admit(gpu, need, total, alone=True)  # through this gate, every admission is alone
 
 
 def short_of_memory(record: Record) -> bool:

@@ -153,7 +153,8 @@ class Timing(Model):
     # How much of the timing stage the device spent on the timed calls: their own time on both sides (device
     # time on CUDA, host time on the CPU; calibration, warm-up, flushes and precursors not counted) summed over
     # the timing shapes, and that over the stage's wall time (`stages_s["timing"]`: the fresh pair's start
-    # included, waiting at the gate not). Sides taken from cached baselines count for nothing.
+    # included, waiting at the gate not). Sides taken from cached baselines count for nothing. The candidate's
+    # side is its worker's claimed time, which the clock check holds against the parent's clock (clock_check).
     timed_busy_s: float | None = None
     busy_fraction: float | None = None
 

@@ -57,8 +57,8 @@ def time_side(
             # request of its own after the parent's clock stops: its copy to the host is no part of the
             # round trip set against the claimed times (worker/timer.py). The reference keeps none: a
             # graph's kept output copied on the device (milliseconds for 4 GiB) is all it would add.
-            drawn = state.source.randrange(request.calls)
-            capture = [state.source.randrange(request.samples), keep if request.graph else drawn]
+            position = keep if request.graph else state.source.randrange(request.calls)
+            capture = [state.source.randrange(request.samples), position]
         timing = protocol.Time(
             calls=request.calls,
             samples=request.samples,
