@@ -10,7 +10,7 @@ from helpers import CANDIDATES, run_judge
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
 from kerneljudge.plan import kernelbench_trial_seeds
-from kerneljudge.reward import reward_binary, reward_v1
+from kerneljudge.reward import reward_binary, reward_v1, reward_v2
 from kerneljudge.timing.basic import KERNELBENCH, SampleTimes, TimingPlan, calls_for, run_interleaved
 from kerneljudge.timing.stats import summarize
 
@@ -93,6 +93,22 @@ def test_reward_v1_formula():
     assert reward_v1("UNSUPPORTED", False, None, None).value is None
     assert reward_binary("PASS", True).value == 1.0 and reward_binary("SUSPICIOUS", False).value == 0.0
     assert math.isclose(reward_v1("PASS", True, 1.5, 0.05).components["speed"], math.log2(1.5))
+
+
+def test_reward_v2_ranks_every_verified_kernel_above_a_wrong_one_and_reads_no_cpu_timing_as_a_speedup():
+    wrong = reward_v2("FAIL", False, 100.0, 0.0, "cuda").value
+    assert wrong == -1.0
+    slowest_shakiest = reward_v2("PASS", True, 1e-4, 10.0, "cuda")
+    assert slowest_shakiest.value == pytest.approx(-0.75) and slowest_shakiest.value > wrong
+    assert reward_v2("PASS", True, 2.0, 0.01, "cuda").value == pytest.approx(1.0)
+    assert reward_v2("PASS", True, 64.0, 0.0, "cuda").value == 2.0
+    assert reward_v2("PASS", True, 1.0, 0.1, "cuda").value == pytest.approx(-0.1)
+    # The README's CPU example: interpreted Triton against torch, 0.000157x; a CPU timing earns no speed.
+    on_cpu = reward_v2("PASS", True, 0.000157, 0.3, "cpu")
+    assert on_cpu.value == 0.0 and "not a GPU" in on_cpu.reason and on_cpu.value > wrong
+    assert reward_v2("PASS", True, None, None, "cuda").value == 0.0
+    assert reward_v2("ERROR", False, None, None, "cuda").value is None
+    assert reward_v2("UNSUPPORTED", False, None, None, None).value is None
 
 
 def test_timing_settings_are_validated_and_do_bench_needs_cuda(tiny_task):
