@@ -685,6 +685,15 @@ def add_batch_commands(sub: Any) -> None:
         "(name it verified_eval_results.json beside the run's eval_results.json)",
     )
     e.add_argument("--level", type=int, help="with --kernelbench-json: the KernelBench level to write")
+    e.add_argument(
+        "--bundle",
+        type=Path,
+        metavar="DIR",
+        help="an evidence bundle in a new folder: the records, the exact sources they judged, the worker logs "
+        "and SHA256SUMS (check it with `kerneljudge verify DIR`)",
+    )
+    v = sub.add_parser("verify", help="check an evidence bundle: every hash, and each record against its sources")
+    v.add_argument("bundle", type=Path, metavar="DIR")
     r = sub.add_parser("report", help="fast_p, verified_fast_p and speedups of a results store (Markdown, HTML)")
     r.add_argument("--store", type=Path, required=True, metavar="PATH")
     r.add_argument("--markdown", type=Path, metavar="PATH", help="write the summary here too")
@@ -738,9 +747,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    targets = (args.jsonl, args.csv, args.kernelbench_json)
+    targets = (args.jsonl, args.csv, args.kernelbench_json, args.bundle)
     if all(target is None for target in targets):
-        raise UsageError("say what to write: --jsonl PATH, --csv PATH and/or --kernelbench-json PATH")
+        raise UsageError("say what to write: --jsonl PATH, --csv PATH, --kernelbench-json PATH and/or --bundle DIR")
     if not args.store.is_file():
         raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
     for target in targets:
@@ -756,6 +765,31 @@ def cmd_export(args: argparse.Namespace) -> int:
             args.kernelbench_json.write_text(json.dumps(results, indent=2) + "\n")
             count = sum(len(samples) for samples in results.values())
             print(f"{count} KernelBench samples of {len(results)} problems to {args.kernelbench_json}")
+        if args.bundle is not None:
+            from kerneljudge.bundle import BundleError, write_bundle
+
+            records = list(store)
+            try:
+                files = write_bundle(records, args.bundle)
+            except BundleError as exc:
+                raise UsageError(str(exc)) from None
+            print(f"{len(records)} records in {files} files to {args.bundle}; check it with kerneljudge verify")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when the bundle verifies, 2 when it does not."""
+    from kerneljudge.bundle import verify_bundle
+
+    if not args.bundle.is_dir():
+        raise UsageError(f"no bundle at {args.bundle}: write one with `kerneljudge export --store DB --bundle DIR`")
+    count, problems = verify_bundle(args.bundle)
+    for problem in problems:
+        print(f"  {problem}")
+    if problems:
+        print(f"bundle {args.bundle}: NOT verified, {len(problems)} problem(s)")
+        return 2
+    print(f"bundle {args.bundle}: verified, {count} records, every hash and source as recorded")
     return 0
 
 
@@ -790,4 +824,4 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-BATCH_COMMANDS = {"batch": cmd_batch, "export": cmd_export, "report": cmd_report}
+BATCH_COMMANDS = {"batch": cmd_batch, "export": cmd_export, "report": cmd_report, "verify": cmd_verify}

@@ -1,0 +1,195 @@
+"""Evidence bundles: a store's records with the exact sources they judged, checkable by anyone.
+
+`kerneljudge export --bundle DIR` writes, from a results store:
+
+    records.jsonl        every record, as the store holds it
+    sources/SHA256.py    each judged text (task or candidate), named by its sha256: the text the record's hash is of
+    originals/SHA256.py  a file as it was given, where the judged text was made from it (a model's response whose
+                         fenced block was judged, a GPU MODE submission wrapped as ModelNew, a problem folder's files
+                         composed into a task)
+    logs/N-ROLE.stdout   the worker logs' tails each record holds (N: the record's line in records.jsonl)
+    index.json           per record: task, candidate, status, their hashes and files
+    SHA256SUMS           every other file's sha256, as `sha256sum -c SHA256SUMS` reads it
+
+`kerneljudge verify DIR` checks every hash in SHA256SUMS, that no file is unlisted, that each record parses as a
+record of this schema, and that each record's task and candidate hashes name a source whose text has that hash.
+A reviewer needs no store, no GPU and no trust in the machine that judged: only the bundle.
+
+The sources are read again at export time from the paths the records name, judged text rebuilt the way the
+judge builds it (tasks/load.py, candidate.py, tasks/gpumode.py); a source changed or gone since its judgment is
+an error that names the record, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kerneljudge import __version__
+from kerneljudge.errors import KernelJudgeError
+from kerneljudge.verdict import Record
+
+SUMS = "SHA256SUMS"
+
+
+class BundleError(KernelJudgeError):
+    """A bundle cannot be written: a record's source is gone or changed since it was judged."""
+
+
+@dataclass
+class Sources:
+    """Judged texts and original files by sha256, gathered before anything is written."""
+
+    judged: dict[str, str] = field(default_factory=dict)
+    originals: dict[str, bytes] = field(default_factory=dict)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _judged_texts(record: Record) -> tuple[str, str, list[bytes]]:
+    """The task's and the candidate's judged text, rebuilt from the record's paths, and the original files."""
+    from kerneljudge.candidate import load_candidate, reference_as_candidate
+    from kerneljudge.tasks import gpumode
+    from kerneljudge.tasks.load import load_task
+
+    if record.task.path is None:
+        raise BundleError(f"record {record.task.name}/{record.candidate.name}: its task names no path")
+    task = load_task(record.task.path)
+    originals = []
+    if gpumode.is_problem(record.task.path):
+        folder = Path(record.task.path)
+        originals += [p.read_bytes() for p in sorted(folder.glob("*.py")) + sorted(folder.glob("*.yml"))]
+    candidate_text = None
+    path = record.candidate.path
+    if path is not None and Path(path).is_file():
+        given = Path(path).read_bytes()
+        candidate = gpumode.adapt_candidate(task, load_candidate(path))
+        candidate_text = candidate.text
+        if candidate_text.encode() != given:
+            originals.append(given)
+    if candidate_text is None or (
+        _sha256(candidate_text.encode()) != record.candidate.sha256 and path == record.task.path
+    ):
+        candidate_text = reference_as_candidate(task).text  # the conformance sweep's reference as a candidate
+    return task.text, candidate_text, originals
+
+
+def gather(records: Iterable[Record]) -> Sources:
+    """Every record's sources, each checked against the hashes the record holds."""
+    sources = Sources()
+    for record in records:
+        where = f"record {record.task.name}/{record.candidate.name}"
+        try:
+            task_text, candidate_text, originals = _judged_texts(record)
+        except (KernelJudgeError, OSError) as exc:
+            raise BundleError(f"{where}: its sources cannot be read again ({exc})") from None
+        for role, text, expected in (
+            ("task", task_text, record.task.sha256),
+            ("candidate", candidate_text, record.candidate.sha256),
+        ):
+            if _sha256(text.encode()) != expected:
+                path = getattr(record, role).path
+                what = "changed since it was judged (sha256 differs)" if path and Path(path).exists() else "is gone"
+                raise BundleError(f"{where}: the {role} at {path} {what}")
+            sources.judged[expected] = text
+        for data in originals:
+            sources.originals[_sha256(data)] = data
+    return sources
+
+
+def _write(root: Path, relative: str, data: bytes, sums: dict[str, str]) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    sums[relative] = _sha256(data)
+
+
+def write_bundle(records: list[Record], out: Path) -> int:
+    """Write the bundle of `records` into the new or empty folder `out`; returns how many files it holds."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"{out} is not an empty folder: a bundle is written into a new one")
+    if not out.parent.is_dir():
+        raise BundleError(f"cannot write {out}: directory {out.parent} does not exist")
+    sources = gather(records)  # every check before the first byte is written
+    out.mkdir(exist_ok=True)
+    sums: dict[str, str] = {}
+    _write(out, "records.jsonl", "".join(r.model_dump_json() + "\n" for r in records).encode(), sums)
+    for sha, text in sorted(sources.judged.items()):
+        _write(out, f"sources/{sha}.py", text.encode(), sums)
+    for sha, data in sorted(sources.originals.items()):
+        _write(out, f"originals/{sha}.py", data, sums)
+    index = []
+    for n, record in enumerate(records, 1):
+        logs = []
+        for role, log in sorted(record.logs.items()):
+            for stream, tail in (("stdout", log.stdout_tail), ("stderr", log.stderr_tail)):
+                if tail:
+                    _write(out, f"logs/{n}-{role}.{stream}", tail.encode(), sums)
+                    logs.append(f"logs/{n}-{role}.{stream}")
+        index.append(
+            {
+                "line": n,
+                "task": record.task.name,
+                "candidate": record.candidate.name,
+                "status": record.status,
+                "verified": record.verified,
+                "task_source": f"sources/{record.task.sha256}.py",
+                "candidate_source": f"sources/{record.candidate.sha256}.py",
+                "logs": logs,
+            }
+        )
+    manifest = {"kerneljudge_version": __version__, "records": index}
+    _write(out, "index.json", (json.dumps(manifest, indent=2) + "\n").encode(), sums)
+    (out / SUMS).write_text("".join(f"{sha}  {name}\n" for name, sha in sorted(sums.items())))
+    return len(sums) + 1
+
+
+def verify_bundle(root: Path) -> tuple[int, list[str]]:
+    """Check a bundle: (how many records it holds, every problem found); no problems means it verifies."""
+    sums_path = root / SUMS
+    if not sums_path.is_file():
+        return 0, [f"{root} holds no {SUMS}: not a kerneljudge bundle"]
+    problems: list[str] = []
+    listed: dict[str, str] = {}
+    for number, line in enumerate(sums_path.read_text().splitlines(), 1):
+        sha, sep, name = line.partition("  ")
+        if not sep or len(sha) != 64 or not name or name.startswith("/") or ".." in Path(name).parts:
+            problems.append(f"{SUMS} line {number} is malformed")
+            continue
+        listed[name] = sha
+    for name, sha in listed.items():
+        path = root / name
+        if not path.is_file():
+            problems.append(f"{name}: listed but missing")
+        elif _sha256(path.read_bytes()) != sha:
+            problems.append(f"{name}: its sha256 differs from {SUMS}")
+    for dirpath, _, names in os.walk(root):
+        for filename in names:
+            relative = (Path(dirpath) / filename).relative_to(root).as_posix()
+            if relative != SUMS and relative not in listed:
+                problems.append(f"{relative}: not listed in {SUMS}")
+    records_path = root / "records.jsonl"
+    if "records.jsonl" not in listed or not records_path.is_file():
+        return 0, [*problems, "records.jsonl: missing"]
+    count = 0
+    for number, line in enumerate(records_path.read_text().splitlines(), 1):
+        try:
+            record = Record.model_validate_json(line)
+        except ValueError as exc:
+            problems.append(f"records.jsonl line {number}: not a record ({str(exc).splitlines()[0]})")
+            continue
+        count += 1
+        for role in ("task", "candidate"):
+            sha = getattr(record, role).sha256
+            source = root / "sources" / f"{sha}.py"
+            if not source.is_file():
+                problems.append(f"records.jsonl line {number}: no source for its {role} ({sha[:12]})")
+            elif _sha256(source.read_bytes()) != sha:
+                problems.append(f"records.jsonl line {number}: its {role} source does not hash to the record's")
+    return count, problems
