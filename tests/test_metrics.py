@@ -30,6 +30,18 @@ def test_wilson_intervals_match_the_textbook_values():
         wilson(3, 2)
 
 
+def test_wilson_ends_are_exact_at_the_edges_and_always_hold_the_share():
+    # Before the clamp, wilson(0, 3) gave a lower end of 5.6e-17 and the HTML report crashed on a negative error bar.
+    for total in range(1, 301):
+        assert wilson(0, total)[0] == 0.0 and wilson(total, total)[1] == 1.0
+        for count in range(total + 1):
+            low, high = wilson(count, total)
+            assert 0.0 <= low <= count / total <= high <= 1.0, (count, total)
+    for count, total in ((-1, 3), (4, 3), (0, 0)):
+        with pytest.raises(ValueError, match="0 <= count <= total"):
+            wilson(count, total)
+
+
 def test_fast_p_counts_incorrect_judgments_in_the_denominator_and_needs_a_strictly_larger_speedup():
     correct = [True, True, True, False, True]
     speedups = [2.0, 1.0, 0.6, 5.0, None]

@@ -43,14 +43,18 @@ class Rate:
 
 
 def wilson(count: int, total: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (Wilson, 1927); stays inside [0, 1] at 0 and n."""
+    """The Wilson score interval of a binomial proportion (Wilson, 1927): low <= count/total <= high, in [0, 1].
+
+    The interval contains the observed share in exact arithmetic, with ends exactly 0 at count 0 and 1 at
+    count = total; in floating point `centre - half` at count 0 comes out as 5.6e-17 or -1e-17, so the
+    ends are clamped to the share and to [0, 1] (an error bar drawn from share - low must not go negative)."""
     if total <= 0 or not 0 <= count <= total:
         raise ValueError(f"a rate needs 0 <= count <= total and total > 0, got {count} of {total}")
     share = count / total
     z2 = z * z
     centre = (share + z2 / (2 * total)) / (1 + z2 / total)
     half = z * math.sqrt(share * (1 - share) / total + z2 / (4 * total * total)) / (1 + z2 / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))
 
 
 def fast_p(correct: Sequence[bool], speedups: Sequence[float | None], p: float) -> Rate:
