@@ -14,9 +14,9 @@ from kerneljudge.metrics import (
     geometric_mean,
     level_of,
     summarize,
-    summary_markdown,
     wilson,
 )
+from kerneljudge.report.markdown import summary_markdown
 from kerneljudge.store import Store
 from kerneljudge.verdict import Finding
 
