@@ -103,4 +103,7 @@ def test_with_one_candidate_the_same_evidence_is_a_claim_and_with_many_it_is_not
     rivals = [timed(f"r{i}", 0.95, [0.9, 1.05, 0.93, 0.97, 1.01, 0.96, 0.94, 0.92]) for i in range(7)]
     (claim,) = best_of_k([lone, *rivals])  # K = 8: 0.035 > 0.05/8, and the rivals' p are large
     assert claim.fastest == "B" and claim.claimed is None and claim.discoveries == 0
-    assert "no claim survives at FDR 0.05" in summary_markdown(summarize([lone, *rivals]), [claim])
+    text = summary_markdown(summarize([lone, *rivals]), [claim])
+    # alone among 8 at q = 0.05: p <= 0.00625, which 2**-n reaches at n = 8 blocks (2**-7 = 0.0078 does not)
+    assert "no claim survives at FDR 0.05 (the fastest's p: 0.0352; a claim alone among 8 needs p <= 0.00625" in text
+    assert "by the sign test 8 paired blocks all faster)" in text

@@ -64,7 +64,12 @@ def claim_text(claim: TaskClaim) -> str:
     if claim.claimed is None:
         if claim.fastest is None:
             return "no claim: no verified, timed candidate"
-        return f"no claim survives at FDR {claim.q:g} (the fastest's p: {claim.fastest_p:.3g})"
+        alone = claim.q / claim.k
+        blocks = math.ceil(math.log2(1 / alone))
+        return (
+            f"no claim survives at FDR {claim.q:g} (the fastest's p: {claim.fastest_p:.3g}; a claim alone among "
+            f"{claim.k} needs p <= {alone:.3g}, by the sign test {blocks} paired blocks all faster)"
+        )
     bound = f"at least {claim.claimed_lower_bound:.3f}x" if claim.claimed_lower_bound else "lower bound unbounded"
     return f"{claim.claimed}: {speedup_text(claim.claimed_speedup)}, {bound} at {claim.level:.1%} confidence"
 

@@ -27,11 +27,13 @@ from kerneljudge.report.plots import failures_plot, fast_p_plot, findings_plot, 
 from kerneljudge.verdict import Record
 
 STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#items { font-size: 0.9rem; }
+#items td { overflow-wrap: anywhere; }
 tr.PASS td.status { color: #17702a; font-weight: bold; }
 tr.FAIL td.status, tr.ERROR td.status { color: #b01c1c; font-weight: bold; }
 tr.SUSPICIOUS td.status { color: #8a1c8a; font-weight: bold; }
