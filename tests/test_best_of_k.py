@@ -107,3 +107,16 @@ def test_with_one_candidate_the_same_evidence_is_a_claim_and_with_many_it_is_not
     # alone among 8 at q = 0.05: p <= 0.00625, which 2**-n reaches at n = 8 blocks (2**-7 = 0.0078 does not)
     assert "no claim survives at FDR 0.05 (the fastest's p: 0.0352; a claim alone among 8 needs p <= 0.00625" in text
     assert "by the sign test 8 paired blocks all faster)" in text
+
+
+def test_a_record_timed_at_several_shapes_claims_faster_at_every_shape_with_the_largest_p():
+    record = make_record("shapes", speedup=1.2)
+    record.timing.interval_level = 0.95
+    record.timing.shapes = [
+        {"shape": {"n": 1}, "speedup": 1.2, "interval": [1.1, 1.3]},  # p = 9.4e-6 (see the interval test)
+        {"shape": {"n": 2}, "speedup": 1.0, "interval": [0.9, 1.1]},  # ln 1 = 0: p = 1/2
+    ]
+    evidence = evidence_of(record)
+    assert evidence.p_value == pytest.approx(0.5) and "2 timing shapes" in evidence.method
+    record.timing.shapes[1]["interval"] = None
+    assert evidence_of(record).p_value == 1.0  # a shape without an interval gives no claim

@@ -82,7 +82,9 @@ def test_an_untimed_store_reads_not_timed_through_the_command(tmp_path, capsys):
             store.put(record)
     page, summary = tmp_path / "report.html", tmp_path / "summary.md"
     assert main(["report", "--store", str(db), "--markdown", str(summary), "--html", str(page)]) == 0
-    assert "| 1 | not timed | not timed |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| 1 | not timed | not timed |" in printed
+    assert "| 19_ReLU | 3 | - | - | 0 | no claim: no verified, timed candidate | - |" in printed  # items 0, 4, 8
     assert "| 1 | not timed | not timed |" in summary.read_text()
     assert "<td>1</td><td>not timed</td><td>not timed</td>" in page.read_text()
     assert "0.000" not in page.read_text().split("Best-of-K")[0].split("<th>p</th>")[1]
