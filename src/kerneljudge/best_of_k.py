@@ -68,13 +68,17 @@ class Evidence:
         if self.interval is None:
             return None
         speedup, low, high = self.interval
-        se = (math.log(high) - math.log(low)) / (2 * NORMAL.inv_cdf(0.5 + self.level / 2))
-        return math.exp(math.log(speedup) - NORMAL.inv_cdf(1 - alpha) * se)
+        return math.exp(math.log(speedup) - NORMAL.inv_cdf(1 - alpha) * log_se(low, high, self.level))
+
+
+def log_se(low: float, high: float, level: float) -> float:
+    """The standard error of the log speedup that a two-sided interval at `level` implies, read as normal."""
+    return (math.log(high) - math.log(low)) / (2 * NORMAL.inv_cdf(0.5 + level / 2))
 
 
 def interval_p(speedup: float, low: float, high: float, level: float) -> float:
     """One-sided p-value of "speedup <= 1" from a two-sided interval, reading it as normal on the log scale."""
-    se = (math.log(high) - math.log(low)) / (2 * NORMAL.inv_cdf(0.5 + level / 2))
+    se = log_se(low, high, level)
     if not se > 0:
         return 0.0 if speedup > 1 else 1.0
     return 1.0 - NORMAL.cdf(math.log(speedup) / se)

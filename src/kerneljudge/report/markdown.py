@@ -70,8 +70,9 @@ def claim_text(claim: TaskClaim) -> str:
             f"no claim survives at FDR {claim.q:g} (the fastest's p: {claim.fastest_p:.3g}; a claim alone among "
             f"{claim.k} needs p <= {alone:.3g}, by the sign test {blocks} paired blocks all faster)"
         )
-    bound = f"at least {claim.claimed_lower_bound:.3f}x" if claim.claimed_lower_bound else "lower bound unbounded"
-    return f"{claim.claimed}: {speedup_text(claim.claimed_speedup)}, {bound} at {claim.level:.1%} confidence"
+    bound = f"at least {claim.claimed_lower_bound:.3f}x" if claim.claimed_lower_bound else "no lower bound"
+    speedup = speedup_text(claim.claimed_speedup)
+    return f"{claim.claimed}: {speedup}, {bound} at {claim.level:.1%} confidence ({claim.method})"
 
 
 def best_of_k_rows(claims: Sequence[TaskClaim]) -> list[tuple[str, ...]]:
