@@ -189,3 +189,5 @@ def test_the_report_scores_a_store_against_a_baseline_file(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| 1 | 0.333 (1/3;" in printed and "| 2 | 0.333 (1/3;" in printed  # 3x clears 2; 0.5x clears neither
     assert "baseline_time_torch.json" in page.read_text()
+    # The items show the baseline's speedup, without the paired interval that belongs to the live one
+    assert ">3.000x<" in page.read_text() and "[1.500, 2.500]" not in page.read_text()

@@ -26,10 +26,12 @@ def fast_text(summary: Summary, p: float, rate: Rate, dash: str = "-") -> str:
 
 
 def speedup_text(value: float | None) -> str:
+    """`1.234x`, or "-" where there is none."""
     return f"{value:.3f}x" if value is not None and math.isfinite(value) else "-"
 
 
 def runtime_text(value_ms: float | None) -> str:
+    """`12.34 us` under a millisecond, `1.234 ms` above, "-" where there is none."""
     if value_ms is None:
         return "-"
     return f"{value_ms * 1e3:.2f} us" if value_ms < 1 else f"{value_ms:.3f} ms"

@@ -44,24 +44,27 @@ p.note { color: #555; }
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[int] = ()) -> str:
-    """An HTML table; every cell is escaped here, so callers pass plain text."""
+def html_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    classes: Sequence[str] = (),
+    row_classes: Sequence[str] = (),
+    table_id: str = "",
+) -> str:
+    """An HTML table; every cell is escaped here, so callers pass plain text. `classes` name each column's
+    cells' class ("num" aligns right), `row_classes` each row's (a status colours it)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>"
+        (f'<tr class="{row_classes[n]}">' if row_classes else "<tr>")
         + "".join(
-            f'<td class="num">{html.escape(cell)}</td>' if i in numeric else f"<td>{html.escape(cell)}</td>"
+            f'<td class="{classes[i]}">{html.escape(cell)}</td>' if classes else f"<td>{html.escape(cell)}</td>"
             for i, cell in enumerate(row)
         )
         + "</tr>"
-        for row in rows
+        for n, row in enumerate(rows)
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _interval_text(record: Record) -> str:
-    interval = record.timing.speedup_interval if record.timing is not None else None
-    return f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+    ident = f' id="{table_id}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -69,38 +72,47 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
+ITEM_COLUMNS = (  # (header, cell class)
+    ("task", "text"),
+    ("candidate", "text"),
+    ("status", "status"),
+    ("failure kind", "text"),
+    ("findings", "text"),
+    ("correct", "text"),
+    ("speedup", "num"),
+    ("interval", "num"),
+    ("verified_runtime", "num"),
+)
+
+
+def item_cells(record: Record, speedup: Callable[[Record], float | None]) -> tuple[str, ...]:
+    """One judgment's row; the interval only where the speedup is the record's own paired one (not a baseline's)."""
+    r, value = record, speedup(record)
+    interval = r.timing.speedup_interval if r.timing is not None and value == speedup_of(r) else None
+    timed = r.timing is not None and r.timing.measured
+    return (
+        r.task.name,
+        r.candidate.name,
+        r.status + (" (verified)" if r.verified else "") + ("" if r.valid else " (judge failure, left out)"),
+        r.failure_kind or "-",
+        ", ".join(sorted({f.code for f in r.findings if f.severity != "info"})) or "-",
+        "yes" if is_correct(r) else "no",
+        speedup_text(value) if value is not None else ("-" if timed else "not timed"),
+        f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval and value is not None else "",
+        runtime_text(verified_runtime_ms(r)),
+    )
+
+
 def items_table(records: Sequence[Record], speedup: Callable[[Record], float | None]) -> str:
     """Every record, by task then candidate: status, failure kind, findings, speedup, its interval, verified_runtime."""
-    header = ("task", "candidate", "status", "failure kind", "findings", "correct", "speedup", "interval")
-    header += ("verified_runtime",)
-    rows = []
     ordered = sorted(records, key=lambda r: (natural_key(r.task.name), natural_key(r.candidate.name), r.created_at))
-    for r in ordered:
-        timed = r.timing is not None and r.timing.measured
-        value = speedup(r)
-        cells = (
-            r.task.name,
-            r.candidate.name,
-            r.status + (" (verified)" if r.verified else "") + ("" if r.valid else " (judge failure, left out)"),
-            r.failure_kind or "-",
-            ", ".join(sorted({f.code for f in r.findings if f.severity != "info"})) or "-",
-            "yes" if is_correct(r) else "no",
-            speedup_text(value) if value is not None else ("-" if timed else "not timed"),
-            _interval_text(r) if value is not None else "",
-            runtime_text(verified_runtime_ms(r)),
-        )
-        rows.append((r.status, cells))
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        f'<tr class="{status}">'
-        + "".join(
-            f'<td class="{"status" if i == 2 else "num" if i in (6, 7, 8) else "text"}">{html.escape(cell)}</td>'
-            for i, cell in enumerate(cells)
-        )
-        + "</tr>"
-        for status, cells in rows
+    return html_table(
+        [h for h, _ in ITEM_COLUMNS],
+        [item_cells(r, speedup) for r in ordered],
+        classes=[c for _, c in ITEM_COLUMNS],
+        row_classes=[r.status for r in ordered],
+        table_id="items",
     )
-    return f'<table id="items"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def render(
@@ -124,7 +136,7 @@ def render(
     headline = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in counts + headline_rows(summary)
     )
-    per_p = _table(
+    per_p = html_table(
         ("p", "fast_p", "verified_fast_p"),
         [
             (f"{p:g}", fast_text(summary, p, r), fast_text(summary, p, summary.verified_fast[p]))
@@ -140,7 +152,9 @@ def render(
         f"false discovery rate {claims[0].q:g} over each task's candidates, each with a one-sided p-value of "
         "&ldquo;faster than the reference&rdquo; from its own paired timing; the kept claim's lower bound at the "
         "false-coverage-adjusted level (docs/report.md). Speedups against the live paired reference.</p>"
-        + _table(BEST_OF_K_HEADER, best_of_k_rows(claims), numeric=(1, 3, 4))
+        + html_table(
+            BEST_OF_K_HEADER, best_of_k_rows(claims), classes=("text", "num", "text", "num", "num", "text", "text")
+        )
         if claims
         else ""
     )

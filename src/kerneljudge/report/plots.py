@@ -22,6 +22,7 @@ VERIFIED_STYLE = {"color": "#d62728", "fmt": "s--", "markersize": 10, "markerfac
 
 
 def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend; RuntimeError with the install line when matplotlib is missing."""
     try:
         import matplotlib
     except ImportError:
@@ -75,6 +76,7 @@ def fast_p_plot(plt: Any, summary: Summary) -> str | None:
 
 
 def speedup_plot(plt: Any, records: Sequence[Record], speedup: Callable[[Record], float | None]) -> str | None:
+    """Histogram of correct (filled) and verified (outlined) speedups on log-2 bins; None when none was timed."""
     correct = [s for r in records if r.valid and is_correct(r) and (s := speedup(r))]
     verified = [s for r in records if r.valid and r.verified and (s := speedup(r))]
     if not correct:
@@ -100,6 +102,7 @@ def speedup_plot(plt: Any, records: Sequence[Record], speedup: Callable[[Record]
 
 
 def findings_plot(plt: Any, records: Sequence[Record]) -> str | None:
+    """Records per finding code, warnings and errors only; None when there are none."""
     counts = Counter(f.code for r in records for f in r.findings if f.severity != "info")
     if not counts:
         return None
@@ -127,6 +130,7 @@ def failure_label(record: Record) -> str | None:
 
 
 def failures_plot(plt: Any, records: Sequence[Record]) -> str | None:
+    """Unverified judgments by level or task, stacked by failure kind (or status); None when all are verified."""
     table: dict[str, Counter[str]] = {}
     for r in records:
         label = failure_label(r)
