@@ -4,7 +4,6 @@ import html
 import re
 
 import pytest
-from report_stores import mixed_record, mixed_store
 
 from kerneljudge.best_of_k import best_of_k
 from kerneljudge.cli import main
@@ -13,6 +12,7 @@ from kerneljudge.report.markdown import summary_markdown
 from kerneljudge.report.page import render
 from kerneljudge.report.plots import failures_plot, fast_p_plot, pyplot
 from kerneljudge.store import Store
+from report_stores import mixed_record, mixed_store
 
 
 def items(page: str) -> list[str]:
