@@ -14,9 +14,9 @@ from kerneljudge.metrics import (
     geometric_mean,
     level_of,
     summarize,
-    summary_markdown,
     wilson,
 )
+from kerneljudge.report.markdown import summary_markdown
 from kerneljudge.store import Store
 from kerneljudge.verdict import Finding
 
@@ -28,6 +28,18 @@ def test_wilson_intervals_match_the_textbook_values():
     assert high == pytest.approx(1.0) and low == pytest.approx(0.7225, abs=1e-4)
     with pytest.raises(ValueError):
         wilson(3, 2)
+
+
+def test_wilson_ends_are_exact_at_the_edges_and_always_hold_the_share():
+    # Before the clamp, wilson(0, 3) gave a lower end of 5.6e-17 and the HTML report crashed on a negative error bar.
+    for total in range(1, 301):
+        assert wilson(0, total)[0] == 0.0 and wilson(total, total)[1] == 1.0
+        for count in range(total + 1):
+            low, high = wilson(count, total)
+            assert 0.0 <= low <= count / total <= high <= 1.0, (count, total)
+    for count, total in ((-1, 3), (4, 3), (0, 0)):
+        with pytest.raises(ValueError, match="0 <= count <= total"):
+            wilson(count, total)
 
 
 def test_fast_p_counts_incorrect_judgments_in_the_denominator_and_needs_a_strictly_larger_speedup():
@@ -177,3 +189,5 @@ def test_the_report_scores_a_store_against_a_baseline_file(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| 1 | 0.333 (1/3;" in printed and "| 2 | 0.333 (1/3;" in printed  # 3x clears 2; 0.5x clears neither
     assert "baseline_time_torch.json" in page.read_text()
+    # The items show the baseline's speedup, without the paired interval that belongs to the live one
+    assert ">3.000x<" in page.read_text() and "[1.500, 2.500]" not in page.read_text()

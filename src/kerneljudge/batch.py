@@ -794,7 +794,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kerneljudge.metrics import Baseline, BaselineError, speedup_of, summarize, summary_markdown
+    from kerneljudge.best_of_k import best_of_k
+    from kerneljudge.metrics import Baseline, BaselineError, speedup_of, summarize
+    from kerneljudge.report.markdown import summary_markdown
 
     if not args.store.is_file():
         raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")
@@ -808,7 +810,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         summary = summarize(records, baseline=baseline)
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
-    text = summary_markdown(summary)
+    claims = best_of_k(records)
+    text = summary_markdown(summary, claims)
     print(text, end="")
     if args.markdown is not None:
         args.markdown.write_text(text)
@@ -816,7 +819,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from kerneljudge.report.page import render
 
         try:
-            page = render(records, summary, str(args.store), baseline.speedup if baseline else speedup_of)
+            page = render(records, summary, str(args.store), baseline.speedup if baseline else speedup_of, claims)
         except RuntimeError as exc:  # matplotlib missing
             raise UsageError(str(exc)) from None
         args.html.write_text(page)

@@ -6,7 +6,12 @@ denominator. Here "correct" is the record's correctness check alone, as KernelBe
 reports it, and verified_fast_p counts only verified records (correct, honest, timed without a finding
 that voids the figure). Records of a judge failure (`valid` false) are the judge's fault, not the
 candidate's: they are left out of both and counted apart. A correct record without a measured speedup
-(timing off, or not measured) counts only at p = 0, where any speedup would clear the bar.
+(timing off, or not measured) counts only at p = 0, where any speedup would clear the bar; where no
+judgment was timed at all, fast_p above 0 is not a figure and the report says "not timed".
+
+verified_runtime is KernelGuard's (the hardened KernelBench fork among the seed systems): a judgment's
+candidate runtime, given only when it is verified and timed. Here it is the candidate's median time per call
+in milliseconds (`timing.candidate.median_ms`), None otherwise; runtimes compare within a task only.
 """
 
 from __future__ import annotations
@@ -43,14 +48,18 @@ class Rate:
 
 
 def wilson(count: int, total: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial proportion (Wilson, 1927); stays inside [0, 1] at 0 and n."""
+    """The Wilson score interval of a binomial proportion (Wilson, 1927): low <= count/total <= high, in [0, 1].
+
+    The interval contains the observed share in exact arithmetic, with ends exactly 0 at count 0 and 1 at
+    count = total; in floating point `centre - half` at count 0 comes out as 5.6e-17 or -1e-17, so the
+    ends are clamped to the share and to [0, 1] (an error bar drawn from share - low must not go negative)."""
     if total <= 0 or not 0 <= count <= total:
         raise ValueError(f"a rate needs 0 <= count <= total and total > 0, got {count} of {total}")
     share = count / total
     z2 = z * z
     centre = (share + z2 / (2 * total)) / (1 + z2 / total)
     half = z * math.sqrt(share * (1 - share) / total + z2 / (4 * total * total)) / (1 + z2 / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))
 
 
 def fast_p(correct: Sequence[bool], speedups: Sequence[float | None], p: float) -> Rate:
@@ -77,7 +86,13 @@ class Summary:
     geomean_speedup_correct: float | None  # over correct records with a measured speedup
     geomean_speedup_verified: float | None
     statuses: dict[str, int]
+    timed: int = 0  # valid records with a speedup: none means fast_p above 0 was not measured
+    verified_runtimes: int = 0  # valid records with a verified_runtime
     speedups_against: str = LIVE
+
+    @property
+    def not_timed(self) -> bool:
+        return self.judged > 0 and self.timed == 0
 
 
 def is_correct(record: Record) -> bool:
@@ -88,6 +103,14 @@ def is_correct(record: Record) -> bool:
 def speedup_of(record: Record) -> float | None:
     t = record.timing
     return t.speedup if t is not None and t.measured and t.speedup is not None else None
+
+
+def verified_runtime_ms(record: Record) -> float | None:
+    """KernelGuard's verified_runtime: the candidate's median ms per call, for a verified, timed record only."""
+    t = record.timing
+    if not (record.valid and record.verified) or t is None or not t.measured or t.candidate is None:
+        return None
+    return t.candidate.median_ms
 
 
 def level_of(record: Record) -> str:
@@ -177,41 +200,7 @@ def summarize(
         geomean_speedup_correct=geometric_mean(s for ok, s in zip(correct, speedups, strict=True) if ok and s),
         geomean_speedup_verified=geometric_mean(s for ok, s in zip(verified, speedups, strict=True) if ok and s),
         statuses=dict(sorted(statuses.items())),
+        timed=sum(s is not None for s in speedups),
+        verified_runtimes=sum(verified_runtime_ms(r) is not None for r in valid),
         speedups_against=f"the baseline file {baseline.path} (KernelBench's format)" if baseline else LIVE,
     )
-
-
-def rate_text(rate: Rate, dash: str = "-") -> str:
-    """`0.500 (2/4; 95% CI 0.150-0.850)`, or "-" for an empty total; `dash` joins the interval's ends."""
-    if rate.value is None or rate.interval is None:
-        return "-"
-    low, high = rate.interval
-    return f"{rate.value:.3f} ({rate.count}/{rate.total}; 95% CI {low:.3f}{dash}{high:.3f})"
-
-
-def speedup_text(value: float | None) -> str:
-    return f"{value:.3f}x" if value is not None and math.isfinite(value) else "-"
-
-
-def summary_markdown(summary: Summary) -> str:
-    """The summary as Markdown: counts, then fast_p and verified_fast_p side by side for every p."""
-    lines = [
-        f"Judgments: {summary.judged} valid, {summary.judge_failures} judge failure(s) left out. "
-        + "Statuses: "
-        + (", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none")
-        + ".",
-        f"Speedups against {summary.speedups_against}.",
-        "",
-        "| figure | value |",
-        "|---|---|",
-        f"| correct | {rate_text(summary.correct)} |",
-        f"| verified | {rate_text(summary.verified)} |",
-        f"| geometric-mean speedup, correct | {speedup_text(summary.geomean_speedup_correct)} |",
-        f"| geometric-mean speedup, verified | {speedup_text(summary.geomean_speedup_verified)} |",
-        "",
-        "| p | fast_p | verified_fast_p |",
-        "|---|---|---|",
-    ]
-    for p, rate in summary.fast.items():
-        lines.append(f"| {p:g} | {rate_text(rate)} | {rate_text(summary.verified_fast[p])} |")
-    return "\n".join(lines) + "\n"

@@ -1,120 +1,118 @@
-"""A results store as one self-contained HTML page: the summary's tables and four plots as inline SVG.
+"""A results store as one self-contained HTML page: the summary, fast_p and verified_fast_p per p, the
+best-of-K claim per task, every judged item, and the plots (report/plots.py) as inline SVG.
 
-Every figure is computed here from the records (`kerneljudge.metrics`), never typed in. The plots:
-fast_p and verified_fast_p against p (with 95% Wilson intervals), the speedup distribution on a log
-scale, findings by code (info left out), and failure kinds by level (a KernelBench `levelN` folder in
-the task's path; other tasks under "other"). matplotlib draws them (Agg, no display needed).
+Every figure is computed from the records (`kerneljudge.metrics`, `kerneljudge.best_of_k`), never typed in.
+No script and no fetched file: the page opens offline and in any browser.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import html
-import io
-from collections import Counter
+import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from kerneljudge.metrics import Rate, Summary, is_correct, level_of, rate_text, speedup_of, speedup_text
+from kerneljudge.best_of_k import TaskClaim
+from kerneljudge.metrics import Summary, is_correct, speedup_of, verified_runtime_ms
+from kerneljudge.report.markdown import (
+    BEST_OF_K_HEADER,
+    best_of_k_rows,
+    fast_text,
+    headline_rows,
+    runtime_text,
+    speedup_text,
+    timing_note,
+)
+from kerneljudge.report.plots import failures_plot, fast_p_plot, findings_plot, pyplot, speedup_plot
 from kerneljudge.verdict import Record
 
-DASH = "&ndash;"
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#items { font-size: 0.9rem; }
+#items td { overflow-wrap: anywhere; }
+tr.PASS td.status { color: #17702a; font-weight: bold; }
+tr.FAIL td.status, tr.ERROR td.status { color: #b01c1c; font-weight: bold; }
+tr.SUSPICIOUS td.status { color: #8a1c8a; font-weight: bold; }
+tr.UNSUPPORTED td.status { color: #8a6d00; font-weight: bold; }
+figure { display: inline-block; margin: 0.5rem; vertical-align: top; }
+figure svg { max-width: 100%; height: auto; }
+p.note { color: #555; }
+"""
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError:
-        raise RuntimeError("the HTML report draws with matplotlib: pip install matplotlib") from None
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and the page stays small
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _svg(figure: Any) -> str:
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
-    figure.clear()
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]  # drop the XML prolog and doctype: the page holds the element inline
-
-
-def _rate_bars(rates: dict[float, Rate]) -> tuple[list[float], list[float], list[list[float]]]:
-    ps, values, errors = [], [], [[], []]
-    for p, rate in rates.items():
-        if rate.value is None or rate.interval is None:
-            continue
-        ps.append(p)
-        values.append(rate.value)
-        errors[0].append(rate.value - rate.interval[0])
-        errors[1].append(rate.interval[1] - rate.value)
-    return ps, values, errors
+def html_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    classes: Sequence[str] = (),
+    row_classes: Sequence[str] = (),
+    table_id: str = "",
+) -> str:
+    """An HTML table; every cell is escaped here, so callers pass plain text. `classes` name each column's
+    cells' class ("num" aligns right), `row_classes` each row's (a status colours it)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        (f'<tr class="{row_classes[n]}">' if row_classes else "<tr>")
+        + "".join(
+            f'<td class="{classes[i]}">{html.escape(cell)}</td>' if classes else f"<td>{html.escape(cell)}</td>"
+            for i, cell in enumerate(row)
+        )
+        + "</tr>"
+        for n, row in enumerate(rows)
+    )
+    ident = f' id="{table_id}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def fast_p_plot(plt: Any, summary: Summary) -> str:
-    figure, axes = plt.subplots(figsize=(6, 3.6))
-    for label, rates, style in (("fast_p", summary.fast, "o-"), ("verified_fast_p", summary.verified_fast, "s--")):
-        ps, values, errors = _rate_bars(rates)
-        axes.errorbar(ps, values, yerr=errors, fmt=style, capsize=3, label=label)
-    axes.set(xlabel="p (speedup threshold)", ylabel="share of judgments", ylim=(0, 1.02))
-    axes.set_title("fast_p and verified_fast_p (95% Wilson intervals)")
-    axes.grid(alpha=0.3)
-    axes.legend()
-    return _svg(figure)
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort `sample_4` before `sample_12`: runs of digits compare as numbers."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
-def speedup_plot(plt: Any, records: Sequence[Record], speedup: Callable[[Record], float | None]) -> str | None:
-    correct = [s for r in records if r.valid and is_correct(r) and (s := speedup(r))]
-    verified = [s for r in records if r.valid and r.verified and (s := speedup(r))]
-    if not correct:
-        return None
-    figure, axes = plt.subplots(figsize=(6, 3.6))
-    low, high = min(correct), max(correct)
-    edges = [low * (high / low) ** (i / 20) for i in range(21)] if high > low else [low / 1.1, low * 1.1]
-    axes.hist(correct, bins=edges, alpha=0.5, label=f"correct ({len(correct)})")
-    if verified:
-        axes.hist(verified, bins=edges, alpha=0.7, label=f"verified ({len(verified)})")
-    axes.set_xscale("log", base=2)
-    axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
-    axes.set(xlabel="speedup over the reference (log scale)", ylabel="judgments")
-    axes.set_title("Speedup distribution")
-    axes.legend()
-    return _svg(figure)
+ITEM_COLUMNS = (  # (header, cell class)
+    ("task", "text"),
+    ("candidate", "text"),
+    ("status", "status"),
+    ("failure kind", "text"),
+    ("findings", "text"),
+    ("correct", "text"),
+    ("speedup", "num"),
+    ("interval", "num"),
+    ("verified_runtime", "num"),
+)
 
 
-def findings_plot(plt: Any, records: Sequence[Record]) -> str | None:
-    counts = Counter(f.code for r in records for f in r.findings if f.severity != "info")
-    if not counts:
-        return None
-    codes = sorted(counts, key=lambda c: (-counts[c], c))
-    figure, axes = plt.subplots(figsize=(6, max(2.0, 0.3 * len(codes) + 1)))
-    axes.barh(codes[::-1], [counts[c] for c in codes[::-1]])
-    axes.set(xlabel="records with the finding (warnings and errors)")
-    axes.set_title("Findings by code")
-    return _svg(figure)
+def item_cells(record: Record, speedup: Callable[[Record], float | None]) -> tuple[str, ...]:
+    """One judgment's row; the interval only where the speedup is the record's own paired one (not a baseline's)."""
+    r, value = record, speedup(record)
+    interval = r.timing.speedup_interval if r.timing is not None and value == speedup_of(r) else None
+    timed = r.timing is not None and r.timing.measured
+    return (
+        r.task.name,
+        r.candidate.name,
+        r.status + (" (verified)" if r.verified else "") + ("" if r.valid else " (judge failure, left out)"),
+        r.failure_kind or "-",
+        ", ".join(sorted({f.code for f in r.findings if f.severity != "info"})) or "-",
+        "yes" if is_correct(r) else "no",
+        speedup_text(value) if value is not None else ("-" if timed else "not timed"),
+        f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval and value is not None else "",
+        runtime_text(verified_runtime_ms(r)),
+    )
 
 
-def failures_plot(plt: Any, records: Sequence[Record]) -> str | None:
-    table: dict[str, Counter[str]] = {}
-    for r in records:
-        if r.failure_kind:
-            table.setdefault(level_of(r), Counter())[r.failure_kind] += 1
-    if not table:
-        return None
-    levels = sorted(table)
-    kinds = sorted({k for c in table.values() for k in c})
-    figure, axes = plt.subplots(figsize=(6, 3.6))
-    bottom = [0] * len(levels)
-    for kind in kinds:
-        heights = [table[level][kind] for level in levels]
-        axes.bar(levels, heights, bottom=bottom, label=kind)
-        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    axes.set(ylabel="failed judgments")
-    axes.set_title("Failure kinds by level")
-    axes.legend(fontsize="small")
-    return _svg(figure)
+def items_table(records: Sequence[Record], speedup: Callable[[Record], float | None]) -> str:
+    """Every record, by task then candidate: status, failure kind, findings, speedup, its interval, verified_runtime."""
+    ordered = sorted(records, key=lambda r: (natural_key(r.task.name), natural_key(r.candidate.name), r.created_at))
+    return html_table(
+        [h for h, _ in ITEM_COLUMNS],
+        [item_cells(r, speedup) for r in ordered],
+        classes=[c for _, c in ITEM_COLUMNS],
+        row_classes=[r.status for r in ordered],
+        table_id="items",
+    )
 
 
 def render(
@@ -122,44 +120,57 @@ def render(
     summary: Summary,
     source: str,
     speedup: Callable[[Record], float | None] = speedup_of,
+    claims: Sequence[TaskClaim] = (),
 ) -> str:
-    """The page: the headline table, fast_p and verified_fast_p per p, then the plots that have data.
+    """The page: the headline table, fast_p and verified_fast_p per p, best-of-K per task, every item, the plots.
 
-    `speedup` must be the one `summary` was computed with (a baseline file's, or the record's own)."""
-    plt = _pyplot()
-    rows = [
+    `speedup` must be the one `summary` was computed with (a baseline file's, or the record's own); `claims`
+    are `best_of_k.best_of_k(records)`, always against the live paired reference."""
+    plt = pyplot()
+    counts = [
         ("valid judgments", str(summary.judged)),
         ("judge failures (left out)", str(summary.judge_failures)),
         ("statuses", ", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none"),
-        ("speedups against", html.escape(summary.speedups_against)),
-        ("correct (95% Wilson interval)", rate_text(summary.correct, DASH)),
-        ("verified (95% Wilson interval)", rate_text(summary.verified, DASH)),
-        ("geometric-mean speedup, correct", speedup_text(summary.geomean_speedup_correct)),
-        ("geometric-mean speedup, verified", speedup_text(summary.geomean_speedup_verified)),
+        ("speedups against", summary.speedups_against),
     ]
-    headline = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    per_p = "".join(
-        f"<tr><td>{p:g}</td><td>{rate_text(rate, DASH)}</td><td>{rate_text(summary.verified_fast[p], DASH)}</td></tr>"
-        for p, rate in summary.fast.items()
+    headline = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in counts + headline_rows(summary)
     )
-    plots = [fast_p_plot(plt, summary)]
-    plots += [speedup_plot(plt, records, speedup), findings_plot(plt, records), failures_plot(plt, records)]
+    per_p = html_table(
+        ("p", "fast_p", "verified_fast_p"),
+        [
+            (f"{p:g}", fast_text(summary, p, r), fast_text(summary, p, summary.verified_fast[p]))
+            for p, r in summary.fast.items()
+        ],
+    )
+    fast_plot = fast_p_plot(plt, summary)
+    plots = [fast_plot, speedup_plot(plt, records, speedup), findings_plot(plt, records), failures_plot(plt, records)]
     figures = "".join(f"<figure>{svg}</figure>" for svg in plots if svg is not None)
+    left_out = "" if fast_plot is not None else '<p class="note">The fast_p plot is left out: nothing was timed.</p>'
+    best = (
+        f'<h2>Best-of-K per task</h2><p class="note">Corrected for having looked K times: Benjamini&ndash;Hochberg at '
+        f"false discovery rate {claims[0].q:g} over each task's candidates, each with a one-sided p-value of "
+        "&ldquo;faster than the reference&rdquo; from its own paired timing; the kept claim's lower bound at the "
+        "false-coverage-adjusted level (docs/report.md). Speedups against the live paired reference.</p>"
+        + html_table(
+            BEST_OF_K_HEADER, best_of_k_rows(claims), classes=("text", "num", "text", "num", "num", "text", "text")
+        )
+        if claims
+        else ""
+    )
     made = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kerneljudge report</title>
-<style>
-body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }}
-table {{ border-collapse: collapse; margin: 1rem 0; }}
-th, td {{ border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; }}
-figure {{ display: inline-block; margin: 0.5rem; vertical-align: top; }}
-figure svg {{ max-width: 100%; height: auto; }}
-</style></head><body>
+<style>{STYLE}</style></head><body>
 <h1>kerneljudge report</h1>
 <p>{len(records)} record(s) from {html.escape(source)}, rendered {made}. fast_p is KernelBench's metric
-(correct and speedup &gt; p, out of every valid judgment); verified_fast_p counts verified records only.</p>
+(correct and speedup &gt; p, out of every valid judgment); verified_fast_p counts verified records only.
+{html.escape(timing_note(summary))}</p>
 <table>{headline}</table>
-<table><tr><th>p</th><th>fast_p</th><th>verified_fast_p</th></tr>{per_p}</table>
-{figures}
+{per_p}
+{left_out}{figures}
+{best}
+<h2>Every judgment ({len(records)})</h2>
+{items_table(records, speedup)}
 </body></html>
 """
