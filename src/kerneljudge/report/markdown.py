@@ -126,7 +126,9 @@ def summary_markdown(summary: Summary, claims: Sequence[TaskClaim] = ()) -> str:
     ]
     for p, rate in summary.fast.items():
         lines.append(f"| {p:g} | {fast_text(summary, p, rate)} | {fast_text(summary, p, summary.verified_fast[p])} |")
-    if claims:
+    if claims and summary.not_timed:
+        lines += ["", "Best-of-K per task: nothing was timed, so there is no speedup claim to correct."]
+    elif claims:
         q = claims[0].q
         lines += [
             "",

@@ -155,6 +155,8 @@ def render(
         + html_table(
             BEST_OF_K_HEADER, best_of_k_rows(claims), classes=("text", "num", "text", "num", "num", "text", "text")
         )
+        if claims and not summary.not_timed
+        else '<h2>Best-of-K per task</h2><p class="note">Nothing was timed: no speedup claim to correct.</p>'
         if claims
         else ""
     )
