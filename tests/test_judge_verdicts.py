@@ -20,9 +20,20 @@ def test_honest_candidate_passes_verified(tiny_task):
     assert record.reward("kerneljudge.reward.binary.v1").value == 1.0
     assert record.device == "cpu" and record.capabilities["cuda_runtime"].required is False
     # where correctness's time went, request by request: within the stage, the candidate's calls among them
-    spent = {k: v for k, v in record.stages_s.items() if k.startswith("correctness.")}
+    spent = {k: v for k, v in record.stages_s.items() if k.startswith("correctness.") and ":" not in k}
     assert spent["correctness.candidate.call"] > 0 and spent["correctness.reference.compare"] > 0
     assert sum(spent.values()) <= record.stages_s["correctness"] + 0.01
+    # and within a round trip, its parts as each worker clocked them, none longer than the round trip
+    parts = {k: v for k, v in record.stages_s.items() if ":" in k}
+    for key in (
+        "correctness.reference.trial:reference",
+        "correctness.reference.compare:compare",
+        "correctness.reference.compare:read",
+        "correctness.candidate.call:call",
+    ):
+        assert key in parts, key
+    for key, seconds in parts.items():
+        assert 0 <= seconds <= record.stages_s[key.split(":")[0]] + 0.01, key
 
 
 def test_hidden_seeds_differ_between_runs(tiny_task):

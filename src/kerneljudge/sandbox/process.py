@@ -176,6 +176,21 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+CLOCK_PARTS = 8  # a worker's report of where a request's time went: at most this many parts, known names only
+CLOCK_NAMES = frozenset({"read", "write", "inputs", "place", "reference", "compare", "task_check", "call", "evidence"})
+
+
+def clock_parts(reported: Any) -> dict[str, float]:
+    """The parts of a round trip as the worker clocked them (worker/base.py), kept only where they are plain
+    seconds with a known name: a figure for where the time went, never evidence (a candidate's worker could
+    report anything)."""
+    if not isinstance(reported, dict) or len(reported) > CLOCK_PARTS:
+        return {}
+    return {
+        k: float(v) for k, v in reported.items() if k in CLOCK_NAMES and type(v) in (int, float) and 0.0 <= v < 86400.0
+    }
+
+
 class WorkerProcess:
     """One worker: spawn, request/response, capped logs, kill of its whole process group.
 
@@ -282,6 +297,7 @@ class WorkerProcess:
         self.dead = False
         self.exit_asked = False
         self.gpu_watch = None
+        self.last_clock: dict[str, float] = {}  # the last answer's parts as the worker clocked them
         self.gpu_peak_bytes = 0  # the most device memory its process tree held (NVML), known once it is closed
         try:
             layers = self._confinement(report_r)
@@ -387,6 +403,7 @@ class WorkerProcess:
             returncode = self.kill()
             raise WorkerCrashed(self._died(returncode), returncode) from None
         response = self.receive(timeout_s)
+        self.last_clock = clock_parts(response.get("clock_s") if isinstance(response, dict) else None)
         try:
             protocol.check_response(request, response)
         except protocol.ProtocolError as exc:

@@ -59,15 +59,21 @@ def ask(
 @contextmanager
 def counted(state: JudgmentState, role: str, request: protocol.Request) -> Iterator[None]:
     """Where a stage's time goes, request by request: `stages_s["correctness.candidate.call"]` is the round
-    trip of the candidate's calls in that stage, its outputs written to the channel included
-    (docs/record.md)."""
+    trip of the candidate's calls in that stage, its outputs written to the channel included, and
+    `stages_s["correctness.candidate.call:write"]` that part of it as the worker clocked it (docs/record.md)."""
     began = time.monotonic()
+    worker = state.workers.get(role)
+    if worker is not None:
+        worker.last_clock = {}
     try:
         yield
     finally:
         if state.stage is not None:
             key = f"{state.stage}.{role}.{request.op}"
             state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 3)
+            for part, seconds in (worker.last_clock if worker is not None else {}).items():
+                name = f"{key}:{part}"
+                state.stages_s[name] = round(state.stages_s.get(name, 0.0) + seconds, 3)
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -98,6 +99,7 @@ class Worker(Timer):
         self.req_fd = req_fd
         self.resp_fd = resp_fd
         self.channels = channels
+        self.clock: dict[str, float] = {}  # the parts of the request being served, seconds (send() reports them)
         self.module: Any = None
         self.model: Any = None
         pin_flags(torch)
@@ -114,10 +116,20 @@ class Worker(Timer):
         return describe_output(self.torch, out)
 
     def send(self, header: dict[str, Any], tensors: dict[str, Any] | None = None) -> None:
-        """A response; its tensors go to this worker's outbox, described in the header."""
+        """A response; its tensors go to this worker's outbox, described in the header, and the request's
+        parts as this worker clocked them (`clock_s`: where a round trip's time went, docs/record.md)."""
         if tensors:
+            began = time.perf_counter()
             header = {**header, "tensors": self.channels.write(f"{self.role}_out", tensors)}
+            self.clocked("write", began)
+        if self.clock:
+            header = {**header, "clock_s": {k: round(v, 4) for k, v in self.clock.items()}}
+            self.clock = {}
         wire.write_frame(self.resp_fd, header)
+
+    def clocked(self, part: str, began: float) -> None:
+        """Count the time since `began` (time.perf_counter) to `part` of the request being served."""
+        self.clock[part] = self.clock.get(part, 0.0) + time.perf_counter() - began
 
     def send_values(self, header: dict[str, Any], **values: Any) -> None:
         """A response with values (nests of tensors and plain data) under the given keys."""
@@ -146,7 +158,11 @@ class Worker(Timer):
                 handler = getattr(self, f"op_{request.op}", None)
                 if handler is None:
                     raise LookupError(f"the {self.role} worker does not serve {request.op!r}")
+                self.clock = {}
+                began = time.perf_counter()
                 args = self.channels.get(header.get("args", []), header.get("tensors") or {}, self.device)
+                if header.get("tensors"):
+                    self.clocked("read", began)
             except (protocol.ProtocolError, LookupError, channel.ChannelError, wire.WireError) as exc:
                 self.send({**describe_exception("protocol", exc), "exc_module": "kerneljudge"})
                 continue

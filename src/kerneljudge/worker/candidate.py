@@ -149,9 +149,11 @@ class CandidateWorker(Worker):
             self.prev_inputs = []
         if request.made is not None:
             self.release_cached()  # what the last call cut its blocks for, before multi-GiB inputs are made
+            made = time.perf_counter()
             inputs = self.remade(request.made)
             if inputs is None:
                 return
+            self.clocked("inputs", made)
         try:
             self.spoil_returned()  # before the canary writes new values into storage an output may share
         except Exception as exc:
@@ -188,6 +190,7 @@ class CandidateWorker(Worker):
                 with span("sync"):
                     self.stream_synchronize()
                 self.last_call_s = time.perf_counter() - began
+                self.clocked("call", began)
             except BaseException as exc:
                 self.send(self.describe_exception("call", exc))
                 return
@@ -197,7 +200,9 @@ class CandidateWorker(Worker):
                 # Only outputs that really are tensors on this device can be re-read; the parent judges the rest.
                 watched = [x for x in items if type(x) is torch.Tensor and x.device.type == self.device.type]
                 with span("evidence"):
+                    began = time.perf_counter()
                     observed = watch.after(watched, self.prev_outputs, self.synchronize, float(request.reread_s))
+                    self.clocked("evidence", began)
             except Exception as exc:  # evidence that cannot be gathered is reported as such, never as a verdict
                 observed = {"error": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]}
         if tracer is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from typing import Any
 
 from kerneljudge import protocol
@@ -309,6 +310,7 @@ class ReferenceWorker(Worker):
         self.slots.pop(request.slot, None)  # the slot's last outputs go before new ones come
         self.release_cached()
         try:
+            began = time.perf_counter()
             inputs = self.make_inputs(seed, request.on_device)
             if not self.shaped:  # what a derived family's real runs would cost (op_derive)
                 self.public_input_bytes = footprint.tensor_bytes(torch, inputs)
@@ -317,10 +319,15 @@ class ReferenceWorker(Worker):
                 self.set_seed(request.rng_seed)
             asked = variant
             inputs, variant = self.reshaped(inputs, variant, seed)
+            self.clocked("inputs", began)
+            began = time.perf_counter()
             placed = self.place_inputs(inputs, request.inputs_to, seed, asked)
             pristine = self.kept_for_check(inputs)
+            self.clocked("place", began)
             call_seed = request.call_seed
+            began = time.perf_counter()
             out, observed, oracle_out = self.run_reference(inputs, oracle, call_seed)
+            self.clocked("reference", began)
             if variant.get("kind") != "standard" and not (all_finite(torch, out) and all_finite(torch, oracle_out)):
                 # The task does not allow this distribution after all: its own output is not finite on it.
                 inputs = self.make_inputs(seed, request.on_device)
@@ -460,6 +467,7 @@ class ReferenceWorker(Worker):
                     raise ValueError("an output does not match the reference's dtype and shape")
             method = request.method
             results = []
+            began = time.perf_counter()
             for i, (c, r, tol) in enumerate(zip(outputs, refs, tolerances, strict=True)):
                 o = oracles[i] if oracles is not None else None
                 if method == "replay" and (c.dtype != r.dtype or c.shape != r.shape or o is None):  # its own two runs
@@ -512,9 +520,13 @@ class ReferenceWorker(Worker):
                         "metrics": cmp.metrics,
                     }
                 )
+            self.synchronize()
+            self.clocked("compare", began)
             checked = None
             if own_check and method != "replay":
+                began = time.perf_counter()
                 checked = self.run_task_check(slot, outputs, request.container)
+                self.clocked("task_check", began)
         except Exception as exc:
             self.send(describe_exception("compare", exc))
             return
