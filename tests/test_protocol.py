@@ -141,3 +141,14 @@ def test_a_candidate_that_writes_the_reference_workers_answer_into_its_pipe_fail
     record = run_judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "forge_answer.py", mode="audit")
     assert record.status == "FAIL" and record.failure_kind == "crash", record.failure
     assert "broke protocol: 'compared' is no answer to 'call'" in record.failure.summary
+
+
+def test_a_workers_clock_report_keeps_only_plain_seconds_of_known_parts():
+    """A candidate's worker can report anything as `clock_s`: the record keeps only what is a figure."""
+    from kerneljudge.sandbox.process import clock_parts
+
+    assert clock_parts({"call": 0.5, "write": 2, "read": 1e-3}) == {"call": 0.5, "write": 2.0, "read": 1e-3}
+    assert clock_parts({"call": -1.0, "write": float("inf"), "evidence": True, "inputs": "3"}) == {}
+    assert clock_parts({"verdict": 1.0, "call": float("nan")}) == {}
+    assert clock_parts({f"p{i}": 0.1 for i in range(9)}) == {}
+    assert clock_parts(["call", 1.0]) == {} and clock_parts(None) == {}
