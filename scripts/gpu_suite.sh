@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start latency batch suite conformance sandbox all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
@@ -17,6 +17,8 @@
 #                                progress in $OUT/timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
 #                                "--kernels softmax_2048x4096 --pairs 3");
 #                                `start`: benchmarks/worker_start.py, where a worker's start goes ($OUT/worker_start.md).
+#                                `copies`: benchmarks/host_copy_bandwidth.py, device <-> memfd copies four ways
+#                                ($OUT/host_copy_bandwidth.md);
 #                                `latency`: benchmarks/judgment_latency.py, one honest judgment at a time on the idle GPU,
 #                                with timing and without, where its time goes ($OUT/judgment_latency.md; KJ_LATENCY_ARGS
 #                                adds arguments, e.g. "--repeats 3");
@@ -131,6 +133,11 @@ run() {
     timeout "$(stage_left)" python3 benchmarks/worker_start.py --device cuda 2> "$OUT/worker_start.log" | tee "$OUT/worker_start.md"
     status=${PIPESTATUS[0]}
   fi
+  if asked copies; then
+    timeout "$(stage_left)" python3 benchmarks/host_copy_bandwidth.py 2> "$OUT/host_copy_bandwidth.log" \
+      | tee "$OUT/host_copy_bandwidth.md"
+    status=${PIPESTATUS[0]}
+  fi
   if asked latency; then
     # shellcheck disable=SC2086  # KJ_LATENCY_ARGS holds several arguments, e.g. "--repeats 3 --only softmax"
     timeout "$(stage_left)" python3 benchmarks/judgment_latency.py --device cuda --out "$OUT/latency" ${KJ_LATENCY_ARGS:-} \
@@ -209,6 +216,6 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start latency batch suite conformance sandbox all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox all)" >&2
      exit 1 ;;
 esac
