@@ -133,6 +133,8 @@ class Judgment(JudgmentState):
         with self.gate.work():
             self.stages_s["waiting"] = round(time.monotonic() - waited, 3)
             with clocked(self, "build"):
+                if self.config.device == "cpu":  # asked, so known before any worker says hello (and if none does)
+                    self.device = "cpu"
                 self.progress("checking the candidate's source")
                 build.run_preflight(self)
                 # Both interpreters start at once (imports take seconds); the candidate's is only told
