@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.sandbox import bytecode, confine
+from kerneljudge.sandbox import bytecode, confine, lifeline
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
@@ -265,8 +265,11 @@ class WorkerProcess:
                 cuda=device != "cpu",
                 readable=[self.bytecode] if self.bytecode else [],
             )
+            spec["lifeline_fd"] = lifeline.read_end()  # the launcher kills the worker if the judge dies
             argv = confine.wrap_argv(argv, spec, report_w)
-            pass_fds += (report_w,)
+            pass_fds += (report_w, spec["lifeline_fd"])
+        else:
+            argv += ["--parent-pid", str(os.getpid())]  # the worker asks for the parent-death signal itself
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
