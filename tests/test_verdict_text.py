@@ -101,3 +101,16 @@ def test_the_terminal_says_when_the_candidate_came_from_a_models_response(tmp_pa
     code = main(["judge", str(TASK), str(response), "--device", "cpu", "--no-timing", "--policy", "practical"])
     assert code == 2
     assert "extracted from a model's response" in capsys.readouterr().out
+
+
+def test_a_cpu_record_without_workers_is_keyed_as_a_batch_looks_it_up(tmp_path, workers_started):
+    """The record of a judgment that ended in the parent names the software a batch's resume keys on."""
+    from kerneljudge.batch import machine_environment
+    from kerneljudge.config import JudgeConfig
+    from kerneljudge.store import environment_digest
+
+    path = tmp_path / "candidate.py"
+    path.write_text("")
+    record = judge(TASK, path, **FAST)
+    assert workers_started == [] and record.environment["triton"] == machine_environment(JudgeConfig("cpu"))["triton"]
+    assert environment_digest(record.environment) == environment_digest(machine_environment(JudgeConfig("cpu")))

@@ -272,18 +272,10 @@ def machine_environment(config: JudgeConfig, gpu: str | None = None) -> dict[str
     from its metadata. Otherwise the GPU name is the CUDA runtime's, which the
     parent never initializes, so a bare reference worker is started and asked.
     """
-    from kerneljudge.env import fingerprint
+    from kerneljudge.env import fingerprint, host_hello
 
     if config.device == "cpu":
-        import torch
-
-        try:  # as the worker reads it (kerneljudge.worker.main), without importing triton
-            from importlib.metadata import version
-
-            triton: str | None = version("triton")
-        except Exception:  # absent or unreadable: the worker says None too
-            triton = None
-        return fingerprint({"torch": torch.__version__, "triton": triton})
+        return fingerprint(host_hello())
     return fingerprint(probe_hello(config, gpu))
 
 

@@ -32,6 +32,20 @@ def nvidia_driver_version() -> str | None:
     return None
 
 
+def host_hello() -> dict[str, Any]:
+    """What a CPU worker's hello would say of the software, known in the parent without a worker: the workers
+    run this interpreter with this torch, and read Triton's version from its metadata as this does."""
+    import torch
+
+    try:  # as the worker reads it (worker/base.py), without importing triton
+        from importlib.metadata import version
+
+        triton: str | None = version("triton")
+    except Exception:  # absent or unreadable: the worker says None too
+        triton = None
+    return {"torch": torch.__version__, "triton": triton}
+
+
 def fingerprint(hello: dict[str, Any] | None) -> dict[str, Any]:
     """The environment that produced a record: host software plus what the reference worker saw."""
     hello = hello or {}

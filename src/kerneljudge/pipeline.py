@@ -20,7 +20,7 @@ from typing import Any
 from kerneljudge import sanitize
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.config import JudgeConfig
-from kerneljudge.env import fingerprint
+from kerneljudge.env import fingerprint, host_hello
 from kerneljudge.gate import OPEN_GATE, Gate
 from kerneljudge.progress import Progress, progress_of
 from kerneljudge.stages import build, correctness, integrity, record, sanitizer, timing, timing_pair
@@ -126,7 +126,10 @@ class Judgment(JudgmentState):
         duration_s = time.monotonic() - started
         integrity.judge_traces(self)
         created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        return record.assemble(self, logs, duration_s, created_at, fingerprint(self.hello))
+        # A judgment asked for the CPU that ended before any worker said hello (a candidate that does not parse
+        # or defines no ModelNew) still records the software it ran with, as a batch keys it (batch.py).
+        hello = self.hello or (host_hello() if self.config.device == "cpu" else None)
+        return record.assemble(self, logs, duration_s, created_at, fingerprint(hello))
 
     def _pipeline(self) -> None:
         waited = time.monotonic()
