@@ -26,6 +26,7 @@ TASK, CANDIDATE = str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_tor
         (["judge", TASK, CANDIDATE, "--timeout", "soon"], "--timeout must be a number of seconds"),
         (["judge", TASK, CANDIDATE, "--shape-trials", "-1"], "--shape-trials must be 0 or more"),
         (["redteam", "--jobs", "0"], "--jobs must be at least 1"),
+        (["batch", "m.jsonl", "--store", "s.db", "--timeout", "-5"], "--timeout must be positive, got -5"),
         (["redteam", "--timeout", "-1"], "--timeout must be positive"),
         (["confirm", TASK, CANDIDATE, "--runs", "0"], "--runs must be at least 1"),
     ],
@@ -40,7 +41,7 @@ def test_usage_errors_exit_1_with_one_line_and_a_hint(args, message, capsys):
     assert "timeout_s" not in err and "usage:" not in err
 
 
-@pytest.mark.parametrize("command", ["judge", "redteam"])
+@pytest.mark.parametrize("command", ["judge", "redteam", "batch"])
 def test_help_gives_the_meaning_and_default_of_each_option(command, capsys):
     args = [command, "--help"]
     with pytest.raises(SystemExit) as done:
@@ -51,7 +52,7 @@ def test_help_gives_the_meaning_and_default_of_each_option(command, capsys):
         described = text.split(option, 2)[-1].split(" --")[0]  # the option's own entry in the options list
         assert len(described.split()) > 4, f"{option} has no help text"
         assert f"(default: {default}" in described, f"{option} does not say its default"
-    if command == "judge":
+    if command != "redteam":  # redteam has no --policy
         assert "(default: strict)" in text.split("--policy", 2)[-1]
     assert "exit codes:" in text and "2 not verified" in text and "1 a judge error or bad usage" in text
 
