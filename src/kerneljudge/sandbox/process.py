@@ -268,8 +268,8 @@ class WorkerProcess:
             spec["lifeline_fd"] = lifeline.read_end()  # the launcher kills the worker if the judge dies
             argv = confine.wrap_argv(argv, spec, report_w)
             pass_fds += (report_w, spec["lifeline_fd"])
-        else:
-            argv += ["--parent-pid", str(os.getpid())]  # the worker asks for the parent-death signal itself
+        elif not prefix:  # the worker asks for the parent-death signal itself (under a prefix, that is its parent)
+            argv += ["--parent-pid", str(os.getpid())]
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
