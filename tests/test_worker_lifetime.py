@@ -62,6 +62,8 @@ def test_workers_die_with_a_killed_judge_and_its_workspaces_go_at_the_next_start
     judge = subprocess.Popen(
         [sys.executable, "-c", JUDGE, str(TASKS / "tiny_bias_relu.py"), str(candidate), sandbox], env=env
     )
+    workers: list[int] = []
+    ended = False
     try:
         wait_until(lambda: list(temp.glob("kerneljudge-candidate-*/in_forward")), 120, "the candidate's call began")
         workers = descendants(judge.pid)
@@ -71,9 +73,15 @@ def test_workers_die_with_a_killed_judge_and_its_workspaces_go_at_the_next_start
         # The launchers read the end of the judge's lifeline at once (0.08 s on the 2-core machine); before,
         # the candidate's worker ran on in its call until its lifetime limit.
         wait_until(lambda: not any(alive(pid) for pid in workers), 2, "every worker of the killed judge ended")
+        ended = True
     finally:
         judge.kill()
         judge.wait()
+        for pid in [] if ended else workers:  # a failed run must not leave its workers spinning
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
     stale = sorted(p.name for p in temp.iterdir() if OWNED_NAME.match(p.name))
     assert {name.split("-")[1] for name in stale} == {"reference", "candidate"}
     assert all(f"-p{judge.pid}-" in name for name in stale)
