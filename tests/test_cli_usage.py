@@ -19,6 +19,7 @@ TASK, CANDIDATE = str(TASKS / "tiny_bias_relu.py"), str(CANDIDATES / "honest_tor
         (["judge", TASK, CANDIDATE, "--device", "gpu"], "invalid choice: 'gpu'"),
         (["export"], "required: --store"),
         ([], "required: COMMAND"),
+        (["tasks"], "required: list|show|lint"),
         (["judge", TASK], "required: candidate"),
         (["judge", TASK, CANDIDATE, "--bogus"], "unrecognized arguments: --bogus"),
         (["judge", TASK, CANDIDATE, "--timeout", "-5"], "--timeout must be positive, got -5"),

@@ -19,7 +19,7 @@ LIST_COLUMNS = ("name", "op", "dtype", "shape", "case")
 
 def add_tasks_parser(sub: Any) -> None:
     t = sub.add_parser("tasks", help="task sets: screen KernelBench-format tasks for flaws that let wrong kernels pass")
-    tasks = t.add_subparsers(dest="tasks_command", required=True)
+    tasks = t.add_subparsers(dest="tasks_command", required=True, metavar="list|show|lint")
     listing = tasks.add_parser("list", help="the built-in suite: each task's dtype, shape and edge case (builtin:NAME)")
     listing.add_argument("--json", type=Path, metavar="PATH", help="write the suite's tasks here")
     show = tasks.add_parser("show", help="print a built-in task's source, or with --candidate its reference candidate")
