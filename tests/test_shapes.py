@@ -167,4 +167,4 @@ def test_the_command_line_can_ask_for_the_public_shape_only(capsys):
     common = ["judge", task, candidate, "--device", "cpu", "--policy", "practical", "--no-timing", "--quiet"]
     assert main([*common, "--shape-trials", "0"]) == 0  # right at the public width, and nothing else is asked
     assert main([*common, "--shape-trials", "-1"]) == 1
-    assert capsys.readouterr().err.strip().endswith("shape_trials must be 0 or more")
+    assert "kerneljudge: error: --shape-trials must be 0 or more, got -1" in capsys.readouterr().err

@@ -272,18 +272,10 @@ def machine_environment(config: JudgeConfig, gpu: str | None = None) -> dict[str
     from its metadata. Otherwise the GPU name is the CUDA runtime's, which the
     parent never initializes, so a bare reference worker is started and asked.
     """
-    from kerneljudge.env import fingerprint
+    from kerneljudge.env import fingerprint, host_hello
 
     if config.device == "cpu":
-        import torch
-
-        try:  # as the worker reads it (kerneljudge.worker.main), without importing triton
-            from importlib.metadata import version
-
-            triton: str | None = version("triton")
-        except Exception:  # absent or unreadable: the worker says None too
-            triton = None
-        return fingerprint({"torch": torch.__version__, "triton": triton})
+        return fingerprint(host_hello())
     return fingerprint(probe_hello(config, gpu))
 
 
@@ -621,6 +613,9 @@ class _Progress:
 
 def add_batch_commands(sub: Any) -> None:
     """Register `batch`, `export` and `report` on the CLI's subparsers."""
+    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP
+    from kerneljudge.cli.usage import positive_int, positive_seconds
+
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
     b.add_argument("manifest", type=Path, nargs="?", help='JSONL, one {"task": PATH, "candidate": PATH} a line')
     b.add_argument(
@@ -644,10 +639,10 @@ def add_batch_commands(sub: Any) -> None:
         "(their problems are written beside the store, in kernelbench-problems/)",
     )
     b.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store")
-    b.add_argument("--device", choices=DEVICES, default="auto")
-    b.add_argument("--mode", choices=MODES, default="audit")
-    b.add_argument("--policy", choices=POLICIES, default="strict")
-    b.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="limit for each worker step")
+    b.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
+    b.add_argument("--mode", choices=MODES, default="audit", help=MODE_HELP)
+    b.add_argument("--policy", choices=POLICIES, default="strict", help=POLICY_HELP)
+    b.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
     b.add_argument("--no-timing", action="store_true", help="check correctness only")
     b.add_argument(
         "--gpus",
@@ -656,7 +651,7 @@ def add_batch_commands(sub: Any) -> None:
     )
     b.add_argument(
         "--jobs",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="lanes (judgments side by side) per GPU with --gpus, else on the CPU or the inherited device",

@@ -20,8 +20,9 @@ from typing import Any
 from kerneljudge import sanitize
 from kerneljudge.candidate import Candidate, load_candidate
 from kerneljudge.config import JudgeConfig
-from kerneljudge.env import fingerprint
+from kerneljudge.env import fingerprint, host_hello
 from kerneljudge.gate import OPEN_GATE, Gate
+from kerneljudge.progress import Progress, progress_of
 from kerneljudge.stages import build, correctness, integrity, record, sanitizer, timing, timing_pair
 from kerneljudge.stages.build import sandbox_capability
 from kerneljudge.stages.calls import draws_random_note
@@ -125,13 +126,19 @@ class Judgment(JudgmentState):
         duration_s = time.monotonic() - started
         integrity.judge_traces(self)
         created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        return record.assemble(self, logs, duration_s, created_at, fingerprint(self.hello))
+        # A judgment asked for the CPU that ended before any worker said hello (a candidate that does not parse
+        # or defines no ModelNew) still records the software it ran with, as a batch keys it (batch.py).
+        hello = self.hello or (host_hello() if self.config.device == "cpu" else None)
+        return record.assemble(self, logs, duration_s, created_at, fingerprint(hello))
 
     def _pipeline(self) -> None:
         waited = time.monotonic()
         with self.gate.work():
             self.stages_s["waiting"] = round(time.monotonic() - waited, 3)
             with clocked(self, "build"):
+                if self.config.device == "cpu":  # asked, so known before any worker says hello (and if none does)
+                    self.device = "cpu"
+                self.progress("checking the candidate's source")
                 build.run_preflight(self)
                 # Both interpreters start at once (imports take seconds); the candidate's is only told
                 # to import the candidate once the reference has settled the device.
@@ -190,7 +197,7 @@ def judge(
     task: Task | str | Path,
     candidate: Candidate | str | Path,
     config: JudgeConfig | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | bool | None = None,
     gpu: str | None = None,
     gate: Gate | None = None,
     baselines: dict[str, CachedSide] | None = None,
@@ -200,7 +207,8 @@ def judge(
     """Judge one candidate against one task and return the verdict record.
 
     `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
-    is called with a short description as each stage starts. A batch lane passes
+    is called with a short description as each stage starts, or, when True, draws the CLI's spinner
+    naming each stage on stderr (kerneljudge/progress.py). A batch lane passes
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
     the task's `baselines` (`kerneljudge.batch.BaselineCache`). `rng` replaces the operating system's
     randomness in the hidden plan (plan.py): for tests only, since a candidate that knows it knows the plan.
@@ -209,4 +217,5 @@ def judge(
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
     candidate = gpumode.adapt_candidate(task, candidate)  # a GPU MODE submission: custom_kernel as ModelNew
-    return Judgment(task, candidate, config, progress, gpu=gpu, gate=gate, baselines=baselines, rng=rng).run()
+    with progress_of(progress, "judging") as update:
+        return Judgment(task, candidate, config, update, gpu=gpu, gate=gate, baselines=baselines, rng=rng).run()

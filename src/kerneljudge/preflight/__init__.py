@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kerneljudge import pyast
 from kerneljudge.checks.catalog import CATALOG, finding
+from kerneljudge.preflight.entry_point import cannot_define_entry_point
 from kerneljudge.preflight.scan import Construct, StaticReport, scan
 from kerneljudge.verdict import Finding
 
@@ -22,6 +24,7 @@ MAX_OCCURRENCES = 20
 class PreflightResult:
     report: StaticReport
     findings: list[Finding] = field(default_factory=list)
+    defines_no_model: bool = False  # the source cannot bind ModelNew (entry_point.py): it fails before any worker
 
     @property
     def rejected(self) -> bool:
@@ -45,7 +48,7 @@ def _evidence(occurrences: list[Construct]) -> dict[str, object]:
 def preflight(source: str, mode: str, policy: str) -> PreflightResult:
     """Scan the source and judge it under a mode and policy; raises SyntaxError for unparsable source."""
     report = scan(source)
-    result = PreflightResult(report)
+    result = PreflightResult(report, defines_no_model=cannot_define_entry_point(pyast.parse(source)))
     if mode == "off":
         return result
     for code, occurrences in sorted(_grouped(report.constructs).items()):

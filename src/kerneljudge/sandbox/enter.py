@@ -5,11 +5,14 @@ the seccomp layer, a libseccomp binding). Python 3.11 has no ``os.unshare`` and 
 in the judge's threaded parent, so the layers are applied here, through libc, in three processes:
 
     outer  (the pid the parent spawned): enters the network, mount and PID namespaces, waits, and
-           exits the way the worker did, so the parent sees the worker's signal or exit status;
+           exits the way the worker did, so the parent sees the worker's signal or exit status; if the
+           judge dies first (its lifeline pipe reads end-of-file, sandbox/lifeline.py), it kills init
+           and its own process group, and with them the worker;
     init   (pid 1 of the new PID namespace): builds the mount view and reaps; when it exits, the
-           kernel kills everything left in the namespace;
+           kernel kills everything left in the namespace; it dies with outer (PR_SET_PDEATHSIG);
     worker (pid 2): resource limits, workspace ownership, the unprivileged user, no_new_privs,
-           seccomp, then exec of the real worker.
+           seccomp, the parent-death signal (after the change of user, which clears it), then exec of
+           the real worker.
 
 Each step that fails is recorded and skipped, never fatal, unless the spec lists the layer as
 required: then the worker is not started. The record goes to the parent over ``--report-fd`` as one
@@ -24,6 +27,7 @@ import json
 import os
 import platform
 import resource
+import select
 import signal
 import stat
 import sys
@@ -35,6 +39,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 0x1
 SYS_MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}  # both use the generic syscall table for it
@@ -302,13 +307,44 @@ def load_seccomp(spec: dict[str, Any], report: Report) -> None:
 # ---------------------------------------------------------------- the three processes
 
 
-def _only_fds(keep: int) -> None:
-    """Close every inherited descriptor but one, with stdio on /dev/null, so EOFs reach the parent."""
+def _only_fds(*keep: int) -> None:
+    """Close every inherited descriptor but these, with stdio on /dev/null, so EOFs reach the parent."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 20)
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """SIGKILL this process when its parent dies (a single-threaded parent here); exit now if `parent_pid` is
+    no longer its parent (it died before the request took effect). None: the parent cannot be seen from
+    here (init's, outside its PID namespace), and kills this process itself before it exits."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(SETUP_FAILED)
+
+
+def wait_init(init: int, lifeline: int | None) -> int:
+    """init's wait status; or, if the judge dies first (end-of-file on its lifeline), kill init (and so the
+    PID namespace) and this process group, which holds the worker where there is no namespace."""
+    if lifeline is None:
+        return os.waitpid(init, 0)[1]
+    try:
+        init_fd = os.pidfd_open(init)
+    except (AttributeError, OSError):  # before Linux 5.3: init and the worker still die with this process
+        die_with_parent(os.getppid())
+        return os.waitpid(init, 0)[1]
+    while True:
+        ready, _, _ = select.select([init_fd, lifeline], [], [])
+        if init_fd in ready:
+            return os.waitpid(init, 0)[1]
+        if not os.read(lifeline, 1):  # the judge is gone: nothing is left to report to
+            os.kill(init, signal.SIGKILL)
+            os.killpg(0, signal.SIGKILL)
 
 
 def _exit_like(status: int) -> None:
@@ -329,10 +365,13 @@ def _fail(report: Report, report_fd: int, error: str) -> None:
         os._exit(SETUP_FAILED)
 
 
-def run_worker(spec: dict[str, Any], report: Report, report_fd: int, argv: list[str]) -> None:
+def run_worker(spec: dict[str, Any], report: Report, report_fd: int, argv: list[str], init_pid: int) -> None:
+    if spec.get("lifeline_fd") is not None:  # the candidate has no use for the judge's lifeline
+        os.close(spec["lifeline_fd"])
     os.chdir(spec["workspace"])  # the cwd inherited from the parent is the copy under the covered /tmp
     set_limits(spec, report)
     drop_user(spec, report)
+    die_with_parent(init_pid)  # after drop_user: a change of credentials clears the parent-death signal
     no_new_privs(spec, report)
     load_seccomp(spec, report)
     missing = report.missing_required(spec["required"])
@@ -353,11 +392,12 @@ def run_init(spec: dict[str, Any], report: Report, report_fd: int, argv: list[st
         for name in ("read_only_root", "hidden_state", "private_tmp"):
             report.set(name, "missing", "no mount namespace")
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the worker come here, not to the host
+    init_pid = os.getpid()
     worker = os.fork()
     if worker == 0:
         os.close(status_w)
         try:
-            run_worker(spec, report, report_fd, argv)
+            run_worker(spec, report, report_fd, argv, init_pid)
         except Exception as exc:  # the worker cannot start confined as asked: say why instead
             _fail(report, report_fd, f"launcher: {type(exc).__name__}: {exc}")
     _only_fds(status_w)
@@ -381,9 +421,11 @@ def main(args: list[str]) -> None:
         _fail(report, report_fd, f"launcher: {type(exc).__name__}: {exc}")
     if init == 0:
         os.close(status_r)
+        die_with_parent(None)
         run_init(spec, report, report_fd, argv, status_w)
-    _only_fds(status_r)
-    _, init_status = os.waitpid(init, 0)
+    lifeline = spec.get("lifeline_fd")
+    _only_fds(status_r, *([lifeline] if lifeline is not None else []))
+    init_status = wait_init(init, lifeline)
     worker_status = os.read(status_r, 64)
     _exit_like(int(worker_status) if worker_status else init_status)
 

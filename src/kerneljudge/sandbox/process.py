@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.sandbox import bytecode, confine
+from kerneljudge.sandbox import bytecode, confine, lifeline
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
 from kerneljudge.worker import channel, wire
 
 WORKER_USER = "kerneljudge-worker"
+# How long a worker whose pipe broke is given to finish exiting before it is killed: its launcher passes its
+# exit status on within milliseconds, and a status read after the judge's own kill would say SIGKILL.
+EXIT_GRACE_S = 2.0
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?")
 
 # Variables a worker inherits; everything else in the parent's environment stays behind.
@@ -277,8 +280,11 @@ class WorkerProcess:
                 cuda=device != "cpu",
                 readable=[self.bytecode] if self.bytecode else [],
             )
+            spec["lifeline_fd"] = lifeline.read_end()  # the launcher kills the worker if the judge dies
             argv = confine.wrap_argv(argv, spec, report_w)
-            pass_fds += (report_w,)
+            pass_fds += (report_w, spec["lifeline_fd"])
+        elif not prefix:  # the worker asks for the parent-death signal itself (under a prefix, that is its parent)
+            argv += ["--parent-pid", str(os.getpid())]
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -370,10 +376,11 @@ class WorkerProcess:
         except wire.FrameTooLarge as exc:
             self.kill()
             raise WorkerOversized(f"the {self.role} worker sent an oversized message: {exc}") from None
+        except wire.PeerClosed:
+            returncode, by_itself = self._ended()
+            raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
         except wire.WireError as exc:
             returncode = self.kill()
-            if returncode is not None and returncode != 0:
-                raise WorkerCrashed(self._died(returncode), returncode) from None
             raise WorkerProtocolError(f"the {self.role} worker broke the protocol: {exc}", returncode) from None
 
     def request(
@@ -400,8 +407,8 @@ class WorkerProcess:
             self.kill()
             raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
         except wire.WireError:
-            returncode = self.kill()
-            raise WorkerCrashed(self._died(returncode), returncode) from None
+            returncode, by_itself = self._ended()
+            raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
         response = self.receive(timeout_s)
         self.last_clock = clock_parts(response.get("clock_s") if isinstance(response, dict) else None)
         try:
@@ -448,7 +455,20 @@ class WorkerProcess:
         step = timeout_s if timeout_s is not None else self.limits.step_timeout_s
         return min(now + step, self.started_at + self.limits.lifetime_s)
 
-    def _died(self, returncode: int | None) -> str:
+    def _ended(self) -> tuple[int | None, bool]:
+        """After its pipe broke: the worker's exit status, and whether it ended by itself. It is given a moment
+        to finish exiting (the launcher passes its status on) before the judge kills what is left; a status
+        read after that kill is the judge's SIGKILL, not the worker's own end."""
+        if not self.dead:
+            try:
+                returncode = self.proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                return self.kill(), False
+            self.kill()  # its session may still hold processes it started
+            return returncode, True
+        return self.kill(), False
+
+    def _died(self, returncode: int | None, by_itself: bool = True) -> str:
         """Why the worker died: the last exception line it wrote to stderr (a traceback's last line; CUDA's
         errors trail several lines of advice after it), else its last line."""
         if self.gpu_watch is not None and self.gpu_watch.reason():
@@ -457,6 +477,11 @@ class WorkerProcess:
         lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
         raised = [line for line in lines if EXCEPTION_LINE.match(line)]
         cause = f": {(raised or lines)[-1][:300]}" if lines else ""
+        if not by_itself:
+            return f"the {self.role} worker closed its pipe without exiting and was killed by the judge{cause}"
+        if returncode is not None and returncode >= 0:
+            status = describe_returncode(returncode)
+            return f"the {self.role} worker exited by itself ({status}) before answering{cause}"
         return f"the {self.role} worker died ({describe_returncode(returncode)}){cause}"
 
     # ------------------------------------------------------------ ending

@@ -24,6 +24,15 @@ from kerneljudge.stages.workers import ask, candidate_step
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
 from kerneljudge.verdict import Capability, Failure
 
+# The error response of a candidate worker that found no ModelNew to build (worker/candidate.py, op_load).
+NO_MODEL_ERROR = {
+    "type": "error",
+    "phase": "init",
+    "exc_type": "AttributeError",
+    "exc_module": "builtins",
+    "message": "the candidate defines no ModelNew",
+}
+
 
 def run_preflight(state: JudgmentState) -> None:
     """The static scan of the candidate's source (preflight/): its findings, the kernels it declares; in
@@ -43,6 +52,8 @@ def run_preflight(state: JudgmentState) -> None:
     state.declared_kernels = result.report.declared_kernels
     if result.rejected and state.config.mode == "enforce":
         raise CandidateFailed(integrity_failure(state.findings, "preflight", "rejected before import"))
+    if result.defines_no_model:  # the failure its worker would report (worker/candidate.py), without one
+        raise CandidateFailed(error_failure(NO_MODEL_ERROR, "init"))
 
 
 def sandbox_capability(layers: dict[str, dict[str, str]], policy: SandboxPolicy) -> Capability:

@@ -34,7 +34,6 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         state.source,
     )
     plan, screens = state.plan, []
-    state.correctness_checked = True
     for index, trial in enumerate(plan.trials):
         kind, seed = trial.kind, trial.seed
         state.progress(f"correctness trial {index + 1}/{len(plan.trials)} ({kind})")

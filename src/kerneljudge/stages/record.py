@@ -39,7 +39,7 @@ def assemble(
     status = decide_status(failure, state.findings, capabilities)
     worst = max((o for t in state.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0))
     correctness = Correctness(
-        checked=state.correctness_checked,
+        checked=bool(state.trials),  # at least one trial compared: a worker that died at its first call checked none
         passed=state.correctness_passed,
         method="kernelbench_native" if state.config.mode == "off" else "oracle",
         oracle_dtype=state.oracle_dtype,

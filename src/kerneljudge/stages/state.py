@@ -65,7 +65,6 @@ class JudgmentState:
     timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
     closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
-    correctness_checked: bool = False
     correctness_passed: bool = False
     tolerances: dict[str, Any] = field(default_factory=dict)
     # The trials whose inputs the timing pool makes again (seed and distribution), and the reference

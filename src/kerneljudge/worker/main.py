@@ -15,6 +15,19 @@ import sys
 from kerneljudge.worker import channel, wire
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this worker when the judge's thread that started it ends (PR_SET_PDEATHSIG; the judge's
+    threads close their workers before they end); exit now if the judge is already gone. A confined worker
+    gets this from its launcher instead (sandbox/enter.py, sandbox/lifeline.py)."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kerneljudge-worker")
     parser.add_argument("--role", choices=("reference", "candidate"), required=True)
@@ -23,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--req-fd", type=int, required=True)
     parser.add_argument("--resp-fd", type=int, required=True)
     parser.add_argument("--channel", action="append", default=[])
+    parser.add_argument("--parent-pid", type=int, help="a worker started without the launcher: die with it")
     ns = parser.parse_args(argv)
+    if ns.parent_pid is not None:
+        die_with_parent(ns.parent_pid)
     channels = channel.Channels([channel.Endpoint.parse(text) for text in ns.channel])
     if ns.role == "reference":
         from kerneljudge.worker.reference import ReferenceWorker as cls

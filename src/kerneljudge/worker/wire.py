@@ -51,6 +51,10 @@ class PeerTimeout(WireError):
     """No complete frame arrived before the deadline."""
 
 
+class PeerClosed(WireError):
+    """The peer closed its end of the pipe: it exited, or closed the descriptor."""
+
+
 # ---------------------------------------------------------------- layouts
 
 # A strided tensor's storage may span at most this many times its elements (plus a page of them): a slice of
@@ -253,7 +257,7 @@ def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
         except BlockingIOError:
             continue
         except OSError as exc:
-            raise WireError(f"peer closed the channel: {exc}") from None
+            raise PeerClosed(f"peer closed the channel: {exc}") from None
         view = view[n:]
 
 
@@ -286,7 +290,7 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
                 continue
         chunk = os.read(fd, min(remaining, 1 << 22))
         if not chunk:
-            raise WireError(f"peer closed the channel ({n - remaining}/{n} bytes of a frame read)")
+            raise PeerClosed(f"peer closed the channel ({n - remaining}/{n} bytes of a frame read)")
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)

@@ -1,0 +1,62 @@
+"""The command line: a thin layer over the library that maps outcomes to exit codes.
+
+Exit codes: 0 verified (or, in --mode off, correct by KernelBench's check);
+2 the candidate is not verified (FAIL or SUSPICIOUS); 3 a required capability
+is missing (UNSUPPORTED); 1 a judge error or bad usage, argparse's own errors
+included (cli/usage.py). One module per command.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kerneljudge import __version__
+from kerneljudge.batch import BATCH_COMMANDS, add_batch_commands
+from kerneljudge.cli.confirm import add_confirm_parser, cmd_confirm
+from kerneljudge.cli.info import add_info_parsers, cmd_env, cmd_schema
+from kerneljudge.cli.judge import EXIT_CODES, NEXT_STEP, add_judge_parser, cmd_judge
+from kerneljudge.cli.redteam import add_redteam_parser, cmd_redteam
+from kerneljudge.cli.tasks import add_tasks_parser, cmd_tasks
+from kerneljudge.cli.usage import ArgumentError, UsageParser
+from kerneljudge.errors import KernelJudgeError
+
+__all__ = ["COMMANDS", "EXIT_CODES", "NEXT_STEP", "build_parser", "main"]
+
+COMMANDS = {
+    "judge": cmd_judge,
+    "env": cmd_env,
+    "schema": cmd_schema,
+    "redteam": cmd_redteam,
+    "tasks": cmd_tasks,
+    "confirm": cmd_confirm,
+    **BATCH_COMMANDS,
+}
+
+
+def build_parser() -> UsageParser:
+    parser = UsageParser(prog="kerneljudge", description="Judge AI-written GPU kernels.")
+    parser.add_argument("--version", action="version", version=f"kerneljudge {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_judge_parser(sub)
+    add_info_parsers(sub)
+    add_redteam_parser(sub)
+    add_confirm_parser(sub)
+    add_tasks_parser(sub)
+    add_batch_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return its exit code (a usage error of any kind is 1, with a one-line message)."""
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except ArgumentError as exc:
+        print(f"kerneljudge: error: {exc}\n{exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KernelJudgeError as exc:
+        print(f"kerneljudge: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kerneljudge: interrupted", file=sys.stderr)
+        return 1

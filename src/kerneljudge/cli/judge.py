@@ -1,0 +1,130 @@
+"""`kerneljudge judge`: one candidate against one task, the verdict table, and the exit code of its status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kerneljudge.cli.usage import count, positive_seconds
+from kerneljudge.config import (
+    DEVICES,
+    MODES,
+    POLICIES,
+    SANDBOX_MODES,
+    SANITIZER_MODES,
+    TIMING_METHODS,
+    TIMING_REGIMES,
+    JudgeConfig,
+)
+from kerneljudge.errors import UsageError
+
+EXIT_CODES = {"PASS": 0, "FAIL": 2, "SUSPICIOUS": 2, "UNSUPPORTED": 3, "ERROR": 1}
+
+NEXT_STEP = {
+    "FAIL": "the candidate is not correct: see the failure above and the record's trials",
+    "SUSPICIOUS": "the candidate is correct but its evidence is suspect: see the findings",
+    "UNSUPPORTED": "a required capability is missing on this machine: run `kerneljudge env`, or use --device auto",
+    "ERROR": "the judge or the task failed (no verdict on the candidate): see the failure above and rerun",
+}
+
+# The option help shared by the commands that judge (judge, confirm, redteam, tasks lint).
+DEVICE_HELP = "where to run: cuda when a GPU is visible, else the CPU (auto); cuda only (cuda); the CPU (cpu)"
+MODE_HELP = (
+    "off: KernelBench's own check, for comparison; audit: hardened checks, risky constructs recorded; "
+    "enforce: hardened checks, risky constructs rejected before import"
+)
+POLICY_HELP = (
+    "strict: the candidate must declare a custom kernel and should not compute with high-level torch; "
+    "practical: both only recorded"
+)
+TIMEOUT_HELP = "wall-clock limit in seconds for each worker step (import and build, one call, one timing block)"
+EXTRACTED_NOTE = "candidate: extracted from a model's response (its last fenced Python block; extracted_from_response)"
+
+
+def add_judge_parser(sub: Any) -> None:
+    j = sub.add_parser("judge", help="judge a candidate against a KernelBench-format reference")
+    j.add_argument("reference", help="task file: Model, get_inputs(), get_init_inputs(); or builtin:NAME")
+    j.add_argument("candidate", help="candidate file defining ModelNew, or a model's response with a code block")
+    j.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
+    j.add_argument("--mode", choices=MODES, default="audit", help=MODE_HELP)
+    j.add_argument("--policy", choices=POLICIES, default="strict", help=POLICY_HELP)
+    j.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    j.add_argument("--json", type=Path, metavar="PATH", help="write the verdict record here")
+    j.add_argument("--no-timing", action="store_true", help="check correctness only")
+    j.add_argument(
+        "--shape-trials",
+        type=count,
+        default=JudgeConfig.shape_trials,
+        metavar="N",
+        help="hidden shapes of the task's shape family to check (0: the public shape only)",
+    )
+    j.add_argument(
+        "--timing-method",
+        choices=TIMING_METHODS,
+        default="auto",
+        help="interleaved paired blocks (auto in the hardened modes), kernelbench (auto in --mode off), or "
+        "Triton's do_bench",
+    )
+    j.add_argument(
+        "--regime",
+        choices=TIMING_REGIMES,
+        default="cuda_graph",
+        help="CUDA launch-latency regime: a CUDA graph of each sample's calls replayed behind a GPU-busy precursor "
+        "(falls back to busy_precursor when a side cannot be captured), the precursor alone, or back-to-back calls",
+    )
+    j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
+    j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
+    j.add_argument(
+        "--sandbox",
+        choices=SANDBOX_MODES,
+        default="auto",
+        help="OS confinement of the workers: every layer the machine allows (auto), a missing layer is an error "
+        "(require), or none (off); docs/security.md",
+    )
+    j.add_argument(
+        "--sanitizer",
+        choices=SANITIZER_MODES,
+        default="auto",
+        help="compute-sanitizer on one call: for custom CUDA in the hardened modes (auto), for every candidate "
+        "(always), or never (off); docs/sanitizer.md",
+    )
+    j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    from kerneljudge.pipeline import judge
+    from kerneljudge.report.table import print_verdict
+
+    if args.json is not None and not args.json.parent.exists():
+        raise UsageError(f"cannot write the record: directory {args.json.parent} does not exist")
+    config = JudgeConfig(
+        device=args.device,
+        mode=args.mode,
+        policy=args.policy,
+        timeout_s=args.timeout,
+        timing=not args.no_timing,
+        shape_trials=args.shape_trials,
+        timing_method=args.timing_method,
+        timing_regime=args.regime,
+        timing_l2_flush=not args.warm_cache,
+        timing_compile=args.compile_baseline,
+        sandbox=args.sandbox,
+        sanitizer=args.sanitizer,
+    )
+    record = judge(args.reference, args.candidate, config, progress=not args.quiet)
+    if args.json is not None:
+        args.json.write_text(record.to_json())
+    if not args.quiet:
+        print_verdict(record)
+        if record.candidate.extracted_from_response:
+            print(EXTRACTED_NOTE)
+    code = EXIT_CODES[record.status]
+    line = f"{record.status}: " + (
+        "verified"
+        if record.verified
+        else ("correct by KernelBench's native check" if record.status == "PASS" else NEXT_STEP[record.status])
+    )
+    print(line, file=sys.stderr if code else sys.stdout)
+    return code

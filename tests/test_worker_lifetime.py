@@ -1,0 +1,111 @@
+"""Workers die with the judge, and the workspaces of a judge that was killed are removed at the next start
+(issue 21, point 9): a SIGKILL of the parent leaves no worker running and, after the next start, no workspace."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import TASKS
+from kerneljudge.sandbox.process import descendants
+from kerneljudge.sandbox.workspace import OWNED_NAME, Workspace, remove_stale
+
+# A candidate that says, in its workspace, that its call has begun, then never returns.
+IN_FORWARD = """
+import time
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+
+    def forward(self, x):
+        open("in_forward", "w").close()
+        while True:
+            time.sleep(0.05)
+"""
+JUDGE = (
+    "import sys; from kerneljudge.pipeline import judge; "
+    "judge(sys.argv[1], sys.argv[2], device='cpu', timing=False, policy='practical', sandbox=sys.argv[3])"
+)
+
+
+def alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for a reaper that is not ours."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_until(condition, limit_s: float, what: str) -> None:
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {limit_s} s")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_workers_die_with_a_killed_judge_and_its_workspaces_go_at_the_next_start(tmp_path, sandbox):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(IN_FORWARD)
+    env = {**os.environ, "TMPDIR": str(temp)}
+    judge = subprocess.Popen(
+        [sys.executable, "-c", JUDGE, str(TASKS / "tiny_bias_relu.py"), str(candidate), sandbox], env=env
+    )
+    workers: list[int] = []
+    ended = False
+    try:
+        wait_until(lambda: list(temp.glob("kerneljudge-candidate-*/in_forward")), 120, "the candidate's call began")
+        workers = descendants(judge.pid)
+        assert workers, "the judgment has workers"
+        judge.send_signal(signal.SIGKILL)
+        judge.wait()
+        # The launchers read the end of the judge's lifeline at once (0.08 s on the 2-core machine); before,
+        # the candidate's worker ran on in its call until its lifetime limit.
+        wait_until(lambda: not any(alive(pid) for pid in workers), 2, "every worker of the killed judge ended")
+        ended = True
+    finally:
+        judge.kill()
+        judge.wait()
+        for pid in [] if ended else workers:  # a failed run must not leave its workers spinning
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    stale = sorted(p.name for p in temp.iterdir() if OWNED_NAME.match(p.name))
+    assert {name.split("-")[1] for name in stale} == {"reference", "candidate"}
+    assert all(f"-p{judge.pid}-" in name for name in stale)
+    nxt = "from kerneljudge.sandbox.workspace import Workspace; Workspace.create('reference').remove()"
+    subprocess.run([sys.executable, "-c", nxt], env=env, check=True)
+    assert not [p for p in temp.iterdir() if OWNED_NAME.match(p.name)]
+
+
+def test_only_workspaces_of_dead_owners_are_swept(tmp_path):
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(finished.stdout)
+    dead = tmp_path / f"kerneljudge-candidate-p{dead_pid}-abc"
+    live = tmp_path / f"kerneljudge-reference-p{os.getpid()}-def"
+    unowned = tmp_path / "kerneljudge-reference-xyz"  # an older judge's, which records no owner
+    cache = tmp_path / "kerneljudge-bytecode-0"
+    for folder in (dead, live, unowned, cache):
+        (folder / "home").mkdir(parents=True)
+    assert remove_stale(tmp_path) == [dead.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, unowned, cache))
+
+
+def test_a_workspace_names_its_owner():
+    workspace = Workspace.create("candidate")
+    try:
+        assert OWNED_NAME.match(workspace.root.name)["pid"] == str(os.getpid())
+    finally:
+        workspace.remove()
