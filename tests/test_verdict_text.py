@@ -5,8 +5,8 @@ response (issue 21, points 4 and 6)."""
 import pytest
 from rich.console import Console
 
-from helpers import CANDIDATES, TASKS
-from kerneljudge import pipeline
+from helpers import CANDIDATES, TASKS, make_record
+from kerneljudge import JudgeConfig, pipeline
 from kerneljudge.cli import main
 from kerneljudge.pipeline import judge
 from kerneljudge.preflight.entry_point import cannot_define_entry_point
@@ -81,6 +81,25 @@ def test_a_syntax_error_judged_on_the_cpu_shows_the_cpu(tmp_path, workers_starte
     assert workers_started == [] and record.failure.kind == "compile_error"
     assert record.device == "cpu"
     assert device_line(record).startswith("CPU") and "CUDA was required" not in device_line(record)
+
+
+@pytest.mark.parametrize(
+    ("asked", "device", "cuda_available", "says"),
+    [
+        ("cpu", "cpu", True, "CPU requested"),
+        ("cpu", "cpu", False, "CPU requested"),
+        ("auto", "cpu", False, "no CUDA device"),
+        ("cuda", None, False, "CUDA was required and none is visible"),
+        ("auto", None, False, "ended before any worker started (device asked: auto)"),
+    ],
+)
+def test_the_device_row_says_what_was_asked_and_what_ran(asked, device, cuda_available, says):
+    record = make_record(device=device, config=JudgeConfig(device=asked, timing=False).to_dict())
+    record.environment["cuda_available"] = cuda_available
+    line = device_line(record)
+    assert says in line
+    if asked != "cuda":
+        assert "CUDA was required" not in line
 
 
 def test_a_worker_that_exits_0_mid_call_is_said_to_have_exited_by_itself():

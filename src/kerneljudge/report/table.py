@@ -27,11 +27,14 @@ def device_line(record: Record) -> str:
     env = record.environment
     if record.device == "cuda":
         return f"CUDA on {env.get('gpu_name')} (torch {env.get('torch')}, Triton {env.get('triton')})"
+    asked = (record.config or {}).get("device", "auto")
     if record.device == "cpu":
-        why = "no CUDA device" if not env.get("cuda_available") else "CPU requested"
+        why = "CPU requested" if asked == "cpu" else "no CUDA device" if not env.get("cuda_available") else "CPU"
         triton = f"Triton {env.get('triton')} interpreter" if env.get("triton") else "no Triton"
         return f"CPU ({why}; {triton}; timings are CPU timings, not GPU speedups)"
-    return "no usable device (CUDA was required and none is visible)"
+    if asked == "cuda":
+        return "no usable device (CUDA was required and none is visible)"
+    return f"none: the judgment ended before any worker started (device asked: {asked})"
 
 
 def verdict_table(record: Record) -> Table:
