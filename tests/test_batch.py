@@ -20,22 +20,19 @@ import pytest
 
 from helpers import CANDIDATES, TASKS, make_record
 from kerneljudge.batch import (
-    BATCH_COMMANDS,
     BatchCounts,
     BatchItem,
     ManifestError,
-    add_batch_commands,
-    kernelbench_results,
     machine_environment,
     probe_hello,
-    problems_from_parquet,
-    read_kernelbench_run,
     read_manifest,
     run_batch,
 )
+from kerneljudge.cli.batch import BATCH_COMMANDS, add_batch_commands
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint
 from kerneljudge.errors import UsageError
+from kerneljudge.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
 from kerneljudge.store import Store, config_digest, environment_digest, key_of
 
 CONFIG = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from kerneljudge import __version__
-from kerneljudge.batch import BATCH_COMMANDS, add_batch_commands
+from kerneljudge.cli.batch import BATCH_COMMANDS, add_batch_commands
 from kerneljudge.cli.confirm import add_confirm_parser, cmd_confirm
 from kerneljudge.cli.info import add_info_parsers, cmd_env, cmd_schema
 from kerneljudge.cli.judge import EXIT_CODES, NEXT_STEP, add_judge_parser, cmd_judge
