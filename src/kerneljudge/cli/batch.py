@@ -76,7 +76,7 @@ def add_batch_commands(sub: Any) -> None:
         help="append every judgment's stages there, a line each with the time, as they start",
     )
     e = sub.add_parser("export", help="write a results store's records as JSONL and/or a flat CSV table")
-    e.add_argument("--store", type=Path, required=True, metavar="PATH")
+    e.add_argument("--store", type=Path, required=True, metavar="PATH", help="the results store (SQLite) to read")
     e.add_argument("--jsonl", type=Path, metavar="PATH", help="every record, one JSON document a line")
     e.add_argument("--csv", type=Path, metavar="PATH", help="one row per record: status, speedup, rewards")
     e.add_argument(
@@ -97,7 +97,7 @@ def add_batch_commands(sub: Any) -> None:
     v = sub.add_parser("verify", help="check an evidence bundle: every hash, and each record against its sources")
     v.add_argument("bundle", type=Path, metavar="DIR")
     r = sub.add_parser("report", help="fast_p, verified_fast_p and speedups of a results store (Markdown, HTML)")
-    r.add_argument("--store", type=Path, required=True, metavar="PATH")
+    r.add_argument("--store", type=Path, required=True, metavar="PATH", help="the results store (SQLite) to summarise")
     r.add_argument("--markdown", type=Path, metavar="PATH", help="write the summary here too")
     r.add_argument("--html", type=Path, metavar="PATH", help="write a self-contained HTML page with plots")
     r.add_argument(
