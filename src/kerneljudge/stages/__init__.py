@@ -10,6 +10,8 @@
 - `calls.py`: one call on each side: the reference's trial (the call seed drawn there), the candidate's
   call (its runtime evidence and output structure checked), the reference worker's comparison;
 - `correctness.py`: the hidden plan drawn, the trials in its order, the screen for degenerate outputs;
+- `native.py`: KernelBench's own evaluation (`--mode off`) as its own path: its public trials, its check,
+  and nothing of the hardened stages (the stages they share ask `state.native`);
 - `trials.py`: one trial's outputs compared, its record, precision forensics, the task's own check;
 - `replays.py`: the replays of a trial and the perturbed ones (GPU load, another launch order);
 - `hidden_shapes.py`: the trials at hidden shapes of the task's family, declared or derived;

@@ -146,7 +146,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
     if shape is None:
         state.inputs_writable = response.get("inputs_writable") is True
-    if shape is None and not state.family_read and state.config.mode != "off":
+    if shape is None and not state.family_read and not state.native:
         state.family_read = True
         try:
             state.family = family_from(response)
@@ -180,5 +180,5 @@ def build_candidate(state: JudgmentState, init_inputs: Any, shape: dict[str, Any
         raise CandidateFailed(failure)
     if response.get("type") != "loaded":
         raise CandidateFailed(Failure(kind="crash", phase="build", summary="the candidate worker broke protocol"))
-    if state.config.mode != "off":
+    if not state.native:
         state.add_findings(import_findings(response.get("evidence"), state.config.policy))

@@ -49,7 +49,7 @@ def reference_trial(
         variant=distribution,
         slot="trial",
         inputs_to="made" if state.inputs_made(shape) else "candidate",
-        on_device=state.config.mode != "off",  # KernelBench makes inputs on the host: `off` does too
+        on_device=not state.native,  # KernelBench makes inputs on the host: `off` does too
     )
     response, _ = ask(state, "reference", trial)
     if response.get("type") != "trial":
@@ -106,7 +106,7 @@ def call_candidate(
     if response.get("type") == "inputs_differ" and made is not None:
         state.inputs = {**state.inputs, "shipped": phase, "why": str(response.get("detail"))[:500]}
         return None
-    if state.config.mode != "off":
+    if not state.native:
         state.add_findings(
             call_findings(
                 response.get("evidence"), state.reference_evidence, phase, state.config.policy, state.inputs_writable

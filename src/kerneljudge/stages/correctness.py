@@ -1,7 +1,8 @@
 """The correctness stage: the hidden plan drawn once from the judgment's source (plan.py), its trials run in
 order (the canary that reuses storage, the traced calls, the replays), each trial's outputs compared with
-the oracle (or natively in `off`) and recorded (trials.py), the screen for degenerate outputs, then the hidden shapes
-and compute-sanitizer in the hardened modes. The first miss fails the candidate.
+the oracle and recorded (trials.py), the screen for degenerate outputs, then the hidden shapes and
+compute-sanitizer. The first miss fails the candidate. `off`, KernelBench's own evaluation, takes its own path
+(native.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from kerneljudge import plan as hidden_plan
 from kerneljudge import sanitize
 from kerneljudge.checks.screening import degenerate_outputs
 from kerneljudge.gate import POOL_SETS
-from kerneljudge.stages import hidden_shapes, sanitizer
+from kerneljudge.stages import hidden_shapes, native, sanitizer
 from kerneljudge.stages.calls import call_candidate, reference_trial
 from kerneljudge.stages.replays import replay
 from kerneljudge.stages.state import JudgmentState
@@ -21,15 +22,18 @@ from kerneljudge.stages.trials import check_trial
 
 
 def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision]) -> None:
-    """Draw the plan and run its trials; then, unless `off`, the hidden shapes and compute-sanitizer."""
-    native = state.config.mode == "off"
+    """Draw the plan and run its trials; then the hidden shapes and compute-sanitizer. (`off` is
+    KernelBench's own evaluation: stages/native.py.)"""
+    if state.native:
+        native.run_correctness(state)
+        return
     config = state.config
     state.plan = hidden_plan.draw(
         config.public_seed,
         config.public_trials,
         config.hidden_trials,
         config.shape_trials,
-        native,
+        False,
         state.device == "cuda",
         state.source,
     )
@@ -49,9 +53,8 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         if distribution.get("kind") == "standard" or "rejected" in distribution:
             state.timing_sets = (state.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
     state.add_findings(degenerate_outputs(screens))
-    if not native:
-        hidden_shapes.run(state)
-        sanitizer.run(state, sanitizer_decision())
+    hidden_shapes.run(state)
+    sanitizer.run(state, sanitizer_decision())
     state.correctness_passed = True
 
 
@@ -67,13 +70,12 @@ def run_trial(
     """One trial: the reference's run, the candidate's call, the comparison, and the replay where one is
     due; the distribution the inputs had. Run again, its inputs shipped, where the candidate's worker
     could not make them as the reference did, at the call or at the replay (`call_candidate`: None)."""
-    native = state.config.mode == "off"
     while True:  # twice at most: once shipped, call_candidate always answers
-        inputs, used = reference_trial(state, seed, oracle=not native, distribution=distribution)
+        inputs, used = reference_trial(state, seed, oracle=True, distribution=distribution)
         cand = call_candidate(state, inputs, **call)
         if cand is None:
             continue
-        check_trial(state, index, kind, seed, cand, None if native else used, keep=replayed)
+        check_trial(state, index, kind, seed, cand, used, keep=replayed)
         if not replayed or replay(state, index, inputs, keep_inputs=call["keep_inputs"]):
             return used
         state.trials.pop()  # its record is the second run's

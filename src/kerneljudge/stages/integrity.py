@@ -25,7 +25,7 @@ def keep_trace(state: JudgmentState, evidence: Any, phase: str) -> None:
 
 def judge_traces(state: JudgmentState) -> None:
     """Read the traced calls; a trace that was asked for and not read makes the capability unavailable."""
-    if state.device != "cuda" or state.config.mode == "off":
+    if state.device != "cuda" or state.native:
         return
     declared = {d["name"] for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
     if state.traced_calls:

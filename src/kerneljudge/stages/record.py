@@ -41,7 +41,7 @@ def assemble(
     correctness = Correctness(
         checked=bool(state.trials),  # at least one trial compared: a worker that died at its first call checked none
         passed=state.correctness_passed,
-        method="kernelbench_native" if state.config.mode == "off" else "oracle",
+        method="kernelbench_native" if state.native else "oracle",
         oracle_dtype=state.oracle_dtype,
         tolerance=state.tolerances,
         trials=state.trials,
@@ -68,7 +68,7 @@ def assemble(
         config=state.config.to_dict(),
         device=state.device,
         status=status,
-        verified=status == "PASS" and state.config.mode != "off",
+        verified=status == "PASS" and not state.native,
         valid=status != "ERROR",
         failure_kind=failure.kind if failure else None,
         failure=failure,

@@ -101,7 +101,12 @@ class JudgmentState:
             max_message_bytes=config.max_message_bytes,
         )
         self.sandbox = confine.policy_for(config.sandbox)
-        self.inputs = {"made": "each worker" if config.mode != "off" else "reference worker"}
+        self.inputs = {"made": "reference worker" if self.native else "each worker"}
+
+    @property
+    def native(self) -> bool:
+        """KernelBench's own evaluation (`--mode off`, stages/native.py): none of the hardened stages' work."""
+        return self.config.mode == "off"
 
     def add_findings(self, findings: list[Finding]) -> None:
         """Record findings, one per code: a repeat only counts its occurrences."""
@@ -117,7 +122,7 @@ class JudgmentState:
     def inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
         """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened
         modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
-        return self.config.mode != "off" and shape is None and "shipped" not in self.inputs
+        return not self.native and shape is None and "shipped" not in self.inputs
 
     def unsupported(self) -> bool:
         """A capability the judgment requires is unavailable here."""

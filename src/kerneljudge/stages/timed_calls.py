@@ -52,7 +52,7 @@ def time_side(
         keep, capture = -1, None
         if request.graph:  # a graph keeps one call's output, at a position drawn once per graph
             keep = graph_keep.setdefault((role, request.calls), state.source.randrange(request.calls))
-        if request.measured and method == INTERLEAVED and state.config.mode != "off" and role == "candidate":
+        if request.measured and method == INTERLEAVED and not state.native and role == "candidate":
             # One timed call's output, at a position drawn here, kept by the worker and fetched by a
             # request of its own after the parent's clock stops: its copy to the host is no part of the
             # round trip set against the claimed times (worker/timer.py). The reference keeps none: a
@@ -111,7 +111,7 @@ def time_side(
         if request.measured:
             l2_reset[role] = response.get("l2_reset") if isinstance(response.get("l2_reset"), bool) else None
         times = [float(t) for t in times]
-        if drained and state.config.mode != "off":  # `off` keeps KernelBench's figures as they are
+        if drained and not state.native:  # `off` keeps KernelBench's figures as they are
             left = drain.left_behind([float(d) for d in drains], float(floor))
             times = drain.covered(times, request.calls, left)
             if request.measured and role == "candidate":
@@ -127,7 +127,7 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     candidate's inbox, or has the candidate's worker make them again (`JudgmentState.inputs_made`); every
     timing request then names the pool."""
     made = state.inputs_made(shape)
-    staging = protocol.Stage(sets=sets, on_device=state.config.mode != "off", inputs_to="made" if made else "candidate")
+    staging = protocol.Stage(sets=sets, on_device=not state.native, inputs_to="made" if made else "candidate")
     response, _ = ask(state, "reference", staging)
     if response.get("type") != "staged":
         task_failed(state, response, "the reference worker could not stage the timing inputs")

@@ -101,7 +101,7 @@ def run(state: JudgmentState, fresh_pair: Callable[[], None]) -> None:
     """Time at the public shape, or at each of the task's timing shapes (TIMING_SHAPES: a GPU MODE
     problem's benchmarks), reporting their geometric mean as the leaderboard ranks. `fresh_pair` replaces
     the workers by a fresh timing pair (after a failed graph capture)."""
-    shapes = list(state.family.timing) if state.family is not None and state.config.mode != "off" else []
+    shapes = list(state.family.timing) if state.family is not None and not state.native else []
     if not shapes:
         timed(state, None, state.config.timing_budget_s, fresh_pair)
         return
@@ -124,7 +124,7 @@ def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, f
         measure(state, regime, shape, budget_s)
     except GraphUnsupported as exc:
         unjoined = unjoined_capture(str(exc)) if exc.side == "candidate" else None
-        if unjoined is not None and state.config.mode != "off":
+        if unjoined is not None and not state.native:
             state.add_findings([unjoined])
         # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
         state.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
@@ -190,7 +190,7 @@ def measure(
     if method == INTERLEAVED and state.baselines and not cached:
         regimes = sorted({entry.launch_regime for entry in state.baselines.values()})
         state.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
-    if state.timing.launch_regime == CUDA_GRAPH and config.mode != "off":
+    if state.timing.launch_regime == CUDA_GRAPH and not state.native:
         before = state.timed_checks
         for (role, calls), keep in graph_keep.items():
             if role == "candidate":
@@ -210,7 +210,7 @@ def measure(
         state.timing.trace_check, found = timed_versus_traced(state.trace_summary, state.timing.candidate.median_ms)
         state.add_findings(found)
     check = state.timing.clock_check or {}
-    if check.get("suspicious") and config.mode != "off":
+    if check.get("suspicious") and not state.native:
         state.add_findings(
             [
                 finding(

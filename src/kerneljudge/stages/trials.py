@@ -39,9 +39,10 @@ def check_trial(
     distribution: dict[str, Any] | None,
     shape: dict[str, Any] | None = None,
     keep: bool = False,
+    native: bool = False,
 ) -> None:
-    """Compare one trial's outputs with the oracle (or natively in `off`), record it, fail on the first miss."""
-    native = state.config.mode == "off"
+    """Compare one trial's outputs with the oracle (or, `native`, by KernelBench's check: stages/native.py),
+    record it, fail on the first miss."""
     where = f"{kind} trial {index}" + (f" at {describe_shape(shape)}" if shape else "")
     outputs, failure_kind, summary = [], None, "passed"
     results = compare(state, "trial", cand, "native" if native else "oracle", keep=keep)
