@@ -119,6 +119,8 @@ def test_skipped_layers_are_left_out_and_recorded_the_rest_still_apply(skip):
     for name in confine.LAYERS:
         if name in skip:
             assert layers[name] == {"status": "missing", "detail": "skipped by the policy (SandboxPolicy.skip_layers)"}
+        elif name == "allowlist_root" and "private_tmp" in skip:  # the new root is built on the private /tmp
+            assert layers[name]["status"] == "missing" and "private /tmp" in layers[name]["detail"]
         elif not (name == "unprivileged_user" and "hidden_state" in skip):
             # (Without the hidden state's tmpfs over a root-only home, uid 65534 may not reach an interpreter
             # installed there: then that layer is recorded missing too, as it should be.)

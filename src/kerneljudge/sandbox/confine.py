@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from kerneljudge.sandbox.allowlist import plan_allowlist
+
 GiB = 1024**3
 
 LAYERS = (
@@ -30,6 +32,7 @@ LAYERS = (
     "mount_namespace",
     "read_only_root",
     "hidden_state",
+    "allowlist_root",
     "private_tmp",
     "pid_namespace",
     "unprivileged_user",
@@ -70,7 +73,8 @@ class SandboxPolicy:
     # record says each layer is missing and why (docs/security.md).
     confine_cuda: bool = True
     require: bool = False
-    optional_layers: frozenset[str] = frozenset({"seccomp", "gpu_memory_cap"})
+    # allowlist_root is optional until it is traced on a GPU machine (CUDA workers keep the hide-list).
+    optional_layers: frozenset[str] = frozenset({"seccomp", "gpu_memory_cap", "allowlist_root"})
     # Layers not applied at all (recorded missing): to find which one a machine's GPU stack cannot live with
     # (scripts/sandbox_cuda_probe.py), or to judge on such a machine without it.
     skip_layers: frozenset[str] = frozenset()
@@ -234,9 +238,14 @@ def launcher_spec(
     are further folders the worker reads (the judge's bytecode cache), bound back read-only where hidden."""
     ws = _real(workspace)
     needed = sorted(dict.fromkeys([*needed_paths(package_root), *(_real(p) for p in readable or [])]))
+    allow, why = None, "CUDA workers keep the hide-list until the allow-list is traced on a GPU machine"
+    if not cuda:
+        allow, why = plan_allowlist(ws, needed), None
     return {
         "workspace": ws,
         **plan_mounts(ws, needed, *state_dirs(policy)),
+        "allow": allow,
+        "allow_why": why,
         "tmpfs_bytes": policy.tmpfs_bytes,
         "uid": uid,
         "gid": policy.gid,

@@ -59,6 +59,7 @@ SETUP_FAILED = 70  # exit status when the launcher itself could not start the wo
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.syscall.restype = ctypes.c_long
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 
 class MountAttr(ctypes.Structure):
@@ -385,11 +386,19 @@ def run_worker(spec: dict[str, Any], report: Report, report_fd: int, argv: list[
         os._exit(SETUP_FAILED)
 
 
+def _read_only(path: str, recursive: bool) -> None:
+    _set_mount_attr(path, AT_RECURSIVE if recursive else 0, set_=MOUNT_ATTR_RDONLY)
+
+
 def run_init(spec: dict[str, Any], report: Report, report_fd: int, argv: list[str], status_w: int) -> None:
     if report.in_force("mount_namespace"):
         setup_mounts(spec, report)
+        if not skipped(spec, report, "allowlist_root"):
+            from kerneljudge.sandbox.allowlist import enter_allowlist
+
+            enter_allowlist(spec, report, _mount, _read_only, _libc)
     else:
-        for name in ("read_only_root", "hidden_state", "private_tmp"):
+        for name in ("read_only_root", "hidden_state", "private_tmp", "allowlist_root"):
             report.set(name, "missing", "no mount namespace")
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the worker come here, not to the host
     init_pid = os.getpid()
