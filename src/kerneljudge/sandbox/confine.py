@@ -88,6 +88,9 @@ class SandboxPolicy:
     tmpfs_bytes: int = 1 * GiB
     gpu_memory_bytes: int | None = None
     hide_paths: tuple[str, ...] = ()
+    # The allow-listed root for CUDA workers too: off until it is traced on a GPU machine (issue 22);
+    # scripts/sandbox_cuda_probe.py turns it on to try CUDA, Triton and an inline extension inside it.
+    allowlist_cuda: bool = False
 
     def __post_init__(self) -> None:
         if self.require and not self.enabled:
@@ -225,6 +228,11 @@ def rlimits(policy: SandboxPolicy, lifetime_s: float, cuda: bool = False) -> dic
     return {name: value for name, value in limits.items() if value is not None}
 
 
+def cuda_possible() -> bool:
+    """Whether this machine has an NVIDIA device node: without one no worker can start CUDA, whatever it asks."""
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
 def launcher_spec(
     workspace: Path,
     policy: SandboxPolicy,
@@ -239,7 +247,7 @@ def launcher_spec(
     ws = _real(workspace)
     needed = sorted(dict.fromkeys([*needed_paths(package_root), *(_real(p) for p in readable or [])]))
     allow, why = None, "CUDA workers keep the hide-list until the allow-list is traced on a GPU machine"
-    if not cuda:
+    if not (cuda and cuda_possible()) or policy.allowlist_cuda:
         allow, why = plan_allowlist(ws, needed), None
     return {
         "workspace": ws,
@@ -286,9 +294,10 @@ def package_root() -> Path:
 
 
 def run_confined(
-    code: str, policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0
+    code: str, policy: SandboxPolicy = DEFAULT_POLICY, timeout_s: float = 60.0, cuda: bool = False
 ) -> tuple[dict[str, Layer], subprocess.CompletedProcess[bytes]]:
-    """Run `python -c code` inside the launcher in a scratch workspace: the layers set up, and what it did."""
+    """Run `python -c code` inside the launcher in a scratch workspace, confined as a CUDA worker is where
+    `cuda`: the layers set up, and what it did."""
     from kerneljudge.sandbox.workspace import Workspace
 
     workspace = Workspace.create("probe")
@@ -296,7 +305,7 @@ def run_confined(
     uid = take_worker_uid(policy)
     proc: subprocess.Popen[bytes] | None = None
     try:
-        spec = launcher_spec(workspace.root, policy, package_root(), lifetime_s=timeout_s, uid=uid)
+        spec = launcher_spec(workspace.root, policy, package_root(), lifetime_s=timeout_s, uid=uid, cuda=cuda)
         paths = [str(package_root()), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         kept = ("PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", *MULTICAST_OFF_ENV)
         env = {k: os.environ[k] for k in kept if k in os.environ}
