@@ -106,7 +106,11 @@ def cuda_confinement(hello: dict[str, Any], layers: dict[str, dict[str, str]]) -
 
     if not hello.get("cuda_available"):
         return gpus_hidden_by_sandbox(layers) or "not applicable: no CUDA device"
-    return "the same layers" if DEFAULT_POLICY.confine_cuda else CUDA_UNCONFINED
+    if not DEFAULT_POLICY.confine_cuda:
+        return CUDA_UNCONFINED
+    if DEFAULT_POLICY.allowlist_cuda:
+        return "the same layers"
+    return "the same layers but allowlist_root: they keep the hide-list until it is traced on a GPU (issue 22)"
 
 
 def probe(
