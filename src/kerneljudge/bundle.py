@@ -65,18 +65,16 @@ def _judged_texts(record: Record) -> tuple[str, str, list[bytes]]:
     if gpumode.is_problem(record.task.path):
         folder = Path(record.task.path)
         originals += [p.read_bytes() for p in sorted(folder.glob("*.py")) + sorted(folder.glob("*.yml"))]
-    candidate_text = None
+    # The candidate as given (a file, its judged text rebuilt), else the task's own reference as a candidate (the
+    # conformance sweep's); the one whose hash is the record's, or the first, for gather() to report.
+    made: list[tuple[str, bytes | None]] = []
     path = record.candidate.path
     if path is not None and Path(path).is_file():
-        given = Path(path).read_bytes()
-        candidate = gpumode.adapt_candidate(task, load_candidate(path))
-        candidate_text = candidate.text
-        if candidate_text.encode() != given:
-            originals.append(given)
-    if candidate_text is None or (
-        _sha256(candidate_text.encode()) != record.candidate.sha256 and path == record.task.path
-    ):
-        candidate_text = reference_as_candidate(task).text  # the conformance sweep's reference as a candidate
+        made.append((gpumode.adapt_candidate(task, load_candidate(path)).text, Path(path).read_bytes()))
+    made.append((reference_as_candidate(task).text, None))
+    candidate_text, given = next(((t, g) for t, g in made if _sha256(t.encode()) == record.candidate.sha256), made[0])
+    if given is not None and given != candidate_text.encode():
+        originals.append(given)
     return task.text, candidate_text, originals
 
 
