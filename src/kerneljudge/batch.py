@@ -303,14 +303,15 @@ def run_batch(
     `deadline` (a time.monotonic() value): no judgment starts after it, nor goes on past waiting for device
     memory (`PastDeadline`); a rerun resumes the rest.
     `lanes`: one judgment at a time per lane, side by side (`lanes_for`); more than one lane share a
-    `LaneGate`, so no lane measures while another works. A judgment that ran short of memory while other
-    lanes were at work (`short_of_memory`) is judged again at once by its lane, alone on its GPU (`Alone`).
+    `LaneGate`, so no lane measures while another works. Each lane judges as every backend does
+    (`backends.judge_on_lane`): a judgment that ran short of memory while other lanes were at work is judged
+    again at once, alone on its GPU.
     `progress`: live counts and an ETA (rich) on
     stdout; None shows them when stdout is a terminal. `log`: every judgment's stages, a line each with the
     time, written there as they start (a GPU run's record of where the time went). `on_record` is called
     after each judged item's record is stored.
     """
-    from kerneljudge.pipeline import judge
+    from kerneljudge.backends import Job, judge_on_lane
 
     if not lanes:
         raise UsageError("a batch needs at least one lane")
@@ -352,23 +353,9 @@ def run_batch(
                 else:
                     name = f"lane {gpu if gpu is not None else index}: {entry.task.name}/{entry.candidate.name}"
                     stage = lambda text, name=name: bar.note(f"{name}: {text}")  # noqa: E731
-                baselines = cache.for_task(entry.task, gpu, gate, stage) if cache is not None else None
                 try:
-                    record = judge(
-                        entry.task, entry.candidate, config, progress=stage, gpu=gpu, gate=gate, baselines=baselines
-                    )
-                    if gate is not None and short_of_memory(record):
-                        why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
-                        stage(f"short of memory ({why}); judged again, alone on its GPU")
-                        record = judge(
-                            entry.task,
-                            entry.candidate,
-                            config,
-                            progress=stage,
-                            gpu=gpu,
-                            gate=Alone(gate),
-                            baselines=None,
-                        )
+                    job = Job(entry.task, entry.candidate, config)
+                    record = judge_on_lane(job, gpu, gate, cache.for_task if cache is not None else None, stage)
                 except PastDeadline as exc:  # never started: a rerun judges it
                     stage(f"not judged: {exc}")
                     return
