@@ -1,0 +1,69 @@
+"""The local backend: jobs judged by lane threads in the order submitted, each answer on its own future."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from helpers import CANDIDATES, make_record
+from kerneljudge import pipeline
+from kerneljudge.backends import Job
+from kerneljudge.backends.local import LocalBackend
+from kerneljudge.candidate import load_candidate
+from kerneljudge.config import JudgeConfig
+from kerneljudge.tasks.load import load_task
+
+
+@pytest.fixture
+def jobs(tiny_task):
+    task = load_task(tiny_task)
+    config = JudgeConfig(device="cpu", timing=False, policy="practical")
+    return [Job(task, load_candidate(CANDIDATES / f"{name}.py"), config) for name in ("honest_torch", "wrong_values")]
+
+
+def test_each_job_gets_its_own_record_and_lanes_run_side_by_side(jobs, monkeypatch):
+    both_in, release, seen = threading.Barrier(2, timeout=10), threading.Event(), []
+
+    def judge(task, candidate, config, progress, gpu, gate, baselines):
+        seen.append((candidate.name, type(gate).__name__))
+        both_in.wait()  # the two jobs are in flight together, on two lanes
+        release.wait(10)
+        return make_record(candidate.name, status="PASS" if candidate.name == "honest_torch" else "FAIL")
+
+    monkeypatch.setattr(pipeline, "judge", judge)
+    with LocalBackend([None, None]) as backend:
+        futures = [backend.submit(job) for job in jobs]
+        for _ in range(100):
+            if backend.busy == 2:
+                break
+            threading.Event().wait(0.05)
+        assert backend.busy == 2 and backend.lanes == 2
+        release.set()
+        records = [future.result(timeout=10) for future in futures]
+    assert [record.candidate.name for record in records] == ["honest_torch", "wrong_values"]
+    assert [record.status for record in records] == ["PASS", "FAIL"]
+    assert sorted(seen) == [("honest_torch", "LaneGate"), ("wrong_values", "LaneGate")]
+    assert backend.busy == 0
+
+
+def test_a_fault_of_the_judge_reaches_the_caller_and_the_lane_goes_on(jobs, monkeypatch):
+    def judge(task, candidate, config, progress, gpu, gate, baselines):
+        if candidate.name == "honest_torch":
+            raise RuntimeError("the judge broke")
+        return make_record(candidate.name)
+
+    monkeypatch.setattr(pipeline, "judge", judge)
+    with LocalBackend() as backend:
+        first, second = (backend.submit(job) for job in jobs)
+        with pytest.raises(RuntimeError, match="the judge broke"):
+            first.result(timeout=10)
+        assert second.result(timeout=10).candidate.name == "wrong_values"
+    with pytest.raises(RuntimeError, match="closed"):
+        backend.submit(jobs[0])
+
+
+def test_a_real_judgment_on_the_cpu(jobs):
+    with LocalBackend() as backend:
+        record = backend.submit(jobs[0], progress=lambda text: None).result(timeout=600)
+    assert record.status == "PASS" and record.correctness.passed
