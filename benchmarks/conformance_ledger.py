@@ -72,3 +72,35 @@ class Ledger:
             key=lambda r: (r.get("group", ""), r.get("problem", ""), r.get("solution", ""), *map(str, key_of_row(r))),
         )
         path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in order))
+
+
+def rows_of_report(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ledger rows in a sweep's report (`--out/conformance.json`): every row of it made from a record
+    (a row that names its keys), of every set. A call whose stores and ledger did not come back (a device
+    call returns few files) still returns its report, and the ledger is rebuilt from it."""
+    rows = []
+    for value in report.values():
+        if isinstance(value, list):
+            rows += [row for row in value if isinstance(row, dict) and all(f in row for f in KEY_FIELDS)]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="add the rows of sweep reports (conformance.json) to a ledger")
+    parser.add_argument("ledger", type=Path, help="the ledger to read and write again with the reports' rows")
+    parser.add_argument("reports", type=Path, nargs="+", help="a sweep's --out/conformance.json")
+    args = parser.parse_args(argv)
+    ledger = Ledger(args.ledger)
+    before = len(ledger.rows)
+    for path in args.reports:
+        for row in rows_of_report(json.loads(path.read_text())):
+            ledger.add(row)
+    ledger.write(args.ledger)
+    print(f"{args.ledger}: {before} rows, now {len(ledger.rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

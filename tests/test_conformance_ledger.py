@@ -10,6 +10,7 @@ from helpers import ROOT, TASKS
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import conformance  # noqa: E402  (a script of benchmarks/, not a package)
 from conformance_ledger import Ledger  # noqa: E402
+from conformance_ledger import main as merge_reports  # noqa: E402
 
 from kerneljudge import __version__  # noqa: E402
 
@@ -48,6 +49,12 @@ def test_a_second_machine_reads_the_ledger_and_judges_nothing_again(tmp_path):
     assert not (tmp_path / "second" / "kernelbench.db").exists()
     assert ledger_rows(tmp_path / "second" / "ledger.jsonl") == written
     assert "| level1 | 1 | 1 |" in (tmp_path / "second" / "conformance.md").read_text()
+
+    # A call whose ledger did not come back: its report alone adds the row to the committed ledger.
+    committed = tmp_path / "committed.jsonl"
+    committed.write_text("")
+    assert merge_reports([str(committed), str(tmp_path / "first" / "conformance.json")]) == 0
+    assert ledger_rows(committed) == written
 
 
 def test_a_row_of_another_version_or_an_unexpected_one_with_again_does_not_answer(tmp_path):
