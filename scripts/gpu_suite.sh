@@ -47,7 +47,8 @@
 #                                run judged: seen on 2026-12-02);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
-#                                records and stores to $OUT/results.tar.gz.
+#                                records and stores to $OUT/results.tar.gz. KJ_ALLOWLIST_CUDA=1 gives CUDA workers
+#                                the allow-listed root too, for every stage (docs/security.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

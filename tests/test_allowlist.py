@@ -86,6 +86,23 @@ def _on_the_way(path: str, allowed: list[str]) -> bool:
 
 
 def test_a_candidate_reads_no_sentinel_and_sees_only_the_way_to_allowed_paths(tmp_path, monkeypatch):
+    layer = judge_the_explorer(tmp_path, monkeypatch, "cpu")
+    if layer is None:
+        pytest.skip("no allow-listed root on this machine")
+
+
+def test_kj_allowlist_cuda_turns_the_root_on_for_cuda_workers(monkeypatch):
+    from kerneljudge.sandbox.confine import SandboxPolicy
+
+    monkeypatch.delenv("KJ_ALLOWLIST_CUDA", raising=False)
+    assert not SandboxPolicy().allowlist_cuda
+    monkeypatch.setenv("KJ_ALLOWLIST_CUDA", "1")
+    assert SandboxPolicy().allowlist_cuda
+
+
+def judge_the_explorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: str) -> dict | None:
+    """Judge the explorer among fresh sentinels on `device` and check what it saw; the candidate's
+    allow-listed root layer as the record has it, or None where the layer is not in force."""
     tag = uuid.uuid4().hex[:8]
     sibling = ROOT.parent / f".kj-sentinel-{tag}"  # a sibling folder of the project, outside /tmp where it can be
     try:
@@ -108,7 +125,7 @@ def test_a_candidate_reads_no_sentinel_and_sees_only_the_way_to_allowed_paths(tm
     monkeypatch.chdir(work)
     monkeypatch.setenv("HOME", str(home))
     try:
-        record = judge(task, candidate, device="cpu", mode="audit", timing=False, policy="practical")
+        record = judge(task, candidate, device=device, mode="audit", timing=False, policy="practical")
     finally:
         for path in sentinels:
             Path(path).unlink(missing_ok=True)
@@ -116,7 +133,7 @@ def test_a_candidate_reads_no_sentinel_and_sees_only_the_way_to_allowed_paths(tm
             sibling.rmdir()
     layer = record.logs["candidate"].sandbox_layers.get("allowlist_root", {})
     if layer.get("status") != "in_force":
-        pytest.skip(f"no allow-listed root on this machine: {layer.get('detail')}")
+        return None
     probe = next(line for line in record.logs["candidate"].stdout_tail.splitlines() if line.startswith("PROBE "))
     found = json.loads(probe.removeprefix("PROBE "))
     assert all(content is None for content in found["read"].values()), found["read"]
@@ -127,3 +144,4 @@ def test_a_candidate_reads_no_sentinel_and_sees_only_the_way_to_allowed_paths(tm
     strays = [p for p in found["seen"] if not _on_the_way(p, allowed)]
     assert not strays, strays[:10]
     assert record.status in ("PASS", "SUSPICIOUS") and record.correctness.passed
+    return layer

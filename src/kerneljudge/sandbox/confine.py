@@ -89,8 +89,9 @@ class SandboxPolicy:
     gpu_memory_bytes: int | None = None
     hide_paths: tuple[str, ...] = ()
     # The allow-listed root for CUDA workers too: off until it is traced on a GPU machine (issue 22);
-    # scripts/sandbox_cuda_probe.py turns it on to try CUDA, Triton and an inline extension inside it.
-    allowlist_cuda: bool = False
+    # scripts/sandbox_cuda_probe.py turns it on to try CUDA, Triton and an inline extension inside it, and
+    # KJ_ALLOWLIST_CUDA=1 in the judge's environment turns it on for a whole run (scripts/gpu_suite.sh).
+    allowlist_cuda: bool = field(default_factory=lambda: os.environ.get("KJ_ALLOWLIST_CUDA") == "1")
 
     def __post_init__(self) -> None:
         if self.require and not self.enabled:
