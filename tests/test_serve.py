@@ -40,6 +40,7 @@ class FakeJudge:
         self.calls: list[str] = []
         self.go = threading.Event()
         self.go.set()
+        self.errors_left = 0  # judgments that end in the judge's own fault (status ERROR, not valid)
 
     def __call__(self, task, candidate, config, progress=None, gpu=None, gate=None, baselines=None) -> Record:
         self.calls.append(candidate.text)
@@ -49,6 +50,10 @@ class FakeJudge:
         wrong = "WRONG" in candidate.text
         failure = Failure(kind="tolerance", phase="correctness", summary="output 0: largest error 3.5 at (0, 1)")
         record = make_record(candidate.name, status="FAIL" if wrong else "PASS", failure=failure if wrong else None)
+        if self.errors_left:
+            self.errors_left -= 1
+            fault = Failure(kind="judge_error", phase="judge", summary="the reference worker did not start")
+            record = make_record(candidate.name, status="ERROR", failure=fault, failure_kind="judge_error")
         return record.model_copy(
             update={
                 "task": Identity(sha256=task.sha256, name=task.name),
@@ -150,6 +155,7 @@ def test_a_full_queue_is_refused_at_once_and_async_jobs_are_polled_to_their_answ
         assert metric(client, "kerneljudge_queue_depth") == 1
         assert metric(client, "kerneljudge_lanes_busy") == 1
         assert metric(client, 'kerneljudge_rejected_total{reason="queue_full"}') == 1
+        assert metric(client, 'kerneljudge_answers_total{source="judged"}') == 2  # a and b; refused ones not
         fake.go.set()
         for job in (running, waiting, stored_meanwhile):
             status = poll(client, job.json()["job_id"])
@@ -190,6 +196,19 @@ def test_a_failing_candidate_is_an_ordinary_answer_and_a_judge_fault_is_a_5xx_ju
         assert metric(client, 'kerneljudge_judgments_total{status="FAIL"}') == 1
         assert metric(client, "kerneljudge_judgment_seconds_count") == 3
         assert metric(client, 'kerneljudge_judgment_latency_seconds{quantile="0.5"}') >= 0
+
+
+def test_a_record_of_the_judges_own_fault_is_judged_again_and_replaced(tmp_path, fake):
+    fake.errors_left = 1
+    with serving(tmp_path) as (client, _):
+        fault = client.post("/v1/judge", json=item("a")).json()
+        assert (fault["status"], fault["valid"], fault["reward"]) == ("ERROR", False, None)
+        assert fault["failure_reason"] == "the reference worker did not start"
+        retried = client.post("/v1/judge", json=item("a")).json()
+        again = client.post("/v1/judge", json=item("a")).json()
+        assert retried["status"] == "PASS" and again == retried and retried["record_id"] == fault["record_id"]
+        assert Record.model_validate_json(client.get(f"/v1/records/{fault['record_id']}").content).status == "PASS"
+    assert len(fake.calls) == 2
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,9 @@ that file; the store's tables and its schema version are left as they are:
   judgment and a request id reused for another task or candidate is refused.
 
 A SQLite connection belongs to the thread that opened it, and the server reads and writes from its request
-threads and from the backend's lanes: each operation opens the store and closes it again (half a millisecond,
-against judgments of seconds), so no connection is ever shared.
+threads and from the backend's lanes: each admission, each stored record and each record read is a
+`LedgerSession`, one connection opened and closed again (half a millisecond, against judgments of seconds),
+so no connection is ever shared.
 """
 
 from __future__ import annotations
@@ -51,77 +52,78 @@ def content_digest(key: StoreKey) -> str:
 
 
 class Ledger:
-    """The store at `path` and the server's tables in it, usable from any thread."""
+    """The store at `path` and the server's tables in it; `session()` for one thread's work on them."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        with self.open() as store:  # here, so that a bad path fails the server's start
+        with self.session() as session:  # here, so that a bad path fails the server's start
             for statement in filter(str.strip, TABLES.split(";")):
-                store.conn.execute(statement)
+                session.store.conn.execute(statement)
 
-    def open(self) -> Store:
+    def session(self) -> LedgerSession:
         """A connection of the calling thread's own; use it as a context manager."""
-        return Store(self.path)
+        return LedgerSession(Store(self.path))
 
-    def claim_request(self, request_id: str, content: str) -> str:
-        """Remember that `request_id` asks for `content`; returns the content it was first sent with."""
-        with self.open() as store:
-            store.conn.execute("INSERT OR IGNORE INTO serve_requests VALUES (?, ?)", (request_id, content))
-            row = store.conn.execute("SELECT content FROM serve_requests WHERE request_id = ?", (request_id,))
-            return str(row.fetchone()[0])
+
+class LedgerSession:
+    """The store and the server's tables over one connection, in the thread that opened it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.conn = store.conn
+
+    def __enter__(self) -> LedgerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
 
     def requested(self, request_id: str) -> str | None:
         """The content `request_id` was first sent with, or None for a new request id."""
-        with self.open() as store:
-            row = store.conn.execute("SELECT content FROM serve_requests WHERE request_id = ?", (request_id,))
-            found = row.fetchone()
-        return None if found is None else str(found[0])
+        row = self.conn.execute("SELECT content FROM serve_requests WHERE request_id = ?", (request_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def claim_request(self, request_id: str, content: str) -> None:
+        """Remember that `request_id` asks for `content`, unless it was sent before."""
+        self.conn.execute("INSERT OR IGNORE INTO serve_requests VALUES (?, ?)", (request_id, content))
 
     def lookup(self, predicted: StoreKey) -> Record | None:
         """The stored record of a judgment asked for under `predicted`, wherever it was stored."""
-        with self.open() as store:
-            record = store.get(predicted)
-            if record is not None:
-                remember(store, predicted, predicted, replace=False)
-                return record
-            rows = store.conn.execute(
-                "SELECT task_sha256, candidate_sha256, config_digest, environment_digest FROM serve_records "
-                "WHERE content = ? ORDER BY rowid DESC",
-                (content_digest(predicted),),
-            ).fetchall()
-            for row in rows:
-                record = store.get(StoreKey(*row))
-                if record is not None:
-                    return record
-        return None
+        record = self.store.get(predicted)
+        if record is not None:
+            self._remember(predicted, predicted, replace=False)
+            return record
+        rows = self.conn.execute(
+            "SELECT task_sha256, candidate_sha256, config_digest, environment_digest FROM serve_records "
+            "WHERE content = ? ORDER BY rowid DESC",
+            (content_digest(predicted),),
+        ).fetchall()
+        return next((found for row in rows if (found := self.store.get(StoreKey(*row))) is not None), None)
 
     def keep(self, record: Record, predicted: StoreKey) -> str:
         """Store `record` (replacing an invalid one under its key: the judge's own fault is judged again) and
         return its record id."""
         key = key_of(record)
-        with self.open() as store:
-            if not store.put(record):
-                stored = store.get(key)
-                if stored is not None and not stored.valid and record.valid:
-                    store.remove(key)
-                    store.put(record)
-            remember(store, key, predicted)
+        if not self.store.put(record):
+            stored = self.store.get(key)
+            if stored is not None and not stored.valid and record.valid:
+                self.store.remove(key)
+                self.store.put(record)
+        self._remember(key, predicted)
         return record_id(key)
 
     def record(self, rid: str) -> Record | None:
         """The record of a record id, or None."""
-        with self.open() as store:
-            row = store.conn.execute(
-                "SELECT task_sha256, candidate_sha256, config_digest, environment_digest FROM serve_records "
-                "WHERE record_id = ?",
-                (rid,),
-            ).fetchone()
-            return None if row is None else store.get(StoreKey(*row))
+        row = self.conn.execute(
+            "SELECT task_sha256, candidate_sha256, config_digest, environment_digest FROM serve_records "
+            "WHERE record_id = ?",
+            (rid,),
+        ).fetchone()
+        return None if row is None else self.store.get(StoreKey(*row))
 
-
-def remember(store: Store, key: StoreKey, predicted: StoreKey, replace: bool = True) -> None:
-    """Map the record id of `key` to it, and to the key predicted for its judgment."""
-    store.conn.execute(
-        f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO serve_records VALUES (?, ?, ?, ?, ?, ?)",
-        (record_id(key), *key, content_digest(predicted)),
-    )
+    def _remember(self, key: StoreKey, predicted: StoreKey, replace: bool = True) -> None:
+        """Map the record id of `key` to it, and to the key predicted for its judgment."""
+        self.conn.execute(
+            f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO serve_records VALUES (?, ?, ?, ?, ?, ?)",
+            (record_id(key), *key, content_digest(predicted)),
+        )

@@ -34,7 +34,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.serve.answers import answer_for
 from kerneljudge.serve.catalog import TaskCatalog
-from kerneljudge.serve.ledger import Ledger, content_digest, record_id
+from kerneljudge.serve.ledger import Ledger, LedgerSession, content_digest, record_id
 from kerneljudge.serve.metrics import ServeMetrics
 from kerneljudge.serve.schema import Answer, Health, Item
 from kerneljudge.store import StoreKey, config_digest
@@ -162,7 +162,8 @@ class Service:
         return [ticket.answer(timeout_s) for ticket in self.submit(items)]
 
     def record(self, rid: str) -> Record:
-        record = self.ledger.record(rid)
+        with self.ledger.session() as ledger:
+            record = ledger.record(rid)
         if record is None:
             raise NotFound(f"no record {rid!r} in this server's store")
         return record
@@ -172,33 +173,36 @@ class Service:
         if not items:
             raise BadRequest("no items: send one item or a non-empty list of them")
         jobs = [self._job(index, item) for index, item in enumerate(items, start=1)]
-        with self._lock:
+        with self._lock, self.ledger.session() as ledger:
             if self._closed:
                 raise Unavailable("the server is shutting down; retry on another server or after its restart")
-            self._check_request_ids(items, jobs)
+            self._check_request_ids(ledger, items, jobs)
             found: list[tuple[Future[tuple[Record, str]], Flight | None] | str] = []  # ready, or a digest to judge
+            sources: list[str] = []
             new: dict[str, tuple[Job, StoreKey]] = {}
             for job, predicted in jobs:
                 digest = content_digest(predicted)
                 flight = self._flights.get(digest)
-                record = None if flight is not None or digest in new else self.ledger.lookup(predicted)
+                record = None if flight is not None or digest in new else ledger.lookup(predicted)
                 if flight is not None:
                     found.append((flight.done, flight))
-                    self.metrics.answered("shared")
+                    sources.append("shared")
                 elif record is not None and record.valid:
                     stored: Future[tuple[Record, str]] = Future()
                     stored.set_result((record, record_id_of(record)))
                     found.append((stored, None))
-                    self.metrics.answered("store")
+                    sources.append("store")
                 else:
-                    self.metrics.answered("shared" if digest in new else "judged")
+                    sources.append("shared" if digest in new else "judged")
                     new.setdefault(digest, (job, predicted))
                     found.append(digest)
             self._admit(len(new))
             launched = {digest: self._launch(digest, job, predicted) for digest, (job, predicted) in new.items()}
             for item, (_, predicted) in zip(items, jobs, strict=True):
                 if item.request_id is not None:
-                    self.ledger.claim_request(item.request_id, content_digest(predicted))
+                    ledger.claim_request(item.request_id, content_digest(predicted))
+        for source in sources:
+            self.metrics.answered(source)
         tickets = []
         for item, entry in zip(items, found, strict=True):
             future, flight = (launched[entry].done, launched[entry]) if isinstance(entry, str) else entry
@@ -221,13 +225,15 @@ class Service:
         predicted = StoreKey(task.sha256, candidate.sha256, config_digest(config.to_dict()), self.environment)
         return Job(task, candidate, config), predicted
 
-    def _check_request_ids(self, items: Sequence[Item], jobs: Sequence[tuple[Job, StoreKey]]) -> None:
+    def _check_request_ids(
+        self, ledger: LedgerSession, items: Sequence[Item], jobs: Sequence[tuple[Job, StoreKey]]
+    ) -> None:
         seen: dict[str, str] = {}
         for index, (item, (_, predicted)) in enumerate(zip(items, jobs, strict=True), start=1):
             if item.request_id is None:
                 continue
             content = content_digest(predicted)
-            first = seen.setdefault(item.request_id, self.ledger.requested(item.request_id) or content)
+            first = seen.setdefault(item.request_id, ledger.requested(item.request_id) or content)
             if first != content:
                 raise Conflict(
                     f"item {index}: request_id {item.request_id!r} was sent before with another task, candidate or "
@@ -272,7 +278,8 @@ class Service:
         seconds = time.monotonic() - flight.admitted
         try:
             record = flight.backend.result()
-            rid = self.ledger.keep(record, flight.predicted)
+            with self.ledger.session() as ledger:
+                rid = ledger.keep(record, flight.predicted)
         except BaseException as exc:  # the judge's or the store's fault, never the candidate's
             with self._lock:
                 self._flights.pop(digest, None)
