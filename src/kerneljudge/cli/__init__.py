@@ -16,6 +16,7 @@ from kerneljudge.cli.confirm import add_confirm_parser, cmd_confirm
 from kerneljudge.cli.info import add_info_parsers, cmd_env, cmd_schema
 from kerneljudge.cli.judge import EXIT_CODES, NEXT_STEP, add_judge_parser, cmd_judge
 from kerneljudge.cli.redteam import add_redteam_parser, cmd_redteam
+from kerneljudge.cli.serve import add_serve_parser, cmd_serve
 from kerneljudge.cli.tasks import add_tasks_parser, cmd_tasks
 from kerneljudge.cli.usage import ArgumentError, UsageParser
 from kerneljudge.errors import KernelJudgeError
@@ -29,6 +30,7 @@ COMMANDS = {
     "redteam": cmd_redteam,
     "tasks": cmd_tasks,
     "confirm": cmd_confirm,
+    "serve": cmd_serve,
     **BATCH_COMMANDS,
 }
 
@@ -43,6 +45,7 @@ def build_parser() -> UsageParser:
     add_confirm_parser(sub)
     add_tasks_parser(sub)
     add_batch_commands(sub)
+    add_serve_parser(sub)
     return parser
 
 

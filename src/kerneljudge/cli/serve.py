@@ -1,0 +1,109 @@
+"""`kerneljudge serve`: the judge as an HTTP reward service over a pool of judging lanes (docs/serve.md).
+
+The backend that judges is chosen by `make_backend(args, config)`, the one place a new backend (`--backend
+ray`) is added. FastAPI and uvicorn are imported when the command runs, never when the CLI loads: they are
+the `serve` extra's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.errors import UsageError
+
+if TYPE_CHECKING:
+    from kerneljudge.backends import Backend
+
+BACKENDS = ("local",)
+
+
+def add_serve_parser(sub: Any) -> None:
+    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP
+    from kerneljudge.cli.usage import count, positive_int, positive_seconds
+
+    s = sub.add_parser("serve", help="serve the judge over HTTP to trainers: POST /v1/judge, /v1/jobs (docs/serve.md)")
+    s.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store (as batch's)")
+    s.add_argument("--host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)")
+    s.add_argument("--port", type=positive_int, default=8000, help="the TCP port to listen on")
+    s.add_argument("--tasks", type=Path, metavar="DIR", help="task files (*.py, id: the stem) or GPU MODE folders")
+    s.add_argument(
+        "--queue",
+        type=count,
+        default=64,
+        metavar="N",
+        help="judgments that may wait for a lane; beyond them a request is refused at once (429, Retry-After)",
+    )
+    s.add_argument("--backend", choices=BACKENDS, default="local", help="where judgments run: this machine's lanes")
+    s.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
+    s.add_argument(
+        "--gpus",
+        metavar="all|I,J,...",
+        help="lanes on every visible GPU, or on these (CUDA_VISIBLE_DEVICES entries); default: the inherited device",
+    )
+    s.add_argument(
+        "--jobs", type=positive_int, default=1, metavar="N", help="lanes per GPU with --gpus, else on the device"
+    )
+    s.add_argument("--mode", choices=MODES, default="audit", help=f"the default mode; an item may ask. {MODE_HELP}")
+    s.add_argument("--policy", choices=POLICIES, default="strict", help=f"the default policy. {POLICY_HELP}")
+    s.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    s.add_argument("--no-timing", action="store_true", help="by default check correctness only; an item may ask")
+    s.add_argument(
+        "--cached-baselines",
+        action="store_true",
+        help="time each task's reference once per device (an A/A judgment) and share it (docs/batch.md)",
+    )
+
+
+def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend, str]:
+    """The backend `--backend` names, and the environment digest of the machines it judges on (the store key's
+    fourth field, known before judging so that a retry is answered from the store)."""
+    from kerneljudge.batch import lanes_for, machine_environment
+    from kerneljudge.store import environment_digest
+
+    if args.backend == "local":
+        from kerneljudge.backends.local import LocalBackend
+
+        lanes = lanes_for(config.device, args.gpus, args.jobs)
+        environment = environment_digest(machine_environment(config, next((g for g in lanes if g is not None), None)))
+        return LocalBackend(lanes, cached_baselines=args.cached_baselines), environment
+    raise UsageError(f"--backend {args.backend}: not one of {', '.join(BACKENDS)}")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from kerneljudge.serve.app import create_app
+    except ImportError as exc:
+        missing = f"kerneljudge serve needs its extra ({exc.name} is missing)"
+        raise UsageError(f"{missing}: pip install 'kerneljudge[serve]'") from None
+    from kerneljudge.serve.catalog import TaskCatalog
+    from kerneljudge.serve.service import Service
+
+    config = JudgeConfig(
+        device=args.device,
+        mode=args.mode,
+        policy=args.policy,
+        timeout_s=args.timeout,
+        timing=not args.no_timing,
+        timing_baseline="cached" if args.cached_baselines else "paired",
+    )
+    if not args.store.parent.is_dir():
+        raise UsageError(f"--store {args.store}: directory {args.store.parent} does not exist")
+    tasks = TaskCatalog(args.tasks)
+    backend, environment = make_backend(args, config)
+    service = Service(backend, args.store, config, tasks, queue=args.queue, environment=environment)
+    print(
+        f"kerneljudge serve: http://{args.host}:{args.port} ({backend.lanes} lanes, queue {args.queue}, "
+        f"store {args.store}); API at /docs",
+        file=sys.stderr,
+    )
+    try:
+        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+    finally:
+        service.close()
+    return 0
