@@ -142,7 +142,10 @@ class RayBackend(Backend):
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = f"at {address}" if address else "on this machine"
-                raise UsageError(f"cannot start or reach a Ray cluster {where}: {str(exc).splitlines()[0]}") from None
+                raise UsageError(
+                    f"cannot start or reach a Ray cluster {where}: {str(exc).splitlines()[0]} (is the head up? "
+                    "a cluster with token authentication needs RAY_AUTH_MODE=token here too: docs/ray.md)"
+                ) from None
         self.jobs_per_gpu = jobs_per_gpu
         self._actors: dict[str, Any] = {}
         self._where: dict[str, str] = {}

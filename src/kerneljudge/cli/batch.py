@@ -74,8 +74,8 @@ def add_batch_commands(sub: Any) -> None:
     b.add_argument(
         "--address",
         metavar="ADDR",
-        help="with --backend ray: the cluster's head (HOST:PORT, or 'auto'); default: the cluster "
-        "RAY_ADDRESS names, else a new one on this machine",
+        help="with --backend ray: the cluster's head, HOST:PORT; default: RAY_ADDRESS, else the cluster "
+        "`ray start` started on this machine, else a new one on this machine",
     )
     b.add_argument(
         "--cached-baselines",
