@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from helpers import CANDIDATES, TASKS
 from kerneljudge.backends import Job
-from kerneljudge.backends.ray import RayBackend, import_ray, job_from_json, job_to_json
+from kerneljudge.backends.ray import LaneLost, RayBackend, import_ray, job_from_json, job_to_json
 from kerneljudge.batch import machine_environment, read_manifest, run_batch
 from kerneljudge.candidate import load_candidate
 from kerneljudge.cli import main
@@ -197,6 +198,21 @@ def test_a_job_whose_only_actor_died_fails_when_no_lane_is_left(cluster, tmp_pat
     assert len(run.log.dispatches()) == 1
     assert "no lane of the Ray cluster is left (lost: kerneljudge-" in run.log.getvalue()
     assert (run.counts.judged, run.counts.errors, run.verdicts) == (0, 1, {})
+
+
+def test_an_exception_in_the_batch_stops_the_judgments_in_flight_at_once(cluster, tmp_path):
+    (tmp_path / "slow_honest.py").write_text(SLOW)
+    job = Job(load_task(TASKS / "tiny_bias_relu.py"), load_candidate(tmp_path / "slow_honest.py"), CONFIG)
+    with pytest.raises(KeyboardInterrupt), RayBackend(num_gpus=1) as backend:
+        futures = [backend.submit(job) for _ in range(2)]  # one in flight, one queued behind it
+        while backend.busy == 0:
+            time.sleep(0.05)
+        started = time.monotonic()
+        raise KeyboardInterrupt
+    assert time.monotonic() - started < 5  # the slow judgment (about 10 s) was not waited for
+    with pytest.raises(LaneLost, match="the batch was stopped"):
+        futures[0].result(timeout=0)
+    assert futures[1].cancelled()
 
 
 def test_more_gpus_than_the_cluster_has_is_one_line(cluster):

@@ -159,6 +159,7 @@ class RayBackend(Backend):
         self._inflight: dict[Any, tuple[_Pending, str]] = {}  # ObjectRef -> (job, actor name)
         self._cond = threading.Condition()
         self._closed = False
+        self._stopped = False  # set by an exception leaving the `with` block: lost jobs are not judged again
         self._dispatcher = threading.Thread(target=self._dispatch_loop, name="kerneljudge-ray-dispatch", daemon=True)
         self._dispatcher.start()
 
@@ -225,6 +226,22 @@ class RayBackend(Backend):
             self._cond.notify_all()
         self._dispatcher.join()
         self._release()
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        """On an exception (Ctrl-C included) stop at once: queued jobs are cancelled and the actors killed, so
+        their jobs in flight fail with `LaneLost` instead of being waited for; then `close`."""
+        if exc_type is not None:
+            with self._cond:
+                self._stopped = True
+                queued = list(self._queue)
+                self._queue.clear()
+                actors = list(self._actors.values())
+            for pending in queued:
+                if not pending.future.cancel():  # already running: a job sent again after its actor died
+                    pending.future.set_exception(LaneLost("not judged: the batch was stopped"))
+            for actor in actors:
+                self._ray.kill(actor, no_restart=True)
+        self.close()
 
     def _release(self) -> None:
         for actor in self._actors.values():
@@ -312,6 +329,9 @@ class RayBackend(Backend):
             self._actors.pop(name, None)
             self._free.pop(name, None)
             pending.lanes_lost.append(name)
+            if self._stopped:
+                pending.future.set_exception(LaneLost("not judged: the batch was stopped"))
+                return
             if pending.attempts < MAX_ATTEMPTS:
                 pending.progress(f"{name} was lost ({why}); judged again on another lane")
                 self._queue.appendleft(pending)
