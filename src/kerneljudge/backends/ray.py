@@ -109,8 +109,7 @@ class GpuJudge:
 
 @dataclass
 class _Pending:
-    job: Job
-    payload: str
+    payload: str  # the job, as job_to_json wrote it
     progress: Stage
     future: Future[Record]
     attempts: int = 0
@@ -188,6 +187,11 @@ class RayBackend(Backend):
             raise UsageError(
                 f"{count} lane actors did not start within {timeout_s:.0f} s: are {count} GPUs of the cluster free?"
             ) from None
+        except ray.exceptions.RayError as exc:
+            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            raise RemoteJudgeError(
+                f"a lane actor failed to start ({first.strip()}): is this kerneljudge installed on every node?"
+            ) from None
         self._where = dict(zip(names, places, strict=True))
 
     @property
@@ -210,7 +214,7 @@ class RayBackend(Backend):
 
     def submit(self, job: Job, progress: Stage | None = None) -> Future[Record]:
         future: Future[Record] = Future()
-        pending = _Pending(job, job_to_json(job), progress or (lambda text: None), future)
+        pending = _Pending(job_to_json(job), progress or (lambda text: None), future)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the backend is closed")
@@ -279,6 +283,8 @@ class RayBackend(Backend):
             pending = self._queue[0]
             if not self._actors:
                 self._queue.popleft()
+                if pending.attempts == 0 and not pending.future.set_running_or_notify_cancel():
+                    continue  # cancelled by its caller
                 lost = f" (lost: {', '.join(pending.lanes_lost)})" if pending.lanes_lost else ""
                 pending.future.set_exception(LaneLost(f"no lane of the Ray cluster is left{lost}"))
                 continue
