@@ -28,6 +28,7 @@ from kerneljudge.timing.basic import CachedSide
 from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:
+    from kerneljudge.backends import Backend
     from kerneljudge.candidate import Candidate
     from kerneljudge.tasks.source import Task
 
@@ -297,6 +298,7 @@ def run_batch(
     lanes: Sequence[str | None] = (None,),
     deadline: float | None = None,
     log: TextIO | None = None,
+    backend: Backend | None = None,
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
@@ -310,25 +312,34 @@ def run_batch(
     stdout; None shows them when stdout is a terminal. `log`: every judgment's stages, a line each with the
     time, written there as they start (a GPU run's record of where the time went). `on_record` is called
     after each judged item's record is stored.
+    `backend`: judge on it instead of on `lanes` (`judge_on_backend`; e.g. `backends.ray.RayBackend`); the
+    records still come back to this process's store.
     """
     from kerneljudge.backends import Job, judge_on_lane
 
     if not lanes:
         raise UsageError("a batch needs at least one lane")
+    if backend is not None and list(lanes) != [None]:
+        raise UsageError("a batch runs on lanes of this machine or on a backend, not both")
     prepared = prepare(items)
     counts = BatchCounts()
     with Store(store_path) as store:
         gpu = next((lane for lane in lanes if lane is not None), None)
-        env_digest = environment_digest(machine_environment(config, gpu))
+        environments = backend_environments(backend, config) if backend else [machine_environment(config, gpu)]
+        env_digests = list(dict.fromkeys(environment_digest(environment) for environment in environments))
         digest = config_digest(config.to_dict())
         todo: queue.SimpleQueue[tuple[Prepared, StoreKey]] = queue.SimpleQueue()
         for entry in prepared:
-            key = StoreKey(entry.task.sha256, entry.candidate.sha256, digest, env_digest)
-            if store.has(key):
+            keys = [StoreKey(entry.task.sha256, entry.candidate.sha256, digest, env) for env in env_digests]
+            if any(store.has(key) for key in keys):
                 counts.skipped += 1
             else:
-                todo.put((entry, key))
+                todo.put((entry, keys[0]))
     show = sys.stdout.isatty() if progress is None else progress
+    if backend is not None:
+        with _Progress(show, todo.qsize(), counts, log) as bar:
+            judge_on_backend(backend, todo, config, store_path, counts, bar, on_record, deadline)
+        return counts
     gate = LaneGate(list(lanes), deadline) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
@@ -388,6 +399,77 @@ def run_batch(
     if failures:
         raise failures[0]
     return counts
+
+
+def backend_environments(backend: Backend, config: JudgeConfig) -> list[dict[str, Any]]:
+    """The fingerprints of the machines `backend` judges on: its own answer where it has one (a cluster's nodes,
+    `RayBackend.machine_environments`), else this machine's."""
+    ask = getattr(backend, "machine_environments", None)
+    return ask(config) if ask is not None else [machine_environment(config)]
+
+
+def judge_on_backend(
+    backend: Backend,
+    todo: queue.SimpleQueue[tuple[Prepared, StoreKey]],
+    config: JudgeConfig,
+    store_path: str | Path,
+    counts: BatchCounts,
+    bar: _Progress,
+    on_record: Callable[[BatchItem, Record], None] | None,
+    deadline: float | None,
+) -> None:
+    """`run_batch`'s loop over a backend's futures: up to two jobs a lane queued ahead, none submitted after
+    `deadline`. This process alone stores and counts, once per item, as each future resolves (a key already
+    stored is a no-op put). A job whose lanes were lost (`backends.ray.LaneLost`) counts as an error and is
+    not stored, so a rerun judges it; any other fault of the judge stops submitting and is raised once the
+    jobs in flight are stored."""
+    from concurrent.futures import FIRST_COMPLETED, Future, wait
+
+    from kerneljudge.backends import Job
+    from kerneljudge.backends.ray import LaneLost
+
+    running: dict[Future[Record], Prepared] = {}
+    queued: set[StoreKey] = set()
+    failure: BaseException | None = None
+    with Store(store_path) as store:
+        while True:
+            while failure is None and len(running) < 2 * max(backend.lanes, 1):
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                try:
+                    entry, key = todo.get_nowait()
+                except queue.Empty:
+                    break
+                if key in queued:  # a duplicate manifest line: judged once
+                    counts.skipped += 1
+                    bar.advance()
+                    continue
+                queued.add(key)
+                name = f"{entry.task.name}/{entry.candidate.name}"
+                job = Job(entry.task, entry.candidate, config)
+                running[backend.submit(job, lambda text, name=name: bar.note(f"{name}: {text}"))] = entry
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                entry = running.pop(future)
+                try:
+                    record = future.result()
+                except LaneLost as exc:
+                    bar.note(f"{entry.task.name}/{entry.candidate.name}: {exc}; a rerun judges it")
+                    counts.errors += 1
+                    bar.advance()
+                    continue
+                except BaseException as exc:  # the judge's own fault: stop submitting, raise below
+                    failure = failure or exc
+                    continue
+                store.put(record)
+                counts.add(record)
+                bar.advance()
+                if on_record is not None:
+                    on_record(entry.item, record)
+    if failure is not None:
+        raise failure
 
 
 class _Progress:

@@ -61,7 +61,21 @@ def add_batch_commands(sub: Any) -> None:
         type=positive_int,
         default=1,
         metavar="N",
-        help="lanes (judgments side by side) per GPU with --gpus, else on the CPU or the inherited device",
+        help="lanes (judgments side by side) per GPU with --gpus or --backend ray, else on the CPU or the "
+        "inherited device",
+    )
+    b.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the lanes are: this machine (default), or every GPU of a Ray cluster, an actor each with "
+        "--jobs lanes (docs/ray.md; pip install 'kerneljudge[ray]')",
+    )
+    b.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="with --backend ray: the cluster's head, HOST:PORT; default: RAY_ADDRESS, else the cluster "
+        "`ray start` started on this machine, else a new one on this machine",
     )
     b.add_argument(
         "--cached-baselines",
@@ -138,12 +152,22 @@ def cmd_batch(args: argparse.Namespace) -> int:
         if not tty:
             print(f"{record.task.name}/{record.candidate.name}: {record.status} ({record.duration_s:.1f} s)")
 
-    lanes = lanes_for(config.device, args.gpus, args.jobs)
+    if args.backend == "ray" and args.gpus is not None:
+        raise UsageError("--gpus picks GPUs of this machine; with --backend ray every GPU of the cluster judges")
+    if args.backend != "ray" and args.address is not None:
+        raise UsageError("--address names a Ray cluster: give it with --backend ray")
+    lanes = lanes_for(config.device, args.gpus, args.jobs) if args.backend == "local" else [None]
     if args.log is not None and not args.log.parent.is_dir():
         raise UsageError(f"cannot write {args.log}: directory {args.log.parent} does not exist")
     with contextlib.ExitStack() as stack:
         stages = stack.enter_context(args.log.open("a")) if args.log is not None else None
-        counts = run_batch(items, config, args.store, on_record=log, lanes=lanes, log=stages)
+        backend = None
+        if args.backend == "ray":  # Ray is imported only here
+            from kerneljudge.backends.ray import RayBackend
+
+            ray = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
+            backend = stack.enter_context(ray)
+        counts = run_batch(items, config, args.store, on_record=log, lanes=lanes, log=stages, backend=backend)
     print(f"{counts.summary()}; store {args.store}")
     return 1 if counts.errors else 0
 
