@@ -27,8 +27,12 @@ def add_generate_commands(sub: Any) -> None:
     for p in (g, i):
         add_model_arguments(p, positive_int, positive_seconds)
     i.add_argument("--rounds", type=positive_int, default=3, metavar="K", help="rounds per chain at most")
-    i.add_argument("--feedback-template", type=Path, metavar="FILE",
-                   help="the repair message, with {{explanation}} (docs/generate.md); default: the built-in one")
+    i.add_argument(
+        "--feedback-template",
+        type=Path,
+        metavar="FILE",
+        help="the repair message, with {{explanation}} (docs/generate.md); default: the built-in one",
+    )
     i.add_argument("--store", type=Path, metavar="PATH", help="also keep every judgment in this results store")
     i.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
     i.add_argument("--mode", choices=MODES, default="audit", help=MODE_HELP)
@@ -47,10 +51,18 @@ def add_model_arguments(p: argparse.ArgumentParser, positive_int: Any, positive_
     p.add_argument("--out", type=Path, required=True, metavar="RUN_DIR", help="the run folder (made, or resumed)")
     p.add_argument("--model", help="the model's name as the server knows it (with --offline: default 'replay')")
     p.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
-                   help="the environment variable holding the API key (read, never written anywhere)")
-    p.add_argument("--offline", type=Path, metavar="RESPONSES",
-                   help="replay canned responses (a JSONL file or a folder with responses.jsonl) instead of a server")
+    p.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="NAME",
+        help="the environment variable holding the API key (read, never written anywhere)",
+    )
+    p.add_argument(
+        "--offline",
+        type=Path,
+        metavar="RESPONSES",
+        help="replay canned responses (a JSONL file or a folder with responses.jsonl) instead of a server",
+    )
     p.add_argument("--samples", type=positive_int, default=1, metavar="N", help="samples (improve: chains) per task")
     p.add_argument("--temperature", type=float, help="sampling temperature (default: the server's)")
     p.add_argument("--top-p", type=float, help="nucleus sampling (default: the server's)")
@@ -58,10 +70,15 @@ def add_model_arguments(p: argparse.ArgumentParser, positive_int: Any, positive_
     p.add_argument("--seed", type=int, help="sample S is sent seed+S (servers that honour it repeat their answers)")
     p.add_argument("--concurrency", type=positive_int, default=4, metavar="N", help="requests in flight at most")
     p.add_argument("--retries", type=int, default=5, metavar="N", help="retries of a 429, 5xx or lost connection")
-    p.add_argument("--request-timeout", type=positive_seconds, default=600.0, metavar="SECONDS",
-                   help="the limit of one request")
-    p.add_argument("--prompt-template", type=Path, metavar="FILE",
-                   help="the prompt, with {{reference}} (docs/generate.md); default: the KernelBench-style one")
+    p.add_argument(
+        "--request-timeout", type=positive_seconds, default=600.0, metavar="SECONDS", help="the limit of one request"
+    )
+    p.add_argument(
+        "--prompt-template",
+        type=Path,
+        metavar="FILE",
+        help="the prompt, with {{reference}} (docs/generate.md); default: the KernelBench-style one",
+    )
 
 
 def backend_of(args: argparse.Namespace) -> Any:
@@ -121,8 +138,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     with progress_bar(len(tasks) * args.samples, "generating") as advance:
         counts = generate(tasks, backend, spec, args.out, on_sample=lambda r: advance(line(r)))
-    print(f"{counts.summary()}; judge them with: kerneljudge batch --kernelbench-run {args.out} "
-          f"--kernelbench-problems {args.out / 'problems'} --store results.db")
+    print(
+        f"{counts.summary()}; judge them with: kerneljudge batch --kernelbench-run {args.out} "
+        f"--kernelbench-problems {args.out / 'problems'} --store results.db"
+    )
     if counts.failed:
         print(f"kerneljudge: {counts.failed} requests failed (failures.jsonl); {RESUME_NOTE}", file=sys.stderr)
     return 1 if counts.failed else 0
@@ -134,16 +153,20 @@ def cmd_improve(args: argparse.Namespace) -> int:
     from kerneljudge.generate.improve import ImproveSpec, improve
     from kerneljudge.generate.prompts import feedback_template
 
-    config = JudgeConfig(device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout,
-                         timing=not args.no_timing)
+    config = JudgeConfig(
+        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
+    )
     if args.store is not None and not args.store.parent.is_dir():
         raise UsageError(f"cannot write {args.store}: directory {args.store.parent} does not exist")
-    spec = ImproveSpec(generate_spec(args), args.rounds, feedback_template(args.feedback_template), config,
-                       args.store, args.judge_jobs)
+    spec = ImproveSpec(
+        generate_spec(args), args.rounds, feedback_template(args.feedback_template), config, args.store, args.judge_jobs
+    )
     tasks = select_tasks(args.tasks, args.level or (), args.name or ())
     backend = backend_of(args)
-    print(f"{len(tasks)} tasks x {args.samples} chains of up to {args.rounds} rounds from {spec.generation.model} "
-          f"({backend.description}), judged on {args.device}, to {args.out}")
+    print(
+        f"{len(tasks)} tasks x {args.samples} chains of up to {args.rounds} rounds from {spec.generation.model} "
+        f"({backend.description}), judged on {args.device}, to {args.out}"
+    )
 
     def line(last: Any) -> str | None:
         if last is None:
@@ -155,8 +178,10 @@ def cmd_improve(args: argparse.Namespace) -> int:
         counts = improve(tasks, backend, spec, args.out, on_chain=lambda r: advance(line(r)))
     print(f"{counts.summary()}; rounds in {args.out / 'rounds.jsonl'}")
     if counts.failed:
-        print(f"kerneljudge: {counts.failed} chains stopped on a failed request; run the same command again",
-              file=sys.stderr)
+        print(
+            f"kerneljudge: {counts.failed} chains stopped on a failed request; run the same command again",
+            file=sys.stderr,
+        )
         return 1
     return 0 if counts.verified == counts.chains else 2
 

@@ -122,8 +122,10 @@ class ChatClient:
             raise UsageError("asking a model needs the openai package: pip install 'kerneljudge[generate]'") from None
         key = os.environ.get(api_key_env)
         if not key and base_url is None:
-            raise UsageError(f"no API key: set {api_key_env} (or name another variable with --api-key-env), or give "
-                             "--base-url of a server that needs none")
+            raise UsageError(
+                f"no API key: set {api_key_env} (or name another variable with --api-key-env), or give "
+                "--base-url of a server that needs none"
+            )
         self._openai = openai
         self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=base_url, max_retries=0, timeout=timeout_s)
         self.description = f"openai-compatible {public_url(str(self._client.base_url))}"
@@ -158,8 +160,9 @@ class ChatClient:
             else:
                 attempts.append(Attempt(status_code=200, latency_s=round(self.clock() - begun, 3), waited_s=waited))
                 return self.completion(answer, started, first, attempts)
-            attempts.append(Attempt(status_code=status, error=error, latency_s=round(self.clock() - begun, 3),
-                                    waited_s=waited))
+            attempts.append(
+                Attempt(status_code=status, error=error, latency_s=round(self.clock() - begun, 3), waited_s=waited)
+            )
             if not retryable or attempt == self.retries:
                 why = error if not retryable else f"{error} (after {len(attempts)} attempts)"
                 return Completion(None, started, round(self.clock() - first, 3), attempts, error=why)

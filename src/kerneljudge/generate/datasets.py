@@ -56,9 +56,7 @@ class SelectedTask:
         return f"level_{self.level}_problem_{self.problem_id}_sample_{sample_id}"
 
 
-def select_tasks(
-    specs: Sequence[str], levels: Sequence[int] = (), names: Sequence[str] = ()
-) -> list[SelectedTask]:
+def select_tasks(specs: Sequence[str], levels: Sequence[int] = (), names: Sequence[str] = ()) -> list[SelectedTask]:
     """The tasks the specs name, kept where their level is one of `levels` and their name (or problem id)
     matches one of the globs in `names` (either filter empty: no filter), in address order.
 
@@ -77,7 +75,9 @@ def select_tasks(
         for task in found:
             other = chosen.setdefault((task.level, task.problem_id), task)
             if other.task.sha256 != task.task.sha256:
-                raise UsageError(f"{task.task_id} ({task.source}) and {other.task_id} ({other.source}) share an address")
+                raise UsageError(
+                    f"{task.task_id} ({task.source}) and {other.task_id} ({other.source}) share an address"
+                )
     return [chosen[key] for key in sorted(chosen)]
 
 

@@ -57,8 +57,10 @@ class ImproveCounts:
     skipped: int = 0  # finished by an earlier run
 
     def summary(self) -> str:
-        return (f"{self.chains} chains: {self.verified} verified, {self.rounds_judged} rounds judged this run, "
-                f"{self.skipped} finished before, {self.failed} interrupted by a failed request (run again)")
+        return (
+            f"{self.chains} chains: {self.verified} verified, {self.rounds_judged} rounds judged this run, "
+            f"{self.skipped} finished before, {self.failed} interrupted by a failed request (run again)"
+        )
 
 
 def finished(history: Sequence[RoundRecord], rounds: int) -> bool:
@@ -108,7 +110,10 @@ class Improver:
         spec, gen = self.spec, self.spec.generation
         messages: list[dict[str, str]] = []
         for done in history:
-            messages += [{"role": "user", "content": done.prompt}, {"role": "assistant", "content": done.response or ""}]
+            messages += [
+                {"role": "user", "content": done.prompt},
+                {"role": "assistant", "content": done.response or ""},
+            ]
         if history:
             last = history[-1]
             status = last.verdict.status if last.verdict else "ERROR"
@@ -118,8 +123,9 @@ class Improver:
         record: RoundRecord | None = None
         for round_ in range(len(history) + 1, spec.rounds + 1):
             messages.append({"role": "user", "content": prompt})
-            request = ChatRequest(tuple(messages), gen.model, gen.sampling.for_sample(sample_id), task.name,
-                                  sample_id, round_)
+            request = ChatRequest(
+                tuple(messages), gen.model, gen.sampling.for_sample(sample_id), task.name, sample_id, round_
+            )
             completion = self.backend.complete(request)
             fields = exchange_fields(task, sample_id, prompt, request, completion, self.backend)
             if not completion.text:
@@ -132,7 +138,9 @@ class Improver:
             record = RoundRecord(
                 **{**fields, **code},
                 round=round_,
-                verdict=None if judged is None else Verdict(
+                verdict=None
+                if judged is None
+                else Verdict(
                     status=judged.status,
                     verified=judged.verified,
                     failure_kind=judged.failure_kind,
@@ -149,8 +157,14 @@ class Improver:
             if record.stop is not None:
                 return record
             messages.append({"role": "assistant", "content": completion.text})
-            prompt = feedback_prompt(spec.feedback, explanation, record.verdict.status if record.verdict else "ERROR",
-                                     round_, spec.rounds, task.name)
+            prompt = feedback_prompt(
+                spec.feedback,
+                explanation,
+                record.verdict.status if record.verdict else "ERROR",
+                round_,
+                spec.rounds,
+                task.name,
+            )
         return record
 
 
@@ -165,8 +179,13 @@ def improve(
     a chain finished before or interrupted by a failed request)."""
     run = RunFolder(folder)
     config = spec.config
-    run.keep_settings({**spec.generation.settings("improve"), "feedback_sha256": spec.feedback.sha256,
-                       "judge": {"device": config.device, "mode": config.mode, "policy": config.policy}})
+    run.keep_settings(
+        {
+            **spec.generation.settings("improve"),
+            "feedback_sha256": spec.feedback.sha256,
+            "judge": {"device": config.device, "mode": config.mode, "policy": config.policy},
+        }
+    )
     write_problems(tasks, run.problems)
     histories: dict[tuple[str, int], list[RoundRecord]] = {}
     for record in read_lines(run.path / ROUNDS, RoundRecord):

@@ -6,9 +6,10 @@ It serves `POST /v1/chat/completions` and `GET /v1/models` (http.server, one thr
 task is the book's task whose key appears in its first user message, its round one more than the assistant
 messages it carries, its sample the request's `seed` where it sends one (`generate --seed 0` sends sample S
 seed S: the same answers whatever the concurrency), else the count of earlier requests for that task and
-round, so that the answers come in the book's order. For the tests it can answer the first requests with given error statuses (`faults`: 429
-with a Retry-After, 5xx, ...), check the bearer key, and stop answering after some requests (`hold_after`:
-the request is held until the server stops) to stand for a server that dies mid-run.
+round, so that the answers come in the book's order. For the tests it can answer the first requests with
+given error statuses (`faults`: 429 with a Retry-After, 5xx, ...), check the bearer key, and stop answering
+after some requests (`hold_after`: the request is held until the server stops) to stand for a server that
+dies mid-run.
 
     python -m kerneljudge.generate.loopback RESPONSES [--port N] [--url-file PATH]
 """
@@ -129,7 +130,10 @@ class ReplayServer:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client went away (a test killed it)
+                    pass
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet: the tests read statuses instead
                 pass

@@ -43,7 +43,7 @@ def get_init_inputs():
     return []
 '''
 
-EXAMPLE_NEW = '''import torch
+EXAMPLE_NEW = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -68,9 +68,10 @@ class ModelNew(nn.Module):
         n = out.numel()
         add_kernel[(triton.cdiv(n, 1024),)](a, b, out, n, BLOCK=1024)
         return out
-'''
+"""
 
-DEFAULT_TEMPLATE = """You write custom Triton kernels that replace the PyTorch operators of an architecture to make it faster.
+DEFAULT_TEMPLATE = """You write custom Triton kernels that replace the PyTorch operators of an architecture to make it \
+faster.
 
 You may replace any of its operators, some of them or all: fuse several into one kernel (a matmul and its \
 activation, a reduction and the normalization that follows it), or compute them by another algorithm (an online \

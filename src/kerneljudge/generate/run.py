@@ -116,8 +116,13 @@ def code_fields(text: str, candidate: str) -> dict[str, Any]:
     except SyntaxError as exc:
         what = "the code block" if extracted else "the response (no fenced Python block)"
         error = f"{what} is not valid Python (line {exc.lineno}: {exc.msg})"
-    return {"candidate": candidate, "extracted": extracted, "source": code, "source_sha256": sha256_text(code),
-            "error": error}
+    return {
+        "candidate": candidate,
+        "extracted": extracted,
+        "source": code,
+        "source_sha256": sha256_text(code),
+        "error": error,
+    }
 
 
 @dataclass
@@ -130,8 +135,10 @@ class GenerateCounts:
 
     def summary(self) -> str:
         models = f"; model {', '.join(sorted(self.models))}" if self.models else ""
-        return (f"{self.written} samples written, {self.skipped} already done, {self.failed} failed (run again to "
-                f"retry them), {self.unparsed} without valid Python{models}")
+        return (
+            f"{self.written} samples written, {self.skipped} already done, {self.failed} failed (run again to "
+            f"retry them), {self.unparsed} without valid Python{models}"
+        )
 
 
 @dataclass(frozen=True)
@@ -143,8 +150,12 @@ class GenerateSpec:
     concurrency: int = 4
 
     def settings(self, kind: str = "generate") -> dict[str, Any]:
-        return {"kind": kind, "model": self.model, "sampling": asdict(self.sampling),
-                "template_sha256": self.template.sha256}
+        return {
+            "kind": kind,
+            "model": self.model,
+            "sampling": asdict(self.sampling),
+            "template_sha256": self.template.sha256,
+        }
 
 
 def generate(
@@ -176,8 +187,13 @@ def generate(
 
     def one(task: SelectedTask, sample_id: int) -> SampleRecord:
         prompt = generation_prompt(spec.template, task.task.text, task.name)
-        request = ChatRequest(({"role": "user", "content": prompt},), spec.model, spec.sampling.for_sample(sample_id),
-                              task.name, sample_id)
+        request = ChatRequest(
+            ({"role": "user", "content": prompt},),
+            spec.model,
+            spec.sampling.for_sample(sample_id),
+            task.name,
+            sample_id,
+        )
         completion = backend.complete(request)
         fields = exchange_fields(task, sample_id, prompt, request, completion, backend)
         if not completion.text:
