@@ -15,7 +15,7 @@ import fnmatch
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kerneljudge.errors import UsageError
@@ -39,7 +39,7 @@ class SelectedTask:
 
     level: int
     problem_id: int
-    task: Task
+    task: Task = field(repr=False)
     source: str  # the spec that selected it, e.g. "builtin:softmax_fp32" or "kernelbench:/path/KernelBench"
 
     @property
