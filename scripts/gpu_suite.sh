@@ -229,17 +229,21 @@ import json, sys
 from pathlib import Path
 from kerneljudge.store import Store
 gen = Path(sys.argv[1])
+def lines(path):  # a command cut off by the limit may have left none
+    return path.read_text().splitlines() if path.is_file() else []
 print("| sample | response's model | status | failure | findings | speedup |\n|---|---|---|---|---|---|")
-with Store(gen / "results.db") as store:
-    verdicts = {Path(r.candidate.path).name: r for r in store}
-for line in (gen / "run" / "samples.jsonl").read_text().splitlines():
+verdicts = {}
+if (gen / "results.db").is_file():
+    with Store(gen / "results.db") as store:
+        verdicts = {Path(r.candidate.path).name: r for r in store}
+for line in lines(gen / "run" / "samples.jsonl"):
     s = json.loads(line)
     r = verdicts.get(s["candidate"])
     codes = ", ".join(sorted({f.code for f in r.findings if f.severity != "info"})) if r else ""
     speed = f"{r.timing.speedup:.2f}x" if r and r.timing.speedup else "-"
     print(f"| {s['candidate']} | {s['model']} | {r.status if r else '?'} | {r.failure_kind if r else ''} | {codes} | {speed} |")
 print("\n| improve round | status | reward | stop |\n|---|---|---|---|")
-for line in (gen / "improve" / "rounds.jsonl").read_text().splitlines():
+for line in lines(gen / "improve" / "rounds.jsonl"):
     r = json.loads(line)
     print(f"| {r['task_name']} round {r['round']} | {(r['verdict'] or {}).get('status')} | {r['reward']} | {r['stop']} |")
 PY
