@@ -296,20 +296,27 @@ def test_the_recorded_responses_of_the_gpu_check_are_well_formed():
 
 
 def test_improve_repairs_a_wrong_kernel_with_the_judges_explanation(tmp_path):
-    entries = [{**WRONG, "round": 1, "sample": 0}, {**HONEST, "round": 2, "sample": 0}]
-    book = ResponseBook.load(write_book(tmp_path / "book", entries))
+    round_1 = ResponseBook.load(write_book(tmp_path / "first", [{**WRONG, "round": 1, "sample": 0}]))
+    both = ResponseBook.load(write_book(tmp_path / "both", [{**WRONG, "round": 1}, {**HONEST, "round": 2}]))
     run, store = tmp_path / "improve", tmp_path / "improve.db"
     argv = ["improve", "--tasks", str(checkout(tmp_path)), "--model", "m", "--rounds", "3", "--out", str(run)]
-    argv += ["--store", str(store), "--seed", "0", *JUDGE_FLAGS]
-    with ReplayServer(book) as server:
+    argv += ["--store", str(store), "--seed", "0", "--retries", "0", *JUDGE_FLAGS]
+    with ReplayServer(round_1) as server:  # has no second round: the chain is cut after its first (exit 1)
+        assert main([*argv, "--base-url", server.url]) == 1
+    [cut] = read_lines(run / FAILURES, RoundRecord)
+    assert cut.round == 2 and cut.error.startswith("HTTP 400")
+    with ReplayServer(both) as server:  # resumed: the conversation is rebuilt and round 2 asked for
         assert main([*argv, "--base-url", server.url]) == 0
-        first, second = read_lines(run / "rounds.jsonl", RoundRecord)
-        assert (first.round, first.verdict.status, first.stop) == (1, "FAIL", None)
-        assert first.explanation.startswith("FAIL") and first.explanation in second.prompt
-        assert (second.round, second.verdict.status, second.stop) == (2, "PASS", "verified")
-        assert first.reward == -1.0 and second.reward is not None and second.reward > first.reward
-        assert (run / "round_1" / "level_1_problem_19_sample_0_kernel.py").is_file()
-        with Store(store) as s:
-            assert sorted(r.status for r in s) == ["FAIL", "PASS"]
-        assert main([*argv, "--base-url", server.url]) == 0  # resumed: the chain is finished, nothing is asked
-        assert server.answered == 2 and len(read_lines(run / "rounds.jsonl", RoundRecord)) == 2
+        assert server.answered == 1
+    first, second = read_lines(run / "rounds.jsonl", RoundRecord)
+    assert (first.round, first.verdict.status, first.stop) == (1, "FAIL", None)
+    assert first.explanation.startswith("FAIL") and first.explanation in second.prompt
+    assert (second.round, second.verdict.status, second.stop) == (2, "PASS", "verified")
+    assert first.reward == -1.0 and second.reward is not None and second.reward > first.reward
+    assert (run / "round_1" / "level_1_problem_19_sample_0_kernel.py").is_file()
+    assert (run / "round_2" / "level_1_problem_19_sample_0_kernel.py").read_text() == second.source
+    with Store(store) as s:
+        assert sorted(r.status for r in s) == ["FAIL", "PASS"]
+    with ReplayServer(both) as server:  # once more: the chain is finished, nothing is asked
+        assert main([*argv, "--base-url", server.url]) == 0 and server.answered == 0
+    assert len(read_lines(run / "rounds.jsonl", RoundRecord)) == 2

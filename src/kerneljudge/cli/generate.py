@@ -20,12 +20,12 @@ RESUME_NOTE = "run the same command again to resume: samples already written are
 def add_generate_commands(sub: Any) -> None:
     """Register `generate` and `improve` on the CLI's subparsers."""
     from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP
-    from kerneljudge.cli.usage import positive_int, positive_seconds
+    from kerneljudge.cli.usage import count, positive_int, positive_seconds
 
     g = sub.add_parser("generate", help="ask a model for candidates into a KernelBench run folder; reruns resume")
     i = sub.add_parser("improve", help="the repair loop: generate, judge, send the verdict back, up to K rounds")
     for p in (g, i):
-        add_model_arguments(p, positive_int, positive_seconds)
+        add_model_arguments(p, count, positive_int, positive_seconds)
     i.add_argument("--rounds", type=positive_int, default=3, metavar="K", help="rounds per chain at most")
     i.add_argument(
         "--feedback-template",
@@ -42,7 +42,7 @@ def add_generate_commands(sub: Any) -> None:
     i.add_argument("--judge-jobs", type=positive_int, default=1, metavar="N", help="judgments side by side")
 
 
-def add_model_arguments(p: argparse.ArgumentParser, positive_int: Any, positive_seconds: Any) -> None:
+def add_model_arguments(p: argparse.ArgumentParser, count: Any, positive_int: Any, positive_seconds: Any) -> None:
     from kerneljudge.generate.datasets import SPEC_HELP
 
     p.add_argument("--tasks", nargs="+", required=True, metavar="SPEC", help=SPEC_HELP)
@@ -69,7 +69,7 @@ def add_model_arguments(p: argparse.ArgumentParser, positive_int: Any, positive_
     p.add_argument("--max-tokens", type=positive_int, metavar="N", help="the response's length limit")
     p.add_argument("--seed", type=int, help="sample S is sent seed+S (servers that honour it repeat their answers)")
     p.add_argument("--concurrency", type=positive_int, default=4, metavar="N", help="requests in flight at most")
-    p.add_argument("--retries", type=int, default=5, metavar="N", help="retries of a 429, 5xx or lost connection")
+    p.add_argument("--retries", type=count, default=5, metavar="N", help="retries of a 429, 5xx or lost connection")
     p.add_argument(
         "--request-timeout", type=positive_seconds, default=600.0, metavar="SECONDS", help="the limit of one request"
     )
@@ -91,8 +91,6 @@ def backend_of(args: argparse.Namespace) -> Any:
         return OfflineBackend(ResponseBook.load(args.offline))
     if args.model is None:
         raise UsageError("say which model to ask: --model NAME (and --base-url URL for a server of your own)")
-    if args.retries < 0:
-        raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     return ChatClient(args.base_url, args.api_key_env, retries=args.retries, timeout_s=args.request_timeout)
 
 
