@@ -193,8 +193,12 @@ def test_a_torn_last_line_is_cut_and_a_response_without_code_is_written_as_is(tm
     with (run / SAMPLES).open("a") as handle:
         handle.write('{"task_id": "level1/19_Bi')  # a kill in the middle of a line
     assert len(read_lines(run / SAMPLES, SampleRecord)) == 1
-    RunFolder(run)
+    folder = RunFolder(run)
     assert (run / SAMPLES).read_text().endswith("}\n")
+    with pytest.raises(UsageError, match="another process is writing"):
+        RunFolder(run)  # as a second generate on the same folder would
+    folder.close()
+    RunFolder(run).close()
 
 
 def test_tasks_are_selected_by_source_level_and_name(tmp_path):

@@ -177,7 +177,17 @@ def improve(
 ) -> ImproveCounts:
     """Run (or resume) every chain of every task in `folder`; `on_chain` gets each chain's last round (None for
     a chain finished before or interrupted by a failed request)."""
-    run = RunFolder(folder)
+    with RunFolder(folder) as run:
+        return repair(run, tasks, backend, spec, on_chain)
+
+
+def repair(
+    run: RunFolder,
+    tasks: Sequence[SelectedTask],
+    backend: Backend,
+    spec: ImproveSpec,
+    on_chain: Callable[[RoundRecord | None], None] | None,
+) -> ImproveCounts:
     config = spec.config
     run.keep_settings(
         {

@@ -14,6 +14,7 @@ again asks only for the samples not done. No sample is ever asked for, or record
 
 from __future__ import annotations
 
+import fcntl
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from kerneljudge.generate.records import SampleRecord, append_line, read_lines, 
 from kerneljudge.tasks.source import sha256_text
 
 RUN_FILE, SAMPLES, FAILURES, PROBLEMS = "run.json", "samples.jsonl", "failures.jsonl", "problems"
+LOCK_FILE = ".lock"  # held while a process writes the folder: two at once would ask for the same samples
 
 
 class RunFolder:
@@ -42,8 +44,24 @@ class RunFolder:
             raise UsageError(f"--out {path} is a file, not a folder")
         path.mkdir(parents=True, exist_ok=True)
         self.path, self.lock = path, threading.Lock()
+        # Released by close(), or by the kernel when the process dies, however it dies.
+        self.held = (path / LOCK_FILE).open("a")
+        try:
+            fcntl.flock(self.held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.held.close()
+            raise UsageError(f"another process is writing {path}: wait for it, or give another --out") from None
         for jsonl in path.glob("*.jsonl"):
             repair_tail(jsonl)
+
+    def close(self) -> None:
+        self.held.close()
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def problems(self) -> Path:
@@ -167,7 +185,17 @@ def generate(
 ) -> GenerateCounts:
     """Ask for every sample of every task not done yet in `folder`, `spec.concurrency` at a time; each is
     recorded as it comes back (`on_sample` is called with it, or with None for one done before)."""
-    run = RunFolder(folder)
+    with RunFolder(folder) as run:
+        return fill(run, tasks, backend, spec, on_sample)
+
+
+def fill(
+    run: RunFolder,
+    tasks: Sequence[SelectedTask],
+    backend: Backend,
+    spec: GenerateSpec,
+    on_sample: Callable[[SampleRecord | None], None] | None,
+) -> GenerateCounts:
     run.keep_settings(spec.settings())
     write_problems(tasks, run.problems)
     done = {(r.task_id, r.sample_id): r for r in read_lines(run.path / SAMPLES, SampleRecord)}
