@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox generate all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
@@ -45,6 +45,11 @@
 #                                install included), so that a limit some seconds under the device call's leaves
 #                                time to pack the stores, WAL and all (a store without its WAL loses what the
 #                                run judged: seen on 2026-12-02);
+#                                `generate`: the recorded model responses of examples/responses/ (written for the
+#                                project: honest, wrong and hacking kernels) served by a loopback OpenAI-compatible
+#                                server through the real client (no model weights can be fetched here), the run
+#                                judged by `batch` and a repair loop by `improve` on the GPU (docs/generate.md;
+#                                its summary in $OUT/generate.md, its folders in $OUT/generate.tar.gz);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records and stores to $OUT/results.tar.gz. KJ_ALLOWLIST_CUDA=1 gives CUDA workers
@@ -63,6 +68,8 @@ WHEELS=(
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
   jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1
   typing-extensions==4.16.0 nvidia-ml-py==13.615.71 pyseccomp==0.1.2
+  openai==3.60.0 httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 sniffio==1.3.1 idna==3.20
+  jiter==0.19.0 truststore==0.10.5
 )
 
 fetch() {
@@ -199,6 +206,53 @@ run() {
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
     status=${PIPESTATUS[0]}
   fi
+  if asked generate; then
+    # The model is the loopback server replaying examples/responses/ (sample S of a task is its response S:
+    # --seed 0); the candidates go through the real client, the run folder through batch as it is.
+    local gen="$OUT/generate" gen_status=0
+    mkdir -p "$gen"
+    python3 -m kerneljudge.generate.loopback examples/responses --url-file "$gen/url.txt" > "$gen/server.log" 2>&1 &
+    local server=$!
+    for _ in $(seq 100); do [ -s "$gen/url.txt" ] && break; sleep 0.2; done
+    local model=(--model recorded --base-url "$(cat "$gen/url.txt")" --seed 0)
+    timeout "$(stage_left)" python3 -m kerneljudge generate --tasks builtin:softmax_fp32 builtin:rmsnorm_fp32 \
+      builtin:bias_relu_fp16 --samples 2 "${model[@]}" --out "$gen/run" 2>&1 | tee "$gen/generate.log"
+    gen_status=$((gen_status | PIPESTATUS[0]))
+    timeout "$(stage_left)" python3 -m kerneljudge batch --kernelbench-run "$gen/run" --kernelbench-problems \
+      "$gen/run/problems" --store "$gen/results.db" --device cuda 2>&1 | tee "$gen/batch.log"
+    gen_status=$((gen_status | PIPESTATUS[0]))
+    timeout "$(stage_left)" python3 -m kerneljudge improve --tasks builtin:bias_relu_fp16 --rounds 3 "${model[@]}" \
+      --out "$gen/improve" --store "$gen/improve.db" --device cuda 2>&1 | tee "$gen/improve.log"
+    gen_status=$((gen_status | PIPESTATUS[0]))
+    kill "$server"
+    python3 - "$gen" > "$OUT/generate.md" <<'PY'
+import json, sys
+from pathlib import Path
+from kerneljudge.store import Store
+gen = Path(sys.argv[1])
+def lines(path):  # a command cut off by the limit may have left none
+    return path.read_text().splitlines() if path.is_file() else []
+print("| sample | response's model | status | failure | findings | speedup |\n|---|---|---|---|---|---|")
+verdicts = {}
+if (gen / "results.db").is_file():
+    with Store(gen / "results.db") as store:
+        verdicts = {Path(r.candidate.path).name: r for r in store}
+for line in lines(gen / "run" / "samples.jsonl"):
+    s = json.loads(line)
+    r = verdicts.get(s["candidate"])
+    codes = ", ".join(sorted({f.code for f in r.findings if f.severity != "info"})) if r else ""
+    speed = f"{r.timing.speedup:.2f}x" if r and r.timing.speedup else "-"
+    print(f"| {s['candidate']} | {s['model']} | {r.status if r else '?'} | {r.failure_kind if r else ''} | {codes} | {speed} |")
+print("\n| improve round | status | reward | stop |\n|---|---|---|---|")
+for line in lines(gen / "improve" / "rounds.jsonl"):
+    r = json.loads(line)
+    print(f"| {r['task_name']} round {r['round']} | {(r['verdict'] or {}).get('status')} | {r['reward']} | {r['stop']} |")
+PY
+    cat "$OUT/generate.md" | tee -a "$OUT/gpu.txt"
+    echo "generate stage exit=$gen_status" | tee -a "$OUT/gpu.txt"
+    tar czf "$OUT/generate.tar.gz" -C "$OUT" generate && rm -r "$gen"
+    status=$gen_status
+  fi
   if asked bench; then
     # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_2048_fp32 --pairs 3"
     timeout "$(stage_left)" python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} \
@@ -217,6 +271,6 @@ run() {
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox generate all)" >&2
      exit 1 ;;
 esac

@@ -13,6 +13,7 @@ import sys
 from kerneljudge import __version__
 from kerneljudge.cli.batch import BATCH_COMMANDS, add_batch_commands
 from kerneljudge.cli.confirm import add_confirm_parser, cmd_confirm
+from kerneljudge.cli.generate import GENERATE_COMMANDS, add_generate_commands
 from kerneljudge.cli.info import add_info_parsers, cmd_env, cmd_schema
 from kerneljudge.cli.judge import EXIT_CODES, NEXT_STEP, add_judge_parser, cmd_judge
 from kerneljudge.cli.redteam import add_redteam_parser, cmd_redteam
@@ -31,6 +32,7 @@ COMMANDS = {
     "tasks": cmd_tasks,
     "confirm": cmd_confirm,
     "serve": cmd_serve,
+    **GENERATE_COMMANDS,
     **BATCH_COMMANDS,
 }
 
@@ -44,6 +46,7 @@ def build_parser() -> UsageParser:
     add_redteam_parser(sub)
     add_confirm_parser(sub)
     add_tasks_parser(sub)
+    add_generate_commands(sub)
     add_batch_commands(sub)
     add_serve_parser(sub)
     return parser
