@@ -11,8 +11,9 @@ drops the old one. Nothing else of the host has a name there: not the judge's wo
 store's or the task's folder (the task's source comes over the wire), $HOME, or other workspaces.
 
 `plan_allowlist` is pure (the parent's side, in the launcher's spec); `enter_allowlist` runs in the
-launcher's init, standard library only. CUDA workers keep the hide-list until the allow-list has been
-traced on a GPU machine (what the driver, Triton and inline extensions open): their record says so.
+launcher's init, standard library only. CUDA workers keep the hide-list until the GPU tests, the red team
+and the suite have run with the allow-list in force (`KJ_ALLOWLIST_CUDA=1`): their record says so. CUDA,
+a Triton kernel and an inline extension already work inside it on an H200 (docs/security.md).
 """
 
 from __future__ import annotations
