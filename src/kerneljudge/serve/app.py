@@ -4,6 +4,7 @@
 - POST /v1/jobs, GET /v1/jobs/{id}: the same, answered at once with a job id, then polled (jobs.py).
 - GET /v1/records/{id}: the whole record JSON an answer's record_id names.
 - GET /v1/tasks, GET /healthz, GET /metrics (Prometheus' text format, metrics.py).
+- POST /get_reward: OpenRLHF's remote reward model (kerneljudge/adapters/openrlhf.py, docs/adapters.md).
 
 A candidate's failure is an ordinary 200 answer. Only the service's own faults are 5xx; a request it does
 not judge is 4xx with `{"detail": "one line"}`, and a full queue is 429 with a Retry-After header. The
@@ -99,6 +100,9 @@ def create_app(service: Service, jobs: JobBook | None = None) -> FastAPI:
         """Queue depth, lanes busy, judgments by status, latency (Prometheus text format)."""
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
+    from kerneljudge.adapters.openrlhf import reward_router
+
+    app.include_router(reward_router(service))
     return app
 
 
