@@ -216,7 +216,8 @@ def test_verifiers_environment_scores_a_rollout(local, fake):
     assert rows[0]["info"] == {"task_name": "rmsnorm_fp32"}
 
     async def scored(row: dict, text: str) -> dict:
-        state = {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": text}]}
+        completion = [{"role": "assistant", "content": text}]
+        state = {"prompt": row["prompt"], "completion": completion, "trajectory": []}  # as a rollout leaves it
         state.update(answer=row["answer"], info=row["info"])
         await env.rubric.score_rollout(state)
         return state

@@ -23,7 +23,7 @@ env = load_environment(tasks=[str(EXAMPLE / "reference.py")], judge_url=args.url
 row = env.dataset[0]
 print("prompt:", row["prompt"][-1]["content"][:70].replace("\n", " "), "...")
 for text in RESPONSES:
-    state = {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": text}]}
+    state = {"prompt": row["prompt"], "completion": [{"role": "assistant", "content": text}], "trajectory": []}
     state.update(answer=row["answer"], info=row["info"])
     asyncio.run(env.rubric.score_rollout(state))
     print("reward", state["reward"], state["kerneljudge"]["status"])
