@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.batch import A_A_CANDIDATE
+from kerneljudge.backends.lane import A_A_CANDIDATE
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import Judgment

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from helpers import run_judge
-from kerneljudge.batch import read_manifest, run_batch, short_of_memory
+from kerneljudge.backends.lane import short_of_memory
+from kerneljudge.batch import read_manifest, run_batch
 from kerneljudge.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import TaskError

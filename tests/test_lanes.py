@@ -11,6 +11,7 @@ import pytest
 
 from helpers import CANDIDATES, probes, run_judge
 from kerneljudge import batch
+from kerneljudge.backends import lane
 from kerneljudge.batch import BatchItem, LaneGate, lanes_for, run_batch
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
@@ -216,7 +217,7 @@ def test_a_judgment_run_alone_waits_for_the_gpu_to_empty_and_keeps_others_out(ot
 
     def alone():
         first_in.wait()
-        with gate.work(), batch.Alone(gate).admit("0", 0, total):  # even a judgment of no known need
+        with gate.work(), lane.Alone(gate).admit("0", 0, total):  # even a judgment of no known need
             events.append("alone in")
             alone_in.set()
             time.sleep(0.3)
@@ -237,7 +238,7 @@ def test_two_judgments_run_alone_one_after_the_other():
     gate, total, events = LaneGate(["0", "0"]), 100 * 2**30, []
 
     def alone(name):
-        with gate.work(), batch.Alone(gate).admit("0", 0, total):
+        with gate.work(), lane.Alone(gate).admit("0", 0, total):
             events.append(f"{name} in")
             time.sleep(0.2)
             events.append(f"{name} out")
@@ -259,7 +260,7 @@ def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny
 
     def judge(task, candidate, config, progress, gpu, gate, baselines):
         calls.append((candidate.name, type(gate).__name__))
-        if candidate.name == big and not isinstance(gate, batch.Alone):
+        if candidate.name == big and not isinstance(gate, lane.Alone):
             oom = Failure(kind="runtime_error", phase="call", summary="OutOfMemoryError: CUDA out of memory.")
             return make_record(candidate.name, status="FAIL", failure=oom)
         return make_record(candidate.name)

@@ -247,3 +247,58 @@ def test_backend_options_that_do_not_go_together_are_one_line(manifest, tmp_path
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_served_load_with_an_actor_killed_midway_stores_every_judgment_once(cluster, tmp_path):
+    """`kerneljudge serve --backend ray`'s service: four judgments over HTTP, one actor killed under its
+    judgment; every item is answered, each judgment stored once, and a retry is answered from the store."""
+    pytest.importorskip("fastapi", reason="the server needs its extra: pip install 'kerneljudge[serve]'")
+    from fastapi.testclient import TestClient
+
+    from kerneljudge.serve.app import create_app
+    from kerneljudge.serve.catalog import TaskCatalog
+    from kerneljudge.serve.service import Service
+
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "bias_relu.py").write_text((TASKS / "tiny_bias_relu.py").read_text())
+    texts = {
+        "slow_a": SLOW + "# a\n",  # the two slow ones first: both lanes hold one when the actor is killed
+        "slow_b": SLOW + "# b\n",
+        "honest": (CANDIDATES / "honest_torch.py").read_text(),
+        "segfault": (CANDIDATES / "segfault.py").read_text(),
+    }
+    items = [{"task": "bias_relu", "candidate": text, "request_id": f"r-{name}"} for name, text in texts.items()]
+    service = Service(RayBackend(), tmp_path / "rewards.db", CONFIG, TaskCatalog(folder), queue=8)
+    try:
+        client = TestClient(create_app(service))
+        accepted = client.post("/v1/jobs", json=items)
+        assert accepted.status_code == 202, accepted.text
+        waited = time.monotonic()
+        while service.backend.busy < 2:
+            assert time.monotonic() - waited < 60, "the two lanes never both judged"
+            time.sleep(0.05)
+        time.sleep(2.0)  # into the slow judgments (each about 10 s)
+        victim = sorted(service.backend.actors)[0]
+        cluster.kill(cluster.get_actor(victim), no_restart=True)
+        while (status := client.get(f"/v1/jobs/{accepted.json()['job_id']}").json())["state"] not in ("done", "failed"):
+            assert time.monotonic() - waited < 180, status
+            time.sleep(0.2)
+        assert status["state"] == "done", status
+        answers = {a["request_id"]: (a["status"], a["failure_kind"], a["valid"]) for a in status["answers"]}
+        assert answers == {
+            "r-slow_a": ("PASS", None, True),
+            "r-slow_b": ("PASS", None, True),
+            "r-honest": ("PASS", None, True),
+            "r-segfault": ("FAIL", "crash", True),
+        }
+        assert service.backend.lanes == 1 and client.get("/healthz").json()["lanes"] == 1  # not replaced
+        retried = client.post("/v1/judge", json=items)
+        assert retried.status_code == 200
+        assert retried.json() == status["answers"]  # the same answers, from the store
+        metrics = client.get("/metrics").text
+        assert 'kerneljudge_answers_total{source="store"} 4.0' in metrics and "kerneljudge_lanes 1.0" in metrics
+    finally:
+        service.close()
+    with Store(tmp_path / "rewards.db") as s:
+        assert sorted(record.candidate.name for record in s) == sorted(f"r-{name}" for name in texts)

@@ -5,6 +5,7 @@ shapes, in this trusted test process: they are this project's own code); the run
 checkout's evaluator, stand in for the model clients upstream's package imports, and write what it said.
 """
 
+import importlib
 import importlib.util
 import json
 import math
@@ -101,8 +102,9 @@ def test_the_upstream_runner_imports_the_checkout_s_evaluator_and_writes_its_ans
     said = json.loads(answer.read_text())
     assert said["compiled"] and said["correctness"] and said["runtime"] == 12.5 and said["ref_runtime"] == 25.0
     assert json.loads(said["metadata"]) == {"backend": "triton"} and said["seconds"] >= 0
-    absent = {name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None}
-    assert "dotenv" in absent and absent <= set(said["stood_in"])  # not installed here, stood in for
+    clients = ("openai", "litellm", "dotenv", "tqdm", "requests")
+    absent = {name for name in clients if importlib.util.find_spec(name) is None}
+    assert set(said["stood_in"]) == absent  # each client module not installed here is stood in for, and only those
     missing = subprocess.run(
         [
             *command[:2],
@@ -119,6 +121,18 @@ def test_the_upstream_runner_imports_the_checkout_s_evaluator_and_writes_its_ans
         text=True,
     )
     assert missing.returncode != 0 and "no upstream KernelBench evaluator at" in missing.stderr
+
+
+def test_a_client_module_that_is_not_installed_is_stood_in_for_by_a_module_of_no_ops():
+    import upstream_eval
+
+    name = "kerneljudge_absent_client_module"
+    try:
+        assert upstream_eval.stand_ins((name, "json")) == [name]  # json is installed: left alone
+        stood = importlib.import_module(name)
+        assert stood.OpenAI(api_key="x") is None and stood.load_dotenv() is None
+    finally:
+        sys.modules.pop(name, None)
 
 
 def test_the_table_counts_honest_candidates_accepted_and_the_others_not():

@@ -15,16 +15,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from kerneljudge.backends.lane import BaselineCache
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.gate import LaneGate, PastDeadline
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
-from kerneljudge.timing.basic import CachedSide
 from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:
@@ -202,93 +201,6 @@ def lanes_for(device: str, gpus: str | None, jobs: int) -> list[str | None]:
     return list(dict.fromkeys(chosen)) * jobs
 
 
-A_A_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"  # the task's own model, as a candidate
-
-
-class BaselineCache:
-    """Cached baselines: each task's reference timed once per device, shared by the task's candidates.
-
-    The reference is timed in an A/A judgment (the task's own model as the candidate: trusted code on both
-    sides, in audit mode under the practical policy, with the batch's timing settings), never taken from a
-    candidate's judgment: a candidate that slowed the reference down in its own paired timing would
-    otherwise slow it for every candidate after it. A task whose A/A judgment is not timed keeps paired
-    timing. Lanes on one device share an entry; a per-task lock keeps two lanes from timing it twice.
-    """
-
-    def __init__(self, config: JudgeConfig) -> None:
-        self.config = config.with_(mode="audit", policy="practical", timing_baseline="paired")
-        self.entries: dict[tuple[str, str | None], dict[str, CachedSide]] = {}
-        self.lock = threading.Lock()
-        self.task_locks: dict[tuple[str, str | None], threading.Lock] = {}
-        self.measured: list[Record] = []  # the A/A judgments, in the order they ran
-
-    def for_task(
-        self, task: Task, gpu: str | None, gate: Any = None, progress: Callable[[str], None] | None = None
-    ) -> dict[str, CachedSide]:
-        key = (task.sha256, gpu)
-        with self.lock:
-            task_lock = self.task_locks.setdefault(key, threading.Lock())
-        with task_lock:
-            if key not in self.entries:
-                self.entries[key] = self._measure(task, gpu, gate, progress)
-            return self.entries[key]
-
-    def _measure(
-        self, task: Task, gpu: str | None, gate: Any, progress: Callable[[str], None] | None
-    ) -> dict[str, CachedSide]:
-        from kerneljudge.candidate import parse_candidate
-        from kerneljudge.pipeline import judge
-
-        candidate = parse_candidate(task.text + A_A_CANDIDATE, f"{task.name}_reference_baseline")
-        record = judge(task, candidate, self.config, progress=progress, gpu=gpu, gate=gate)
-        with self.lock:
-            self.measured.append(record)
-        if not (record.correctness and record.correctness.passed):
-            return {}
-        source = f"cached: the reference timed once on this device, in an A/A judgment at {record.created_at}"
-        sides = {
-            name: CachedSide.from_timing(record.timing, name, self.config.timing_samples, source)
-            for name in ("reference", "compiled")
-        }
-        return {name: side for name, side in sides.items() if side is not None}
-
-
-# How running out of memory reads in a failure: torch's allocator, and cuBLAS failing to make its handle
-# (a worker starting beside lanes that hold the device's memory, on an H200: CUBLAS_STATUS_ALLOC_FAILED).
-OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed")
-
-
-class Alone:
-    """A lane gate for a judgment run again alone: it waits until no other judgment holds its GPU, whatever
-    they reserved, and none starts beside it (gate.LaneGate.admit)."""
-
-    def __init__(self, gate: LaneGate) -> None:
-        self.gate = gate
-
-    def work(self) -> AbstractContextManager[None]:
-        return self.gate.work()
-
-    def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
-        return self.gate.measure(gpu)
-
-    def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
-        return self.gate.admit(gpu, need, total, alone=True)  # through this gate, every admission is alone
-
-
-def short_of_memory(record: Record) -> bool:
-    """The judgment ran out of device or host memory (the reference did not fit, or the candidate failed
-    allocating): with other lanes holding memory that says nothing about the task or the candidate."""
-    runs_here = record.capabilities.get("task_runs_here")
-    if runs_here is not None and "free memory" in runs_here.detail:
-        return True
-    failure = record.failure
-    return (
-        failure is not None
-        and failure.kind in ("runtime_error", "crash", "judge_error")
-        and any(sign in failure.summary.lower() for sign in OUT_OF_MEMORY)
-    )
-
-
 def run_batch(
     items: Sequence[BatchItem],
     config: JudgeConfig,
@@ -325,7 +237,7 @@ def run_batch(
     counts = BatchCounts()
     with Store(store_path) as store:
         gpu = next((lane for lane in lanes if lane is not None), None)
-        environments = backend_environments(backend, config) if backend else [machine_environment(config, gpu)]
+        environments = backend.machine_environments(config) if backend else [machine_environment(config, gpu)]
         env_digests = list(dict.fromkeys(environment_digest(environment) for environment in environments))
         digest = config_digest(config.to_dict())
         todo: queue.SimpleQueue[tuple[Prepared, StoreKey]] = queue.SimpleQueue()
@@ -399,13 +311,6 @@ def run_batch(
     if failures:
         raise failures[0]
     return counts
-
-
-def backend_environments(backend: Backend, config: JudgeConfig) -> list[dict[str, Any]]:
-    """The fingerprints of the machines `backend` judges on: its own answer where it has one (a cluster's nodes,
-    `RayBackend.machine_environments`), else this machine's."""
-    ask = getattr(backend, "machine_environments", None)
-    return ask(config) if ask is not None else [machine_environment(config)]
 
 
 def judge_on_backend(

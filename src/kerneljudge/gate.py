@@ -50,7 +50,7 @@ def memory_need(footprint: dict[str, Any] | None, timed: bool = False, pool_sets
     evidence's snapshot and the copy it sends. Fitted to NVML's peaks of both workers on an H200 (KernelBench
     level 1, 40 problems of 0.1 to 16 GiB, docs/batch.md#device-memory) once channels freed what they
     carried (worker/wire.py): MARGIN times that sum plus OVERHEAD is 1.0 to 1.7 times what was held. A
-    judgment that runs short anyway is judged again alone (batch.Alone). An output or working set the meta
+    judgment that runs short anyway is judged again alone (backends.lane.Alone). An output or working set the meta
     device could not size is taken to be as large as the inputs. 0 when nothing is known.
     """
     sizes = _sizes(footprint)
@@ -202,7 +202,7 @@ class LaneGate:
         is given up while waiting (a lane that waits for memory must not keep another from measuring).
 
         `alone`: wait until no other judgment holds `gpu`, whatever it reserved, and let none in beside it
-        until the block ends (a judgment run again after it ran short of memory: batch.Alone). Judgments that
+        until the block ends (a judgment run again after it ran short of memory: backends.lane.Alone). Judgments that
         reserve nothing count too: GPU MODE's inputs are made on the device, so the meta device cannot size
         them, and a retry that waited only for reservations ran out of memory again beside eleven of them
         (bioml/trimul on an H200, 2026-12-03)."""

@@ -210,7 +210,7 @@ def judge(
     is called with a short description as each stage starts, or, when True, draws the CLI's spinner
     naming each stage on stderr (kerneljudge/progress.py). A batch lane passes
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
-    the task's `baselines` (`kerneljudge.batch.BaselineCache`). `rng` replaces the operating system's
+    the task's `baselines` (`kerneljudge.backends.lane.BaselineCache`). `rng` replaces the operating system's
     randomness in the hidden plan (plan.py): for tests only, since a candidate that knows it knows the plan.
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())

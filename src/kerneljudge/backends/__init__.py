@@ -27,7 +27,6 @@ from kerneljudge.config import JudgeConfig
 if TYPE_CHECKING:
     from kerneljudge.candidate import Candidate
     from kerneljudge.tasks.source import Task
-    from kerneljudge.timing.basic import CachedSide
     from kerneljudge.verdict import Record
 
 Stage = Callable[[str], None]
@@ -63,6 +62,14 @@ class Backend(ABC):
     def close(self) -> None:
         """Stop taking jobs, let those in flight finish, and release the lanes."""
 
+    def machine_environments(self, config: JudgeConfig) -> list[dict[str, Any]]:
+        """The fingerprints of the machines this backend judges on, as a judgment under `config` records them
+        (`batch.machine_environment`), so that a record's store key is known before it is judged. This
+        machine's, by default; a cluster answers for its nodes."""
+        from kerneljudge.batch import machine_environment
+
+        return [machine_environment(config)]
+
     def __enter__(self) -> Backend:
         return self
 
@@ -70,28 +77,6 @@ class Backend(ABC):
         self.close()
 
 
-def judge_on_lane(
-    job: Job,
-    gpu: str | None,
-    gate: Any = None,
-    baselines: Callable[[Task, str | None, Any, Stage], dict[str, CachedSide]] | None = None,
-    progress: Stage | None = None,
-) -> Record:
-    """One lane's judgment of `job` on `gpu` (its workers' CUDA_VISIBLE_DEVICES; None: inherited or CPU).
+from kerneljudge.backends.lane import judge_on_lane  # noqa: E402  (the lane step needs Job and Stage above)
 
-    `gate`: the lane gate shared with the other lanes (None: alone). `baselines`: the batch's cached-baseline
-    lookup (`BaselineCache.for_task`). A judgment that ran short of device or host memory while other lanes
-    shared the gate (`batch.short_of_memory`) says nothing about the candidate, so it is judged again at once,
-    alone on its GPU. `gate.PastDeadline` passes through: the job was never started.
-    """
-    from kerneljudge.batch import Alone, short_of_memory
-    from kerneljudge.pipeline import judge
-
-    stage = progress or (lambda text: None)
-    cached = baselines(job.task, gpu, gate, stage) if baselines is not None else None
-    record = judge(job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=gate, baselines=cached)
-    if gate is not None and short_of_memory(record):
-        why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
-        stage(f"short of memory ({why}); judged again, alone on its GPU")
-        record = judge(job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=Alone(gate), baselines=None)
-    return record
+__all__ = ["Backend", "Job", "Stage", "judge_on_lane"]

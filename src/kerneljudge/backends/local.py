@@ -6,9 +6,10 @@ import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kerneljudge.backends import Backend, Job, Stage, judge_on_lane
+from kerneljudge.config import JudgeConfig
 from kerneljudge.gate import LaneGate
 
 if TYPE_CHECKING:
@@ -49,6 +50,12 @@ class LocalBackend(Backend):
         with self._lock:
             return self._busy
 
+    def machine_environments(self, config: JudgeConfig) -> list[dict[str, Any]]:
+        """This machine's fingerprint as its first GPU lane's workers see it (the inherited view without one)."""
+        from kerneljudge.batch import machine_environment
+
+        return [machine_environment(config, next((gpu for gpu in self._lanes if gpu is not None), None))]
+
     def submit(self, job: Job, progress: Stage | None = None) -> Future[Record]:
         future: Future[Record] = Future()
         with self._lock:
@@ -68,7 +75,7 @@ class LocalBackend(Backend):
             thread.join()
 
     def _baselines(self, job: Job):  # noqa: ANN202 - BaselineCache.for_task, or None
-        from kerneljudge.batch import BaselineCache
+        from kerneljudge.backends.lane import BaselineCache
         from kerneljudge.store import config_digest
 
         if not (self.cached_baselines and job.config.timing and job.config.timing_baseline == "cached"):

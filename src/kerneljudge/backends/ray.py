@@ -204,6 +204,12 @@ class RayBackend(Backend):
         with self._cond:
             return len(self._inflight)
 
+    @property
+    def actors(self) -> dict[str, str]:
+        """The lane actors alive, by their Ray name: where each runs (node and GPU)."""
+        with self._cond:
+            return {name: self._where[name] for name in self._actors}
+
     def machine_environments(self, config: Any) -> list[dict[str, Any]]:
         """The distinct fingerprints of the nodes the actors run on, as a judgment under `config` records them:
         the batch's store keys are known before judging, whichever actor judges."""

@@ -18,7 +18,7 @@ from kerneljudge.errors import UsageError
 if TYPE_CHECKING:
     from kerneljudge.backends import Backend
 
-BACKENDS = ("local",)
+BACKENDS = ("local", "ray")
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -37,7 +37,19 @@ def add_serve_parser(sub: Any) -> None:
         metavar="N",
         help="judgments that may wait for a lane; beyond them a request is refused at once (429, Retry-After)",
     )
-    s.add_argument("--backend", choices=BACKENDS, default="local", help="where judgments run: this machine's lanes")
+    s.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="where judgments run: this machine's lanes (default), or every GPU of a Ray cluster, an actor each "
+        "with --jobs lanes (docs/ray.md; pip install 'kerneljudge[ray]')",
+    )
+    s.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="with --backend ray: the cluster's head, HOST:PORT; default: RAY_ADDRESS, else the cluster "
+        "`ray start` started on this machine, else a new one on this machine",
+    )
     s.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
     s.add_argument(
         "--gpus",
@@ -60,17 +72,31 @@ def add_serve_parser(sub: Any) -> None:
 
 def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend, str]:
     """The backend `--backend` names, and the environment digest of the machines it judges on (the store key's
-    fourth field, known before judging so that a retry is answered from the store)."""
-    from kerneljudge.batch import lanes_for, machine_environment
+    fourth field, known before judging so that a retry is answered from the store). A cluster of unlike nodes
+    records each judgment under its own node's environment; the server's ledger maps it back to the request."""
     from kerneljudge.store import environment_digest
 
+    if args.backend == "ray" and args.gpus is not None:
+        raise UsageError("--gpus picks GPUs of this machine; with --backend ray every GPU of the cluster judges")
+    if args.backend != "ray" and args.address is not None:
+        raise UsageError("--address names a Ray cluster: give it with --backend ray")
+    backend: Backend
     if args.backend == "local":
         from kerneljudge.backends.local import LocalBackend
+        from kerneljudge.batch import lanes_for
 
-        lanes = lanes_for(config.device, args.gpus, args.jobs)
-        environment = environment_digest(machine_environment(config, next((g for g in lanes if g is not None), None)))
-        return LocalBackend(lanes, cached_baselines=args.cached_baselines), environment
-    raise UsageError(f"--backend {args.backend}: not one of {', '.join(BACKENDS)}")
+        backend = LocalBackend(lanes_for(config.device, args.gpus, args.jobs), cached_baselines=args.cached_baselines)
+    elif args.backend == "ray":  # Ray is imported only here
+        from kerneljudge.backends.ray import RayBackend
+
+        backend = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
+    else:
+        raise UsageError(f"--backend {args.backend}: not one of {', '.join(BACKENDS)}")
+    try:
+        return backend, environment_digest(backend.machine_environments(config)[0])
+    except BaseException:
+        backend.close()
+        raise
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -23,11 +23,13 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class ServeMetrics:
-    """What GET /metrics reports; `waiting` and `busy` are read at each scrape."""
+    """What GET /metrics reports; `lanes` (a cluster may lose some), `busy` and `waiting` are read at each scrape."""
 
-    def __init__(self, lanes: int, busy: Callable[[], int], waiting: Callable[[], int]) -> None:
+    def __init__(self, lanes: Callable[[], int], busy: Callable[[], int], waiting: Callable[[], int]) -> None:
         self.registry = CollectorRegistry()
-        Gauge("kerneljudge_lanes", "Judging lanes (judgments side by side)", registry=self.registry).set(lanes)
+        Gauge("kerneljudge_lanes", "Judging lanes alive (judgments side by side)", registry=self.registry).set_function(
+            lanes
+        )
         Gauge("kerneljudge_lanes_busy", "Lanes judging now", registry=self.registry).set_function(busy)
         Gauge(
             "kerneljudge_queue_depth", "Judgments admitted and waiting for a lane", registry=self.registry

@@ -111,8 +111,8 @@ class Service:
 
     `config`: the server's judge configuration; an item's options change its mode, policy and timing.
     `queue`: judgments that may wait for a lane beyond those the lanes run (None: no bound, for in-process
-    use). `environment`: this machine's environment digest as a batch computes it (`batch.machine_environment`);
-    None computes it here for `config`'s device.
+    use). `environment`: the environment digest of the machines the backend judges on; None asks the backend
+    (`Backend.machine_environments`).
     """
 
     def __init__(
@@ -124,7 +124,6 @@ class Service:
         queue: int | None = 64,
         environment: str | None = None,
     ) -> None:
-        from kerneljudge.batch import machine_environment
         from kerneljudge.store import environment_digest
 
         if queue is not None and queue < 0:
@@ -134,8 +133,8 @@ class Service:
         self.tasks = tasks or TaskCatalog()
         self.capacity = None if queue is None else backend.lanes + queue
         self.ledger = Ledger(store)
-        self.environment = environment or environment_digest(machine_environment(config))
-        self.metrics = ServeMetrics(backend.lanes, lambda: backend.busy, self.waiting)
+        self.environment = environment or environment_digest(backend.machine_environments(config)[0])
+        self.metrics = ServeMetrics(lambda: backend.lanes, lambda: backend.busy, self.waiting)
         self._flights: dict[str, Flight] = {}
         self._lock = threading.RLock()  # a backend may finish a job inside submit(): _finish runs there
         self._closed = False
@@ -260,7 +259,7 @@ class Service:
     def _retry_after_s(self) -> int:
         """About when a lane frees: a typical judgment's time over the lanes, 1 s to 5 min."""
         typical = self.metrics.quantile(0.5)
-        seconds = DEFAULT_RETRY_S if math.isnan(typical) else typical / self.backend.lanes
+        seconds = DEFAULT_RETRY_S if math.isnan(typical) else typical / max(self.backend.lanes, 1)
         return int(min(300, max(1, math.ceil(seconds))))
 
     def _launch(self, digest: str, job: Job, predicted: StoreKey) -> Flight:

@@ -400,7 +400,7 @@ class ReferenceWorker(Worker):
             if isinstance(exc, MemoryError) or support.out_of_memory(f"{type(exc).__name__}: {exc}"):
                 # The trusted side short of memory (other lanes' work fills the device: GPU MODE's qr_v2 and
                 # mla-decode on an H200) says nothing of the output: the compare fails, the batch judges it
-                # again alone (batch.short_of_memory).
+                # again alone (backends.lane.short_of_memory).
                 raise
             passed, message = False, f"the check raised {type(exc).__name__}: {exc}"
         return {"passed": bool(passed), "message": str(message)[:2000]}
