@@ -48,27 +48,9 @@ from typing import Any
 
 import httpx
 
-TASK = '''"""A small elementwise task: bias then ReLU, 256 x 256 fp32."""
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(width))
-
-    def forward(self, x):
-        return torch.relu(x + self.bias)
-
-
-def get_inputs():
-    return [torch.randn(256, 256)]
-
-
-def get_init_inputs():
-    return [256]
-'''
+ROOT = Path(__file__).resolve().parents[1]
+# The red-team suite's small task, sent as task_source: relu(x + bias), 16 x 33 fp32.
+TASK = (ROOT / "src" / "kerneljudge" / "redteam" / "tasks" / "bias_relu.py").read_text()
 HEAD = """import torch
 import torch.nn as nn
 

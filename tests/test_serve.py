@@ -302,3 +302,19 @@ def test_a_real_cpu_judgment_end_to_end(real_judgment):
     assert client.post("/v1/judge", json=body).json() == answer  # from the store, in no time
     assert time.monotonic() - started < 5
     assert metric(client, 'kerneljudge_judgments_total{status="PASS"}') == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--address", "10.0.0.1:6379"], "--address names a Ray cluster: give it with --backend ray"),
+        (["--backend", "ray", "--gpus", "all"], "--gpus picks GPUs of this machine"),
+    ],
+)
+def test_serve_backend_options_that_do_not_go_together_are_one_line(tmp_path, capsys, flags, message):
+    from kerneljudge.cli import main
+
+    assert main(["serve", "--store", str(tmp_path / "s.db"), "--device", "cpu", *flags]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s.db").exists()  # refused before anything was made

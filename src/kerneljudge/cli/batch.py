@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge.batch import BatchItem, lanes_for, read_manifest, run_batch
-from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
 from kerneljudge.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
 from kerneljudge.store import Store
@@ -124,14 +124,9 @@ def add_batch_commands(sub: Any) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    config = JudgeConfig(
-        device=args.device,
-        mode=args.mode,
-        policy=args.policy,
-        timeout_s=args.timeout,
-        timing=not args.no_timing,
-        timing_baseline="cached" if args.cached_baselines else "paired",
-    )
+    from kerneljudge.cli.judge import config_of
+
+    config = config_of(args)
     if (args.manifest is None) == (args.kernelbench_run is None):
         raise UsageError("give either a MANIFEST or --kernelbench-run RUN_DIR --kernelbench-problems DIR")
     if args.kernelbench_run is not None:

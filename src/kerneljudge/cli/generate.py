@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
 
 RESUME_NOTE = "run the same command again to resume: samples already written are not asked for again"
@@ -147,13 +147,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_improve(args: argparse.Namespace) -> int:
     """Exit 0 when every chain ends verified, 2 when one ends unverified, 1 when a request failed for good."""
+    from kerneljudge.cli.judge import config_of
     from kerneljudge.generate.datasets import select_tasks
     from kerneljudge.generate.improve import ImproveSpec, improve
     from kerneljudge.generate.prompts import feedback_template
 
-    config = JudgeConfig(
-        device=args.device, mode=args.mode, policy=args.policy, timeout_s=args.timeout, timing=not args.no_timing
-    )
+    config = config_of(args)
     if args.store is not None and not args.store.parent.is_dir():
         raise UsageError(f"cannot write {args.store}: directory {args.store.parent} does not exist")
     spec = ImproveSpec(

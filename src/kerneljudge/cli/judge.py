@@ -93,6 +93,19 @@ def add_judge_parser(sub: Any) -> None:
     j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
 
 
+def config_of(args: argparse.Namespace) -> JudgeConfig:
+    """The judge configuration of the options `batch`, `serve` and `improve` share: device, mode, policy,
+    timeout, --no-timing and, where the command has it, --cached-baselines."""
+    return JudgeConfig(
+        device=args.device,
+        mode=args.mode,
+        policy=args.policy,
+        timeout_s=args.timeout,
+        timing=not args.no_timing,
+        timing_baseline="cached" if getattr(args, "cached_baselines", False) else "paired",
+    )
+
+
 def cmd_judge(args: argparse.Namespace) -> int:
     from kerneljudge.pipeline import judge
     from kerneljudge.report.table import print_verdict

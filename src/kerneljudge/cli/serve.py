@@ -100,6 +100,8 @@ def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from kerneljudge.cli.judge import config_of
+
     try:
         import uvicorn
 
@@ -110,14 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from kerneljudge.serve.catalog import TaskCatalog
     from kerneljudge.serve.service import Service
 
-    config = JudgeConfig(
-        device=args.device,
-        mode=args.mode,
-        policy=args.policy,
-        timeout_s=args.timeout,
-        timing=not args.no_timing,
-        timing_baseline="cached" if args.cached_baselines else "paired",
-    )
+    config = config_of(args)
     if not args.store.parent.is_dir():
         raise UsageError(f"--store {args.store}: directory {args.store.parent} does not exist")
     tasks = TaskCatalog(args.tasks)
