@@ -1,12 +1,19 @@
 """Sustained load on `kerneljudge serve` over loopback: is every request answered once, the same each time?
 
-Starts `kerneljudge serve` on 127.0.0.1 (a free port, a fresh store, the CPU device, correctness only) and
-sends it `--requests` single-item requests from `--clients` threads, a fixed mix drawn with `--seed`:
+Starts `kerneljudge serve` on 127.0.0.1 (a free port, a fresh store; `--device`, `--mode`, timing with
+`--timing`) and sends it single-item requests from `--clients` threads. `--work mix` (the default, for the
+CPU) is `--requests` requests, a fixed mix drawn with `--seed`:
 
 - honest candidates (a pool of `--variants` texts, so that some contents come again under new request ids),
 - wrong ones (FAIL, tolerance), ones that raise (FAIL, runtime_error) and ones that hang in forward (FAIL,
   timeout after the judge's `--timeout`),
 - retries: an earlier request sent again with its request id, as a trainer retries after a lost reply.
+
+`--work real` (for a GPU) is real-size work instead: benchmarks/throughput_manifest.py's tasks (the built-in
+suite's fp32 operations at 64 and 128 MiB a tensor), each with its honest Triton candidate, the reference as
+its own candidate, four reward hacks and a bug, every pair sent once, then `--retries` of them again; the
+honest ones must pass and the others must not. With `--device cuda` the server's lanes are `--lanes` per
+visible GPU (`serve --gpus all --jobs`).
 
 A client that is refused with 429 waits the Retry-After seconds and sends again. No request is sent after
 `--max-seconds`. Then the server is stopped and the checks read the answers, the server's /metrics and its
@@ -23,6 +30,7 @@ answers and of answers from the store, 429s) and the checks; exit 0 when every c
 only: the server listens on 127.0.0.1 and the clients talk to nothing else.
 
     python benchmarks/serve_load.py --requests 80 --clients 8 --lanes 2 --markdown load.md --json load.json
+    python benchmarks/serve_load.py --device cuda --work real --mode enforce --timing --lanes 4 --clients 8
 
 docs/serve.md keeps the tables measured ("Under load").
 """
@@ -111,6 +119,35 @@ def plan(count: int, variants: int, seed: int, mix: dict[str, int]) -> list[Sent
     return out
 
 
+def plan_real(retries: int, seed: int, folder: Path) -> list[Sent]:
+    """Every pair of the real-size manifest once, in an order drawn with `seed`, then `retries` of them again."""
+    import throughput_manifest
+
+    rng = random.Random(seed)
+    lines = throughput_manifest.write(folder)
+    rng.shuffle(lines)
+    out = []
+    for index, line in enumerate(lines):
+        item = {
+            "task_source": Path(line["task"]).read_text(),
+            "candidate": Path(line["candidate"]).read_text(),
+            "request_id": f"real-{index:04d}-{Path(line['task']).parent.name}-{line['kind']}",
+        }
+        out.append(Sent(item["request_id"], line["kind"], item))
+    again = [rng.choice(out) for _ in range(retries)]
+    return out + [Sent(first.request_id, first.kind, first.item, retry=True) for first in again]
+
+
+def as_expected(kind: str, answer: dict[str, Any]) -> bool:
+    """The verdict each kind must get: the mix's exact status and failure kind; of the real manifest's, a PASS
+    for an honest candidate and anything else for a hack or the bug."""
+    if kind in EXPECTED:
+        return (answer["status"], answer["failure_kind"]) == EXPECTED[kind]
+    import throughput_manifest
+
+    return (answer["status"] == "PASS") == throughput_manifest.expected_pass(kind)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,8 +156,10 @@ def free_port() -> int:
 
 def start_server(store: Path, port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "kerneljudge", "serve", "--store", str(store), "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--device", "cpu", "--no-timing", "--policy", "practical"]
+    command += ["--port", str(port), "--device", args.device, "--mode", args.mode, "--policy", "practical"]
     command += ["--jobs", str(args.lanes), "--queue", str(args.queue), "--timeout", str(args.timeout)]
+    command += [] if args.timing else ["--no-timing"]
+    command += ["--gpus", "all"] if args.device == "cuda" else []
     log = (store.parent / "server.log").open("wb")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -191,16 +230,18 @@ def check(sent: list[Sent], judgments: float, stored: int) -> list[tuple[str, bo
     lost = [s.request_id for s in sent if s.answer is None]
     by_id: dict[str, set[str]] = defaultdict(set)
     by_content: dict[str, set[str]] = defaultdict(set)
-    verdicts: dict[str, Counter[tuple[str, str | None]]] = defaultdict(Counter)
+    unexpected: dict[str, Counter[tuple[str, str | None]]] = defaultdict(Counter)
     for s in sent:
         if s.answer is None:
             continue
         by_id[s.request_id].add(json.dumps(s.answer, sort_keys=True))
         by_content[s.item["candidate"]].add(s.answer["record_id"])
-        verdicts[s.kind][(s.answer["status"], s.answer["failure_kind"])] += 1
+        verdict = (s.answer["status"], s.answer["failure_kind"])
+        if not as_expected(s.kind, s.answer):
+            unexpected[s.kind][verdict] += 1
     differing = [rid for rid, answers in by_id.items() if len(answers) > 1]
     split = [text for text, ids in by_content.items() if len(ids) > 1]
-    wrong = {kind: dict(seen) for kind, seen in verdicts.items() if set(seen) != {EXPECTED[kind]}}
+    wrong = {kind: dict(seen) for kind, seen in unexpected.items()}
     contents = len(by_content)
     return [
         ("every request answered", not lost, f"{len(lost)} lost" + (f": {', '.join(lost[:5])}" if lost else "")),
@@ -232,10 +273,8 @@ def table(sent: list[Sent], seconds: float, judgments: float, args: argparse.Nam
         seen.add(s.item["candidate"])
     kinds = Counter(("retry" if s.retry else s.kind) for s in sent)
     rows = [
-        (
-            "requests sent (honest / wrong / raises / hangs / retries)",
-            f"{len(sent)} (" + " / ".join(str(kinds[k]) for k in ("honest", "wrong", "raises", "hangs", "retry")) + ")",
-        ),
+        ("requests sent", f"{len(sent)} (" + ", ".join(f"{kind} {n}" for kind, n in kinds.items()) + ")"),
+        ("device, mode, timed", f"{args.device}, {args.mode}, {'yes' if args.timing else 'no'}"),
         ("clients, lanes, queue, judge timeout", f"{args.clients}, {args.lanes}, {args.queue}, {args.timeout:g} s"),
         ("judgments made", f"{judgments:.0f}"),
         ("wall time", f"{seconds:.1f} s"),
@@ -246,6 +285,24 @@ def table(sent: list[Sent], seconds: float, judgments: float, args: argparse.Nam
         ("429s waited out", str(sum(s.refusals for s in sent))),
     ]
     lines = ["| figure | value |", "|---|---|", *(f"| {name} | {value} |" for name, value in rows)]
+    return "\n".join(lines) + "\n"
+
+
+def verdict_table(sent: list[Sent]) -> str:
+    """Per kind of candidate: its answers' statuses and failure kinds, and the median speedup where timed."""
+    seen: dict[str, Counter[str]] = defaultdict(Counter)
+    speedups: dict[str, list[float]] = defaultdict(list)
+    for s in sent:
+        if s.answer is None or s.retry:
+            continue
+        seen[s.kind][s.answer["status"] + (f" ({s.answer['failure_kind']})" if s.answer["failure_kind"] else "")] += 1
+        if s.answer["metrics"].get("speedup") is not None:
+            speedups[s.kind].append(s.answer["metrics"]["speedup"])
+    lines = ["| kind | verdicts | median speedup |", "|---|---|---|"]
+    for kind, counts in seen.items():
+        told = ", ".join(f"{n} {verdict}" for verdict, n in counts.most_common())
+        speed = f"{statistics.median(speedups[kind]):.2f}x" if speedups[kind] else "-"
+        lines.append(f"| {kind} | {told} | {speed} |")
     return "\n".join(lines) + "\n"
 
 
@@ -261,20 +318,33 @@ def parse_mix(text: str) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=80, help="requests to send (default 80)")
+    parser.add_argument("--work", choices=("mix", "real"), default="mix", help="the small mix, or real-size work")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="the server's device")
+    parser.add_argument("--mode", choices=("audit", "enforce"), default="enforce", help="the server's mode")
+    parser.add_argument("--timing", action="store_true", help="judge with timing (default: correctness only)")
+    parser.add_argument("--requests", type=int, default=80, help="--work mix: requests to send (default 80)")
+    parser.add_argument("--retries", type=int, default=12, help="--work real: requests sent again")
     parser.add_argument("--clients", type=int, default=8, help="client threads sending side by side")
     parser.add_argument("--lanes", type=int, default=2, help="the server's lanes (serve --jobs)")
     parser.add_argument("--queue", type=int, default=4, help="the server's queue (serve --queue): 429 beyond it")
-    parser.add_argument("--timeout", type=float, default=20.0, help="the judge's timeout (serve --timeout), s")
+    parser.add_argument(
+        "--timeout", type=float, help="the judge's timeout (serve --timeout), s; default 20 (mix), 180 (real)"
+    )
     parser.add_argument("--variants", type=int, default=6, help="distinct honest texts (contents that repeat)")
     parser.add_argument("--mix", default="", help=f"percentages, e.g. hangs=0,retry=30 (default {MIX})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-seconds", type=float, default=900.0, help="no request is sent after this")
     parser.add_argument("--markdown", type=Path, help="write the table and the checks here too")
     parser.add_argument("--json", type=Path, help="write every request and its answer here")
+    parser.add_argument("--keep-store", type=Path, metavar="PATH", help="copy the server's store here (a backup)")
     args = parser.parse_args(argv)
-    requests = plan(args.requests, args.variants, args.seed, parse_mix(args.mix))
+    if args.timeout is None:
+        args.timeout = 180.0 if args.work == "real" else 20.0
     with tempfile.TemporaryDirectory(prefix="serve-load-") as folder:
+        if args.work == "real":
+            requests = plan_real(args.retries, args.seed, Path(folder) / "work")
+        else:
+            requests = plan(args.requests, args.variants, args.seed, parse_mix(args.mix))
         store = Path(folder) / "rewards.db"
         server = start_server(store, port := free_port(), args)
         url = f"http://127.0.0.1:{port}"
@@ -293,9 +363,14 @@ def main(argv: list[str] | None = None) -> int:
 
         with Store(store) as opened:
             stored = len(opened)
+        if args.keep_store is not None:
+            import sqlite3
+
+            with sqlite3.connect(store) as source, sqlite3.connect(args.keep_store) as copy:
+                source.backup(copy)  # the WAL's pages included
     judgments = metric_total(metrics, "kerneljudge_judgments_total")
     checks = check(sent, judgments, stored)
-    text = table(sent, seconds, judgments, args) + "\n"
+    text = table(sent, seconds, judgments, args) + "\n" + verdict_table(sent) + "\n"
     text += "\n".join(f"- {'passed' if ok else 'FAILED'}: {name} ({detail})" for name, ok, detail in checks) + "\n"
     print(text, end="")
     if args.markdown is not None:

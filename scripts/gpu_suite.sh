@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox generate all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox generate serve all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
@@ -50,6 +50,11 @@
 #                                server through the real client (no model weights can be fetched here), the run
 #                                judged by `batch` and a repair loop by `improve` on the GPU (docs/generate.md;
 #                                its summary in $OUT/generate.md, its folders in $OUT/generate.tar.gz);
+#                                `serve`: benchmarks/serve_load.py --work real: `kerneljudge serve` on every GPU,
+#                                the real-size manifest's honest candidates, hacks and bug sent over loopback by
+#                                client threads, with retries (KJ_SERVE_ARGS, default "--mode enforce --timing
+#                                --lanes 4 --clients 8"; its table in $OUT/serve_load.md, the server's store in
+#                                results.tar.gz as serve/rewards.db);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
 #                                records and stores to $OUT/results.tar.gz. KJ_ALLOWLIST_CUDA=1 gives CUDA workers
@@ -70,6 +75,8 @@ WHEELS=(
   typing-extensions==4.16.0 nvidia-ml-py==13.615.71 pyseccomp==0.1.2
   openai==3.60.0 httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 anyio==4.16.0 sniffio==1.3.1 idna==3.20
   jiter==0.19.0 truststore==0.10.5
+  fastapi==0.165.0 starlette==1.10.0 uvicorn==0.55.0 click==8.5.1 prometheus-client==0.26.0 annotated-doc==0.0.7
+  opentelemetry-api==1.45.2 httpx==0.29.0 httpcore==1.0.9 certifi==2026.10.19.post1
 )
 
 fetch() {
@@ -253,6 +260,14 @@ PY
     tar czf "$OUT/generate.tar.gz" -C "$OUT" generate && rm -r "$gen"
     status=$gen_status
   fi
+  if asked serve; then
+    mkdir -p "$OUT/serve"
+    # shellcheck disable=SC2086  # KJ_SERVE_ARGS holds several arguments
+    timeout "$(stage_left)" python3 benchmarks/serve_load.py --device cuda --work real \
+      ${KJ_SERVE_ARGS:---mode enforce --timing --lanes 4 --clients 8} --markdown "$OUT/serve_load.md" \
+      --json "$OUT/serve/load.json" --keep-store "$OUT/serve/rewards.db" 2>&1 | tee "$OUT/serve_load.log"
+    status=${PIPESTATUS[0]}
+  fi
   if asked bench; then
     # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_2048_fp32 --pairs 3"
     timeout "$(stage_left)" python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} \
@@ -263,7 +278,7 @@ PY
   # One archive of the records and the stores, so that they come back from machines that return few files
   # (eight at most, seen on 2026-11-30: the stores of a run beyond that were left behind).
   local packed=(records)
-  for folder in batch suite conformance latency; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for folder in batch suite conformance latency serve; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   tar czf "$OUT/results.tar.gz" -C "$OUT" "${packed[@]}" && (cd "$OUT" && rm -r "${packed[@]}")
   [ "$status" -eq 0 ] && [ "$audit_status" -eq 0 ] && [ "$enforce_status" -eq 0 ]
 }
@@ -271,6 +286,6 @@ PY
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox generate all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox generate serve all)" >&2
      exit 1 ;;
 esac

@@ -70,3 +70,16 @@ def test_the_plan_has_one_of_each_kind_first_and_retries_repeat_a_request_whole(
     assert len(honest) <= 3  # honest texts come again under new request ids
     with pytest.raises(SystemExit, match="NAME=PERCENT"):
         serve_load.parse_mix("bogus=3")
+
+
+def test_the_real_work_sends_every_manifest_pair_once_and_expects_honest_ones_to_pass(tmp_path):
+    plan = serve_load.plan_real(retries=5, seed=2, folder=tmp_path)
+    first, again = [s for s in plan if not s.retry], [s for s in plan if s.retry]
+    assert len(again) == 5 and len({s.request_id for s in first}) == len(first) == 8 * 7
+    assert {s.request_id for s in again} <= {s.request_id for s in first}
+    assert all(s.item["task_source"].startswith('"""') and "class ModelNew" in s.item["candidate"] for s in first)
+    passed = {"status": "PASS", "failure_kind": None}
+    caught = {"status": "FAIL", "failure_kind": "tolerance"}
+    assert serve_load.as_expected("honest_triton", passed) and not serve_load.as_expected("honest_torch", caught)
+    assert serve_load.as_expected("side_stream", caught) and not serve_load.as_expected("cache_by_pointer", passed)
+    assert serve_load.as_expected("hangs", {"status": "FAIL", "failure_kind": "timeout"})

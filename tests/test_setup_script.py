@@ -25,3 +25,24 @@ def test_setup_announces_every_step_before_it_runs(tmp_path):
     for index in calls:
         assert lines[index - 1].startswith("setup: "), f"no message before {lines[index]!r}"
     assert lines[-1].startswith("setup: done")
+
+
+GPU_SUITE = SCRIPT.parent / "gpu_suite.sh"
+
+
+def test_the_gpu_suite_runs_every_stage_its_usage_names_and_names_every_stage_it_runs():
+    import re
+
+    text = GPU_SUITE.read_text()
+    usage = re.search(r"run \[STAGE \.\.\.\] \((?P<stages>[a-z ]+)\)\" >&2", text)
+    assert usage is not None
+    named = set(usage["stages"].split()) - {"all"}
+    handled = set(re.findall(r"^  if asked (\w+); then", text, re.MULTILINE))
+    assert named == handled
+    for stage in handled:  # each is told in the header's notes
+        assert f"`{stage}`" in text.split("set -euo pipefail")[0], stage
+
+
+def test_the_gpu_suite_without_a_command_says_how_to_use_it():
+    done = subprocess.run(["bash", str(GPU_SUITE)], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.startswith("usage: scripts/gpu_suite.sh fetch | run")
