@@ -41,7 +41,8 @@ from typing import Any
 import throughput_manifest
 import upstream_eval
 
-from kerneljudge.batch import lanes_for, read_manifest, run_batch
+from kerneljudge.backends.machine import lanes_for
+from kerneljudge.batch import read_manifest, run_batch
 from kerneljudge.config import JudgeConfig
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
 from kerneljudge.redteam.suite import FIXTURES

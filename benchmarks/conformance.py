@@ -39,7 +39,8 @@ from typing import Any
 from conformance_ledger import SETTLED, Ledger
 
 from kerneljudge import __version__
-from kerneljudge.batch import BatchItem, lanes_for, prepare, run_batch
+from kerneljudge.backends.machine import lanes_for
+from kerneljudge.batch import BatchItem, prepare, run_batch
 from kerneljudge.candidate import reference_as_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.store import Store

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge import suite
-from kerneljudge.batch import BatchItem, lanes_for, run_batch
+from kerneljudge.backends.machine import lanes_for
+from kerneljudge.batch import BatchItem, run_batch
 from kerneljudge.config import JudgeConfig
 from kerneljudge.store import Store
 

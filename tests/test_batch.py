@@ -19,15 +19,8 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, TASKS, make_record
-from kerneljudge.batch import (
-    BatchCounts,
-    BatchItem,
-    ManifestError,
-    machine_environment,
-    probe_hello,
-    read_manifest,
-    run_batch,
-)
+from kerneljudge.backends.machine import machine_environment, probe_hello
+from kerneljudge.batch import BatchCounts, BatchItem, ManifestError, read_manifest, run_batch
 from kerneljudge.cli.batch import BATCH_COMMANDS, add_batch_commands
 from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint

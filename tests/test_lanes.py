@@ -11,8 +11,9 @@ import pytest
 
 from helpers import CANDIDATES, probes, run_judge
 from kerneljudge import batch
-from kerneljudge.backends import lane
-from kerneljudge.batch import BatchItem, LaneGate, lanes_for, run_batch
+from kerneljudge.backends import lane, machine
+from kerneljudge.backends.machine import lanes_for
+from kerneljudge.batch import BatchItem, LaneGate, run_batch
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
 from kerneljudge.store import Store
@@ -82,7 +83,7 @@ def test_lanes_of_different_gpus_measure_at_once_and_lanes_of_one_gpu_take_turns
 
 def test_lanes_are_gpus_or_cpu_jobs_and_a_bad_choice_is_one_line(monkeypatch):
     assert lanes_for("cpu", None, 3) == [None, None, None]
-    monkeypatch.setattr(batch, "visible_gpus", lambda: ["0", "1", "2"])
+    monkeypatch.setattr(machine, "visible_gpus", lambda: ["0", "1", "2"])
     assert lanes_for("cuda", "all", 1) == ["0", "1", "2"]
     assert lanes_for("auto", "2,0,2", 1) == ["2", "0"]
     assert lanes_for("cuda", "0,2", 3) == ["0", "2"] * 3  # --jobs: lanes per GPU, alternating
@@ -96,7 +97,7 @@ def test_lanes_are_gpus_or_cpu_jobs_and_a_bad_choice_is_one_line(monkeypatch):
         lanes_for("cpu", None, 0)
     monkeypatch.undo()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
-    assert batch.visible_gpus() == ["3", "5"]
+    assert machine.visible_gpus() == ["3", "5"]
 
 
 def test_a_lanes_workers_see_only_its_gpu(tiny_task):

@@ -124,7 +124,7 @@ def test_the_terminal_says_when_the_candidate_came_from_a_models_response(tmp_pa
 
 def test_a_cpu_record_without_workers_is_keyed_as_a_batch_looks_it_up(tmp_path, workers_started):
     """The record of a judgment that ended in the parent names the software a batch's resume keys on."""
-    from kerneljudge.batch import machine_environment
+    from kerneljudge.backends.machine import machine_environment
     from kerneljudge.config import JudgeConfig
     from kerneljudge.store import environment_digest
 

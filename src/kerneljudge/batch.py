@@ -17,12 +17,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from kerneljudge.backends.lane import BaselineCache
+from kerneljudge.backends.machine import machine_environment
 from kerneljudge.config import JudgeConfig
-from kerneljudge.errors import KernelJudgeError, UsageError
+from kerneljudge.errors import UsageError
 from kerneljudge.gate import LaneGate, PastDeadline
+from kerneljudge.progress import BatchProgress
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
 from kerneljudge.verdict import Record
 
@@ -37,10 +39,6 @@ COUNTED = {"PASS": "passed", "FAIL": "failed", "SUSPICIOUS": "suspicious", "UNSU
 
 class ManifestError(UsageError):
     """A manifest line is not a usable item; the message names the line."""
-
-
-class ProbeError(KernelJudgeError):
-    """No worker could be started to fingerprint this machine, so no item's key is known."""
 
 
 @dataclass(frozen=True)
@@ -132,75 +130,6 @@ def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
     return prepared
 
 
-def machine_environment(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
-    """This machine's fingerprint as a judgment under `config` records it; its key fields are exact.
-
-    What the workers see depends on the device asked for: on `--device cpu` they
-    see no GPU (CUDA_VISIBLE_DEVICES is emptied), so the records carry no GPU name
-    even on a GPU machine. Then every key field is known here without a worker:
-    the workers run this interpreter with this torch and read Triton's version
-    from its metadata. Otherwise the GPU name is the CUDA runtime's, which the
-    parent never initializes, so a bare reference worker is started and asked.
-    """
-    from kerneljudge.env import fingerprint, host_hello
-
-    if config.device == "cpu":
-        return fingerprint(host_hello())
-    return fingerprint(probe_hello(config, gpu))
-
-
-def probe_hello(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
-    """The hello of a bare reference worker started as the pipeline starts one (same device, sandbox, GPU)."""
-    from kerneljudge.env import probe
-    from kerneljudge.sandbox import confine
-    from kerneljudge.sandbox.process import WorkerFailure
-
-    try:
-        hello, _ = probe(config.device, confine.policy_for(config.sandbox), config.timeout_s, gpu)
-    except (confine.SandboxUnavailable, OSError) as exc:
-        raise ProbeError(f"cannot start a worker to fingerprint this machine: {exc}") from None
-    except WorkerFailure as exc:
-        raise ProbeError(f"the probe worker did not start: {exc}; `kerneljudge env` shows what is missing") from None
-    if hello.get("type") != "hello":
-        raise ProbeError("the probe worker did not say hello; `kerneljudge env` shows what is missing")
-    return hello
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs a worker could be given: CUDA_VISIBLE_DEVICES's entries where set, else NVML's indices."""
-    import os
-
-    from kerneljudge.sandbox.gpu_memory import open_nvml
-
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [entry.strip() for entry in listed.split(",") if entry.strip() and entry.strip() != "-1"]
-    _, handles, _ = open_nvml()
-    return [str(index) for index in range(len(handles))]
-
-
-def lanes_for(device: str, gpus: str | None, jobs: int) -> list[str | None]:
-    """`jobs` lanes per GPU (`gpus`: "all" or a comma list of visible ones), or `jobs` lanes on the CPU or on
-    the inherited device.
-
-    A lane is the GPU its judgments' workers see (CUDA_VISIBLE_DEVICES), or None for the CPU or for lanes
-    that keep the inherited view. Lanes of several GPUs alternate (0, 1, 0, 1, ...), so the first items
-    of the queue spread over every GPU.
-    """
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    visible = visible_gpus() if device != "cpu" else []
-    if gpus is None or device == "cpu" or not visible:
-        if gpus not in (None, "all"):
-            raise UsageError(f"--gpus {gpus}: no GPU is visible here" + (" (--device cpu)" if device == "cpu" else ""))
-        return [None] * jobs
-    chosen = visible if gpus == "all" else [entry.strip() for entry in gpus.split(",") if entry.strip()]
-    unknown = [entry for entry in chosen if entry not in visible]
-    if unknown or not chosen:
-        raise UsageError(f"--gpus {gpus}: {', '.join(unknown) or 'nothing'} not among the visible GPUs {visible}")
-    return list(dict.fromkeys(chosen)) * jobs
-
-
 def run_batch(
     items: Sequence[BatchItem],
     config: JudgeConfig,
@@ -249,7 +178,7 @@ def run_batch(
                 todo.put((entry, keys[0]))
     show = sys.stdout.isatty() if progress is None else progress
     if backend is not None:
-        with _Progress(show, todo.qsize(), counts, log) as bar:
+        with BatchProgress(show, todo.qsize(), counts, log) as bar:
             judge_on_backend(backend, todo, config, store_path, counts, bar, on_record, deadline)
         return counts
     gate = LaneGate(list(lanes), deadline) if len(lanes) > 1 else None
@@ -257,7 +186,7 @@ def run_batch(
     lock = threading.Lock()
     failures: list[BaseException] = []
 
-    def lane(index: int, gpu: str | None, bar: _Progress) -> None:
+    def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
             while not failures and (deadline is None or time.monotonic() < deadline):
                 try:
@@ -291,13 +220,13 @@ def run_batch(
                     if on_record is not None:
                         on_record(entry.item, record)
 
-    def guarded(index: int, gpu: str | None, bar: _Progress) -> None:
+    def guarded(index: int, gpu: str | None, bar: BatchProgress) -> None:
         try:
             lane(index, gpu, bar)
         except BaseException as exc:  # stop the other lanes at their next item, and re-raise below
             failures.append(exc)
 
-    with _Progress(show, todo.qsize(), counts, log) as bar:
+    with BatchProgress(show, todo.qsize(), counts, log) as bar:
         if len(lanes) == 1:
             lane(0, lanes[0], bar)
         else:
@@ -319,7 +248,7 @@ def judge_on_backend(
     config: JudgeConfig,
     store_path: str | Path,
     counts: BatchCounts,
-    bar: _Progress,
+    bar: BatchProgress,
     on_record: Callable[[BatchItem, Record], None] | None,
     deadline: float | None,
 ) -> None:
@@ -375,78 +304,3 @@ def judge_on_backend(
                     on_record(entry.item, record)
     if failure is not None:
         raise failure
-
-
-class _Progress:
-    """Live counts and an ETA through rich.progress, or nothing."""
-
-    def __init__(self, show: bool, total: int, counts: BatchCounts, log: TextIO | None = None) -> None:
-        self.counts = counts
-        self.log = log
-        self.label = ""
-        self.bar: Any = None
-        if show:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-            from rich.table import Column
-
-            self.bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(bar_width=16),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-                TextColumn(
-                    "{task.fields[stage]}",
-                    markup=False,
-                    table_column=Column(no_wrap=True, overflow="ellipsis", max_width=50),
-                ),
-                # rich estimates the speed from the last 30 s by default; a judgment takes seconds to minutes
-                speed_estimate_period=3600.0,
-            )
-            self.task_id = self.bar.add_task(self._counts(), total=total, stage="")
-
-    def _counts(self) -> str:
-        c = self.counts
-        parts = [f"{c.passed} pass", f"{c.failed} fail", f"{c.suspicious} susp", f"{c.errors} err"]
-        parts += [f"{n} {name}" for n, name in ((c.unsupported, "unsup"), (c.skipped, "skip")) if n]
-        return " ".join(parts)
-
-    def start(self, entry: Prepared) -> None:
-        self.label = f"{entry.task.name}/{entry.candidate.name}"
-        if self.bar is not None:
-            self.bar.update(self.task_id, stage=self.label)
-
-    def stage(self, text: str) -> None:
-        self.note(f"{self.label}: {text}")
-
-    def note(self, text: str) -> None:
-        """The stage column as given (lanes name their own judgment in it), and a line of the log."""
-        if self.log is not None:
-            self.log.write(f"{time.strftime('%H:%M:%S')} {text}\n")
-            self.log.flush()
-        if self.bar is not None:
-            self.bar.update(self.task_id, stage=text)
-
-    def advance(self) -> None:
-        if self.log is not None:
-            self.log.write(f"{time.strftime('%H:%M:%S')} done: {self._counts()}\n")
-            self.log.flush()
-        if self.bar is not None:
-            self.bar.update(self.task_id, advance=1, description=self._counts(), stage="")
-
-    def __enter__(self) -> _Progress:
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()

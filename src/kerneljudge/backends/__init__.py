@@ -64,9 +64,9 @@ class Backend(ABC):
 
     def machine_environments(self, config: JudgeConfig) -> list[dict[str, Any]]:
         """The fingerprints of the machines this backend judges on, as a judgment under `config` records them
-        (`batch.machine_environment`), so that a record's store key is known before it is judged. This
+        (`backends.machine.machine_environment`), so that a record's store key is known before it is judged. This
         machine's, by default; a cluster answers for its nodes."""
-        from kerneljudge.batch import machine_environment
+        from kerneljudge.backends.machine import machine_environment
 
         return [machine_environment(config)]
 

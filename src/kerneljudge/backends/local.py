@@ -19,7 +19,7 @@ _STOP = None
 
 
 class LocalBackend(Backend):
-    """A thread per lane (`batch.lanes_for`: a GPU's CUDA_VISIBLE_DEVICES entry, or None for the CPU or the
+    """A thread per lane (`machine.lanes_for`: a GPU's CUDA_VISIBLE_DEVICES entry, or None for the CPU or the
     inherited device). Lanes take jobs in the order submitted; more than one lane share a `LaneGate`, so no
     lane measures while another works and device memory is reserved before a judgment's first trial."""
 
@@ -52,7 +52,7 @@ class LocalBackend(Backend):
 
     def machine_environments(self, config: JudgeConfig) -> list[dict[str, Any]]:
         """This machine's fingerprint as its first GPU lane's workers see it (the inherited view without one)."""
-        from kerneljudge.batch import machine_environment
+        from kerneljudge.backends.machine import machine_environment
 
         return [machine_environment(config, next((gpu for gpu in self._lanes if gpu is not None), None))]
 

@@ -90,8 +90,8 @@ class GpuJudge:
         return f"node {ray.util.get_node_ip_address()}, GPU {gpus}"
 
     def environment(self, config_json: str) -> str:
-        """This node's fingerprint as a judgment under the configuration records it (`batch.machine_environment`)."""
-        from kerneljudge.batch import machine_environment
+        """This node's fingerprint as a judgment under the configuration records it (`machine_environment`)."""
+        from kerneljudge.backends.machine import machine_environment
         from kerneljudge.config import JudgeConfig
 
         return json.dumps(machine_environment(JudgeConfig.from_mapping(json.loads(config_json))))

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.batch import BatchItem, lanes_for, read_manifest, run_batch
+from kerneljudge.backends.machine import lanes_for
+from kerneljudge.batch import BatchItem, read_manifest, run_batch
 from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
 from kerneljudge.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run

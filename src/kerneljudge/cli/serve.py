@@ -83,7 +83,7 @@ def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend
     backend: Backend
     if args.backend == "local":
         from kerneljudge.backends.local import LocalBackend
-        from kerneljudge.batch import lanes_for
+        from kerneljudge.backends.machine import lanes_for
 
         backend = LocalBackend(lanes_for(config.device, args.gpus, args.jobs), cached_baselines=args.cached_baselines)
     elif args.backend == "ray":  # Ray is imported only here
