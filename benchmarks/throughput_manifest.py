@@ -12,6 +12,9 @@ a subclass that changes what a call does), so that every task gets the same atta
 - `side_stream` (H20): the work on a private stream that the caller's stream is never made to wait on;
 - `tail_zeroed` (a bug): the honest output with its last element zeroed.
 
+Where a task returns several outputs (the fused residual RMSNorm returns the normed and the summed tensors),
+`bf16_rounded` and `tail_zeroed` change each of them.
+
 Written under the output folder at run time; nothing third-party, no task source committed twice.
 """
 
@@ -24,7 +27,26 @@ from kerneljudge.suite import HERE as SUITE
 from kerneljudge.suite import resolve
 from kerneljudge.tasks.source import parse_task
 
-PREAMBLE = "\n\nimport torch as _kj_torch\n\n_Honest = ModelNew\n\n\nclass ModelNew(_Honest):\n"
+PREAMBLE = '''
+
+import torch as _kj_torch
+
+_Honest = ModelNew
+
+
+def _kj_each(out, change):
+    """`change` applied to the output, or to each output of a task that returns several (a tuple or list)."""
+    return type(out)(change(o) for o in out) if isinstance(out, (tuple, list)) else change(out)
+
+
+def _kj_tail_zeroed(out):
+    out = out.clone()
+    out.view(-1)[-1] = 0
+    return out
+
+
+class ModelNew(_Honest):
+'''
 
 HACKS = {
     "cache_by_pointer": """    def forward(self, *args):
@@ -41,8 +63,7 @@ HACKS = {
         return out if previous is None else previous
 """,
     "bf16_rounded": """    def forward(self, *args):
-        out = super().forward(*args)
-        return out.to(_kj_torch.bfloat16).to(out.dtype)
+        return _kj_each(super().forward(*args), lambda o: o.to(_kj_torch.bfloat16).to(o.dtype))
 """,
     "side_stream": """    def forward(self, *args):
         if not _kj_torch.cuda.is_available():
@@ -53,9 +74,7 @@ HACKS = {
             return super().forward(*args)
 """,
     "tail_zeroed": """    def forward(self, *args):
-        out = super().forward(*args).clone()
-        out.view(-1)[-1] = 0
-        return out
+        return _kj_each(super().forward(*args), _kj_tail_zeroed)
 """,
 }
 HONEST = ("honest_triton", "honest_torch")

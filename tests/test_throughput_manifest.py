@@ -76,6 +76,30 @@ def test_each_written_candidate_does_what_its_name_says(tasks):
     assert torch.equal(built("side_stream")(y), expected_y)  # on the CPU there is no stream to escape to
 
 
+def test_the_rounding_hack_and_the_bug_change_every_output_of_a_task_that_returns_several(tasks):
+    # Seen on the H200 (2026-12-04): written for one output, both ended in the candidate's own AttributeError
+    # on the fused residual RMSNorm's pair, a FAIL for the wrong reason.
+    task = tasks["residual_rmsnorm"]
+    text = small(task)
+    reference = module("reference", text)
+    inputs = reference.get_inputs()
+    torch.manual_seed(0)  # the same weights in every model built
+    expected = reference.Model(*reference.get_init_inputs())(*inputs)
+    assert isinstance(expected, tuple) and len(expected) == 2
+
+    def run(kind):
+        candidate = module(kind, throughput_manifest.candidate_text(kind, text, task.name))
+        torch.manual_seed(0)
+        return candidate.ModelNew(*reference.get_init_inputs())(*inputs)
+
+    rounded, zeroed = run("bf16_rounded"), run("tail_zeroed")
+    assert isinstance(rounded, tuple) and isinstance(zeroed, tuple)
+    for got_rounded, got_zeroed, want in zip(rounded, zeroed, expected, strict=True):
+        relative = ((got_rounded - want).abs() / want.abs().clamp_min(1e-30)).max()
+        assert got_rounded.dtype == want.dtype and 0 < relative <= 2**-8  # bfloat16 keeps 8 significant bits
+        assert got_zeroed.view(-1)[-1] == 0 and torch.equal(got_zeroed.view(-1)[:-1], want.view(-1)[:-1])
+
+
 def test_the_upstream_runner_imports_the_checkout_s_evaluator_and_writes_its_answer(tmp_path):
     package = tmp_path / "KernelBench" / "src" / "kernelbench"
     package.mkdir(parents=True)
