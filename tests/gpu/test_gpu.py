@@ -177,7 +177,10 @@ def test_timing_regime_clocks_l2_reset_and_the_compile_baseline_on_cuda():
     record = keep(run_judge(reference, candidate, device="cuda", timing=True, timing_compile=True), "timing-compile")
     t = record.timing
     assert record.verified and t.launch_regime == "cuda_graph" and t.graph_fallback is None, t
-    assert t.graph_rechecks == 2 and t.timed_outputs_checked > 2, t  # plain calls after the replays too
+    # Two plain calls after the replays for each graph of the candidate's (one per calls-per-sample count its
+    # calibration captured: three on the H200, 2026-12-04), each checked like a timed call.
+    assert t.graph_rechecks >= 2 and t.graph_rechecks % 2 == 0, t
+    assert t.timed_outputs_checked > t.graph_rechecks, t
     assert t.precursor_ms["candidate"] > 0 and t.precursor_ms["reference"] > 0
     assert t.persisting_l2_reset == {"candidate": True, "reference": True, "compiled": True}
     assert t.clocks["monitor"] == "nvml" and t.clocks["sm_mhz_max"] > 0, t.clocks
