@@ -46,7 +46,7 @@ def _inside(path: str, folder: str) -> bool:
 def plan_allowlist(workspace: str, needed: list[str], etc: str = "/etc") -> list[dict[str, Any]]:
     """The new root's entries, outermost first: {"path", "kind": bind|link|tmpfs, "writable", "target"}.
 
-    `needed` are the folders a worker reads (confine.needed_paths: the interpreter, site-packages, the
+    `needed` are the folders a worker reads (plan.needed_paths: the interpreter, site-packages, the
     judge's package, the bytecode cache); one inside another entry is covered by it, except under a
     private tmp (a fresh tmpfs), where it is bound in its place.
     """

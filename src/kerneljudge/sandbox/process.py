@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.sandbox import bytecode, confine, lifeline
+from kerneljudge.sandbox import bytecode, confine, lifeline, plan
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
@@ -270,8 +270,8 @@ class WorkerProcess:
         if confined:
             report_r, report_w = os.pipe()
             owner_uid = sharing.uid if sharing is not None else None
-            self.uid = owner_uid if owner_uid is not None else confine.take_worker_uid(self.policy)
-            spec = confine.launcher_spec(
+            self.uid = owner_uid if owner_uid is not None else plan.take_worker_uid(self.policy)
+            spec = plan.launcher_spec(
                 self.workspace.root,
                 self.policy,
                 package_root,
@@ -281,7 +281,7 @@ class WorkerProcess:
                 readable=[self.bytecode] if self.bytecode else [],
             )
             spec["lifeline_fd"] = lifeline.read_end()  # the launcher kills the worker if the judge dies
-            argv = confine.wrap_argv(argv, spec, report_w)
+            argv = plan.wrap_argv(argv, spec, report_w)
             pass_fds += (report_w, spec["lifeline_fd"])
         elif not prefix:  # the worker asks for the parent-death signal itself (under a prefix, that is its parent)
             argv += ["--parent-pid", str(os.getpid())]
@@ -520,7 +520,7 @@ class WorkerProcess:
                 pass
         if self.kill() is not None and self.uid is not None:  # its processes are gone: the uid may be reused
             if self.sharing is None:
-                confine.release_worker_uid(self.uid)
+                plan.release_worker_uid(self.uid)
             self.uid = None
         if self.gpu_watch is not None:
             self.gpu_watch.stop()
