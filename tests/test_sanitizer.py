@@ -245,7 +245,8 @@ def test_a_sanitized_worker_shares_the_checked_workers_workspace_and_uid_and_lea
     uid of its own would take the checked worker's own files from it); closing one removes and gives back
     nothing the checked worker still uses."""
     from kerneljudge.sandbox import plan
-    from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox.talk import WorkerChannels
 
     def load(worker):
         return worker.request(protocol.Load(seed=0), [], timeout_s=120)[0]["type"]

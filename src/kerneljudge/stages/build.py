@@ -17,7 +17,7 @@ from kerneljudge.gate import OPEN_GATE, memory_need, timing_pool_sets
 from kerneljudge.preflight import preflight
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy
 from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
-from kerneljudge.sandbox.process import WorkerFailure
+from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported, error_failure, integrity_failure
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, candidate_step
