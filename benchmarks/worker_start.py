@@ -28,7 +28,8 @@ import torch  # noqa: F401  (the parent's own import, done before any measuremen
 
 from kerneljudge import protocol
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, SandboxPolicy
-from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.talk import WorkerChannels
 
 SOURCE = """import torch
 class Model(torch.nn.Module):

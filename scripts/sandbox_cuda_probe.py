@@ -17,7 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy, run_confined
+from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy
+from kerneljudge.sandbox.probe import run_confined
 
 PROBE = (
     "import torch\n"

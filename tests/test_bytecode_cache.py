@@ -14,7 +14,8 @@ import pytest
 from kerneljudge import protocol
 from kerneljudge.sandbox import bytecode
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, SandboxPolicy
-from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.talk import WorkerChannels
 
 PACKAGE_ROOT = Path(bytecode.__file__).resolve().parents[2]
 

@@ -92,7 +92,8 @@ def test_requests_are_frozen():
 
 
 def test_a_worker_answers_a_malformed_request_with_a_protocol_error_and_goes_on_serving():
-    from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox.talk import WorkerChannels
     from kerneljudge.worker import wire
 
     class Forged(protocol.Request):
@@ -145,7 +146,7 @@ def test_a_candidate_that_writes_the_reference_workers_answer_into_its_pipe_fail
 
 def test_a_workers_clock_report_keeps_only_plain_seconds_of_known_parts():
     """A candidate's worker can report anything as `clock_s`: the record keeps only what is a figure."""
-    from kerneljudge.sandbox.process import clock_parts
+    from kerneljudge.sandbox.talk import clock_parts
 
     assert clock_parts({"call": 0.5, "write": 2, "read": 1e-3}) == {"call": 0.5, "write": 2.0, "read": 1e-3}
     assert clock_parts({"call": -1.0, "write": float("inf"), "evidence": True, "inputs": "3"}) == {}

@@ -7,15 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from kerneljudge.sandbox import confine
+from kerneljudge.sandbox import confine, probe
 from kerneljudge.sandbox.confine import Layer, SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.gpu_memory import GpuMemoryWatch, start_watch, used_bytes
+from kerneljudge.sandbox.plan import WORKER_UIDS, _uids_in_use, plan_mounts
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.workspace import Workspace, diff
 
 
 def plan(workspace="/tmp/kj-ws", needed=("/work/src", "/root/venv"), temporary=("/tmp",), private=("/root", "/work")):
-    return confine.plan_mounts(workspace, list(needed), list(temporary), list(private))
+    return plan_mounts(workspace, list(needed), list(temporary), list(private))
 
 
 def test_state_dirs_are_covered_and_needed_paths_bound_back():
@@ -95,9 +96,9 @@ def test_as_root_each_worker_runs_as_a_uid_of_its_own_given_back_when_it_is_gone
     finally:
         for worker in workers:
             worker.close()
-    assert uids[0] != uids[1] and all(uid in confine.WORKER_UIDS for uid in uids), uids
+    assert uids[0] != uids[1] and all(uid in WORKER_UIDS for uid in uids), uids
     assert [detail.split(",")[0] for detail in details] == [f"uid {uid}" for uid in uids], details
-    assert not set(uids) & confine._uids_in_use and all(worker.uid is None for worker in workers)
+    assert not set(uids) & _uids_in_use and all(worker.uid is None for worker in workers)
     fixed = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=SandboxPolicy(uid=65534))
     try:
         assert fixed.sandbox_layers["unprivileged_user"]["detail"].startswith("uid 65534,")
@@ -107,7 +108,7 @@ def test_as_root_each_worker_runs_as_a_uid_of_its_own_given_back_when_it_is_gone
 
 @pytest.mark.parametrize("skip", [{"network_namespace", "unprivileged_user"}, {"hidden_state"}, {"private_tmp"}])
 def test_skipped_layers_are_left_out_and_recorded_the_rest_still_apply(skip):
-    full = confine.probe_layers()
+    full = probe.probe_layers()
     policy = SandboxPolicy(skip_layers=frozenset(skip))
     worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60), policy=policy)
     try:
@@ -236,7 +237,7 @@ except OSError as exc:
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe calls gettid by its x86-64 number")
 def test_proc_stays_writable_for_the_workers_own_threads_while_the_root_is_read_only():
-    layers, done = confine.run_confined(WHAT_CUDA_NEEDS)
+    layers, done = probe.run_confined(WHAT_CUDA_NEEDS)
     if layers["read_only_root"].status != "in_force":
         pytest.skip(f"no read-only root here: {layers['read_only_root'].detail}")
     said = done.stdout.decode().split("\n")

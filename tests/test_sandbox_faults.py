@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, answered, probes, run_judge
-from kerneljudge.sandbox import confine
+from kerneljudge.sandbox import confine, probe
 
 
 @pytest.fixture(scope="module")
 def layers():
-    return confine.probe_layers()
+    return probe.probe_layers()
 
 
 def need(layers, *names):

@@ -244,8 +244,9 @@ def test_a_sanitized_worker_shares_the_checked_workers_workspace_and_uid_and_lea
     folder, the same build flags, the same uid (the launcher hands the workspace to the worker's uid, so a
     uid of its own would take the checked worker's own files from it); closing one removes and gives back
     nothing the checked worker still uses."""
-    from kerneljudge.sandbox import confine
-    from kerneljudge.sandbox.process import WorkerChannels, WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox import plan
+    from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+    from kerneljudge.sandbox.talk import WorkerChannels
 
     def load(worker):
         return worker.request(protocol.Load(seed=0), [], timeout_s=120)[0]["type"]
@@ -278,7 +279,7 @@ def test_a_sanitized_worker_shares_the_checked_workers_workspace_and_uid_and_lea
         shared.close()
         assert checked.workspace.root.is_dir()
         if checked.uid is not None:
-            assert checked.uid in confine._uids_in_use
+            assert checked.uid in plan._uids_in_use
         assert load(checked) == "loaded"  # and its import could still write where it works
     finally:
         checked.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import TASKS
-from kerneljudge.sandbox.process import descendants
+from kerneljudge.sandbox.ending import descendants
 from kerneljudge.sandbox.workspace import OWNED_NAME, Workspace, remove_stale
 
 # A candidate that says, in its workspace, that its call has begun, then never returns.

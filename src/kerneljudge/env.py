@@ -91,7 +91,8 @@ def namespace_support() -> dict[str, bool]:
 
 def sandbox_support() -> dict[str, str]:
     """Each sandbox layer as this machine sets it up for a worker (tried by starting the launcher)."""
-    from kerneljudge.sandbox.confine import SandboxUnavailable, probe_layers
+    from kerneljudge.sandbox.confine import SandboxUnavailable
+    from kerneljudge.sandbox.probe import probe_layers
 
     try:
         layers = probe_layers()
@@ -102,7 +103,8 @@ def sandbox_support() -> dict[str, str]:
 
 def cuda_confinement(hello: dict[str, Any], layers: dict[str, dict[str, str]]) -> str:
     """Whether the layers above also confine workers that use the GPU here (hello and layers: a probe's)."""
-    from kerneljudge.sandbox.confine import CUDA_UNCONFINED, DEFAULT_POLICY, gpus_hidden_by_sandbox
+    from kerneljudge.sandbox.confine import CUDA_UNCONFINED, DEFAULT_POLICY
+    from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
 
     if not hello.get("cuda_available"):
         return gpus_hidden_by_sandbox(layers) or "not applicable: no CUDA device"

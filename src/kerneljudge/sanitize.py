@@ -27,7 +27,8 @@ from kerneljudge import protocol
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
-from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
 from kerneljudge.tasks.shapes import ShapeFamily, plain
 from kerneljudge.verdict import Capability, Failure, Finding, WorkerLog
 

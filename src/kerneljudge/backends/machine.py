@@ -37,7 +37,7 @@ def probe_hello(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
     """The hello of a bare reference worker started as the pipeline starts one (same device, sandbox, GPU)."""
     from kerneljudge.env import probe
     from kerneljudge.sandbox import confine
-    from kerneljudge.sandbox.process import WorkerFailure
+    from kerneljudge.sandbox.talk import WorkerFailure
 
     try:
         hello, _ = probe(config.device, confine.policy_for(config.sandbox), config.timeout_s, gpu)

@@ -2,7 +2,7 @@
 worker decodes them (`decode`): an unknown operation, an unknown field, a missing one or one of the wrong
 type is a `ProtocolError`, answered as such, never half-read with a default. The parent builds them and
 sends `header()`; the transport's own keys (`args`, `tensors`: where the request's values lie in the
-worker's inbox) are the process's (sandbox/process.py), not a request's.
+worker's inbox) are the process's (sandbox/talk.py), not a request's.
 
 Which worker serves which: the reference worker `load`, `derive`, `trial`, `compare`, `stage`, `compile`
 and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both `exit`.

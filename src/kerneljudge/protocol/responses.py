@@ -1,5 +1,5 @@
 """What a worker may answer to each request: the response types of each operation, and the fields of an
-error, checked as the parent reads the response (sandbox/process.py). A worker runs candidate code, which can
+error, checked as the parent reads the response (sandbox/talk.py). A worker runs candidate code, which can
 write its own frames into the response pipe; an answer of a type its request cannot have (a `loaded` for a
 call, a `compared` from the candidate's worker) is a broken protocol, and the worker is stopped for it. The
 fields of each answer are read, and checked, where they are used (checks/outputs.py, checks/runtime.py).

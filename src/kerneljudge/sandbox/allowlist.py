@@ -36,7 +36,7 @@ PRIVATE_TMP = ("/tmp", "/var/tmp")
 NEW_ROOT = "/tmp/.kerneljudge-root"  # made on the private /tmp, in the launcher's own mount namespace
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 MNT_DETACH = 2
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 2, 4, 4096, 16384  # <sys/mount.h>, as sandbox/enter.py has them
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC = 2, 4, 4096, 16384  # <sys/mount.h>, as sandbox/enter_layers.py has them
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -46,7 +46,7 @@ def _inside(path: str, folder: str) -> bool:
 def plan_allowlist(workspace: str, needed: list[str], etc: str = "/etc") -> list[dict[str, Any]]:
     """The new root's entries, outermost first: {"path", "kind": bind|link|tmpfs, "writable", "target"}.
 
-    `needed` are the folders a worker reads (confine.needed_paths: the interpreter, site-packages, the
+    `needed` are the folders a worker reads (plan.needed_paths: the interpreter, site-packages, the
     judge's package, the bytecode cache); one inside another entry is covered by it, except under a
     private tmp (a fresh tmpfs), where it is bound in its place.
     """
@@ -90,7 +90,7 @@ def enter_allowlist(spec: dict[str, Any], report: Any, mount: Any, read_only: An
     """Build the allow-listed root and move into it (the launcher's init, after the mount view is set up).
 
     `mount(source, target, fstype, flags, data)`, `read_only(path, recursive)` and `libc` are the
-    launcher's own (sandbox/enter.py); a step that fails leaves the hide-list in force and says why.
+    launcher's own (sandbox/enter_layers.py); a step that fails leaves the hide-list in force and says why.
     """
     entries = spec.get("allow")
     if entries is None:

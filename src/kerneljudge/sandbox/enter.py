@@ -1,8 +1,9 @@
 """The trusted launcher that confines one worker: ``python -m kerneljudge.sandbox.enter SPEC -- ARGV``.
 
-It runs before any candidate code, as the judge's user, and imports only the standard library (and, for
-the seccomp layer, a libseccomp binding). Python 3.11 has no ``os.unshare`` and a ``preexec_fn`` is unsafe
-in the judge's threaded parent, so the layers are applied here, through libc, in three processes:
+It runs before any candidate code, as the judge's user, and imports only the standard library and its layers
+(sandbox/enter_layers.py, which import the same; for the seccomp layer, a libseccomp binding). Python 3.11 has
+no ``os.unshare`` and a ``preexec_fn`` is unsafe in the judge's threaded parent, so the layers are applied
+here, through libc, in three processes:
 
     outer  (the pid the parent spawned): enters the network, mount and PID namespaces, waits, and
            exits the way the worker did, so the parent sees the worker's signal or exit status; if the
@@ -21,288 +22,31 @@ JSON line, written and closed before the exec, so candidate code can neither wri
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import json
 import os
-import platform
 import resource
 import select
 import signal
-import stat
 import sys
 from typing import Any
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
-AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 0x1
-SYS_MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}  # both use the generic syscall table for it
+from kerneljudge.sandbox.enter_layers import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    Report,
+    _libc,
+    _mount,
+    _read_only,
+    drop_user,
+    enter_namespaces,
+    load_seccomp,
+    no_new_privs,
+    set_limits,
+    setup_mounts,
+    skipped,
+)
 
-# Syscalls a worker has no business making: debugging or reading other processes, changing the
-# mount view or the namespaces it was put in, and kernel-wide state. perf_event_open is left to the
-# profiler. An unknown name (another architecture) is skipped.
-DENIED_SYSCALLS = (
-    "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root", "chroot",
-    "setns", "unshare", "mount_setattr", "move_mount", "open_tree", "fsopen", "fsmount", "fspick",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf", "keyctl",
-    "add_key", "request_key", "userfaultfd", "reboot", "swapon", "swapoff", "acct", "quotactl",
-    "open_by_handle_at", "name_to_handle_at",
-)  # fmt: skip
 SETUP_FAILED = 70  # exit status when the launcher itself could not start the worker
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-_libc.syscall.restype = ctypes.c_long
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-
-
-class MountAttr(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in ("attr_set", "attr_clr", "propagation", "userns_fd")]
-
-
-def _libc_call(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def b(text: str | None) -> bytes | None:
-        return None if text is None else os.fsencode(text)
-
-    _libc_call(_libc.mount(b(source), b(target), b(fstype), flags, b(data)), f"mount {target}")
-
-
-class Report:
-    """The layers' outcomes, carried through the forks in memory and written once by the worker."""
-
-    def __init__(self) -> None:
-        self.layers: dict[str, dict[str, str]] = {}
-
-    def set(self, name: str, status: str, detail: str) -> None:
-        self.layers[name] = {"status": status, "detail": detail}
-
-    def in_force(self, name: str) -> bool:
-        return self.layers.get(name, {}).get("status") == "in_force"
-
-    def missing_required(self, required: list[str]) -> list[str]:
-        return [name for name in required if self.layers.get(name, {}).get("status") == "missing"]
-
-
-def _why(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
-def skipped(spec: dict[str, Any], report: Report, name: str) -> bool:
-    """Whether the policy leaves this layer out (recorded missing, so `require` still sees it)."""
-    if name in spec.get("skip", ()):
-        report.set(name, "missing", "skipped by the policy (SandboxPolicy.skip_layers)")
-        return True
-    return False
-
-
-# ---------------------------------------------------------------- outer: namespaces
-
-
-def enter_namespaces(spec: dict[str, Any], report: Report) -> None:
-    """Unshare user (only when not root), network, mount and PID namespaces, one at a time."""
-    uid, gid = os.geteuid(), os.getegid()
-    if uid != 0:
-        # Without root, the other namespaces need a user namespace; the worker keeps the judge's uid
-        # inside it and loses the namespace's capabilities at exec (a non-zero uid keeps none).
-        try:
-            _libc_call(_libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-                with open(f"/proc/self/{name}", "w") as handle:
-                    handle.write(text)
-        except OSError as exc:
-            report.set("unprivileged_user", "missing", f"judge runs as uid {uid}; no user namespace: {_why(exc)}")
-    for name, flag, done in (
-        ("network_namespace", CLONE_NEWNET, "own network namespace: only a loopback, which is down"),
-        ("mount_namespace", CLONE_NEWNS, "own mount namespace, private propagation"),
-        ("pid_namespace", CLONE_NEWPID, "own PID namespace"),
-    ):
-        if skipped(spec, report, name):
-            continue
-        try:
-            _libc_call(_libc.unshare(flag), f"unshare({name})")
-            report.set(name, "in_force", done)
-        except OSError as exc:
-            report.set(name, "missing", f"unshare failed: {_why(exc)}")
-
-
-# ---------------------------------------------------------------- init: the mount view
-
-
-def _set_mount_attr(path: str, flags: int, *, set_: int = 0, clear: int = 0) -> None:
-    number = SYS_MOUNT_SETATTR.get(platform.machine())
-    if number is None:
-        raise OSError(errno.ENOSYS, f"mount_setattr number unknown on {platform.machine()}")
-    attr = MountAttr(attr_set=set_, attr_clr=clear)
-    result = _libc.syscall(number, AT_FDCWD, path.encode(), flags, ctypes.byref(attr), ctypes.sizeof(attr))
-    _libc_call(0 if result == 0 else -1, f"mount_setattr({path}, set={set_:#x}, clear={clear:#x})")
-
-
-def _read_only_root() -> None:
-    _set_mount_attr("/", AT_RECURSIVE, set_=MOUNT_ATTR_RDONLY)
-
-
-def setup_mounts(spec: dict[str, Any], report: Report) -> None:
-    """Read-only everything, tmpfs over the judge's state dirs, the needed paths bound back, private tmp."""
-    try:
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        # Handles on what must stay reachable, taken before anything is covered.
-        handles = {entry["path"]: os.open(entry["path"], os.O_PATH | os.O_DIRECTORY) for entry in spec["expose"]}
-    except OSError as exc:
-        for name in ("read_only_root", "hidden_state", "private_tmp"):
-            report.set(name, "missing", f"mount setup failed: {_why(exc)}")
-        return
-    proc_writable = not os.statvfs("/proc").f_flag & os.ST_RDONLY
-    try:
-        if not skipped(spec, report, "read_only_root"):
-            _read_only_root()
-            report.set("read_only_root", "in_force", "every mount read-only but /proc, the workspace and private tmp")
-    except OSError as exc:
-        report.set("read_only_root", "missing", _why(exc))
-    # /proc stays writable, and is mounted after the read-only pass: the NVIDIA driver names its threads
-    # through /proc/self/task/<tid>/comm while CUDA starts, and a refused write fails cuInit with error 304
-    # (measured on an H200, driver 580; docs/security.md). The worker's uid can write only its own entries.
-    if report.in_force("pid_namespace"):
-        try:
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV)
-            report.set("pid_namespace", "in_force", "own PID namespace and /proc: the judge's processes are unseen")
-        except OSError as exc:
-            report.set("pid_namespace", "in_force", f"own PID namespace, but the host /proc stays: {_why(exc)}")
-    if proc_writable and report.in_force("read_only_root") and os.statvfs("/proc").f_flag & os.ST_RDONLY:
-        try:
-            _set_mount_attr("/proc", 0, clear=MOUNT_ATTR_RDONLY)
-        except OSError as exc:
-            report.set("read_only_root", "in_force", f"every mount read-only, /proc too (no CUDA then): {_why(exc)}")
-    # The writable covers are the private tmp, the others hide the judge's state; either may be skipped.
-    skip_hidden, skip_tmp = skipped(spec, report, "hidden_state"), skipped(spec, report, "private_tmp")
-    covered = [e for e in spec["hide"] if not (skip_tmp if e["writable"] else skip_hidden)]
-    try:
-        for entry in covered:
-            size = spec["tmpfs_bytes"] if entry["writable"] else 1024 * 1024
-            mode = "1777" if entry["writable"] else "755"
-            _mount("tmpfs", entry["path"], "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={size}")
-        for entry in spec["expose"]:
-            os.makedirs(entry["path"], exist_ok=True)
-            _mount(f"/proc/self/fd/{handles[entry['path']]}", entry["path"], None, MS_BIND | MS_REC)
-            flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV
-            _mount(None, entry["path"], None, flags if entry["writable"] else flags | MS_RDONLY)
-        for entry in covered:
-            if not entry["writable"]:
-                _mount(None, entry["path"], None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        if not skip_hidden:
-            hidden = ", ".join(e["path"] for e in covered if not e["writable"]) or "none"
-            report.set("hidden_state", "in_force", f"empty read-only tmpfs over {hidden}; needed paths bound back")
-    except OSError as exc:
-        report.set("hidden_state", "missing", _why(exc))
-    if not skip_tmp:
-        try:
-            _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmpfs_bytes']}")
-            private = [e["path"] for e in covered if e["writable"]] + ["/dev/shm"]
-            report.set("private_tmp", "in_force", f"fresh tmpfs of {spec['tmpfs_bytes']} bytes on {', '.join(private)}")
-        except OSError as exc:
-            report.set("private_tmp", "missing", _why(exc))
-    for fd in handles.values():
-        os.close(fd)
-
-
-# ---------------------------------------------------------------- worker: limits and identity
-
-
-def set_limits(spec: dict[str, Any], report: Report) -> None:
-    if skipped(spec, report, "resource_limits"):
-        return
-    applied = []
-    try:
-        for name, value in spec["rlimits"].items():
-            resource.setrlimit(getattr(resource, name), (value, value))
-            applied.append(f"{name.removeprefix('RLIMIT_')}={value}")
-        report.set("resource_limits", "in_force", " ".join(applied))
-    except (OSError, ValueError) as exc:
-        report.set("resource_limits", "missing", f"{' '.join(applied)}; then failed: {exc}")
-
-
-def _reachable(path: str, uid: int, gid: int) -> bool:
-    """Whether uid:gid, with no supplementary groups, can enter every directory up to path."""
-    while True:
-        info = os.stat(path)
-        bit = stat.S_IXUSR if info.st_uid == uid else stat.S_IXGRP if info.st_gid == gid else stat.S_IXOTH
-        if not info.st_mode & bit:
-            return False
-        parent = os.path.dirname(path)
-        if parent == path:
-            return True
-        path = parent
-
-
-def drop_user(spec: dict[str, Any], report: Report) -> None:
-    if skipped(spec, report, "unprivileged_user"):
-        return
-    uid, gid = spec["uid"], spec["gid"]
-    if os.geteuid() != 0:
-        if "unprivileged_user" not in report.layers:
-            report.set("unprivileged_user", "in_force", f"the judge itself runs unprivileged (uid {os.geteuid()})")
-        return
-    try:
-        for top, dirs, files in os.walk(spec["workspace"]):
-            for name in [top, *(os.path.join(top, n) for n in dirs + files)]:
-                os.chown(name, uid, gid, follow_symlinks=False)
-        blocked = [path for path in spec["needed"] if not _reachable(path, uid, gid)]
-        if blocked:
-            report.set("unprivileged_user", "missing", f"uid {uid} could not reach {blocked[0]}")
-            return
-        os.setgroups([])
-        os.setgid(gid)
-        os.setuid(uid)
-        report.set("unprivileged_user", "in_force", f"uid {uid}, gid {gid}, no supplementary groups")
-    except OSError as exc:
-        report.set("unprivileged_user", "missing", _why(exc))
-
-
-def no_new_privs(spec: dict[str, Any], report: Report) -> None:
-    if skipped(spec, report, "no_new_privs"):
-        return
-    try:
-        _libc_call(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-        report.set("no_new_privs", "in_force", "setuid binaries and file capabilities grant nothing")
-    except OSError as exc:
-        report.set("no_new_privs", "missing", _why(exc))
-
-
-def load_seccomp(spec: dict[str, Any], report: Report) -> None:
-    if skipped(spec, report, "seccomp"):
-        return
-    try:
-        import seccomp  # libseccomp's own binding, where the system ships it
-    except ImportError:
-        try:
-            import pyseccomp as seccomp  # the same API over ctypes (a dependency on Linux)
-        except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: pyseccomp found no libseccomp
-            report.set("seccomp", "missing", f"no usable libseccomp binding (seccomp or pyseccomp): {exc}")
-            return
-    try:
-        rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-        denied = []
-        for name in DENIED_SYSCALLS:
-            try:
-                rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
-                denied.append(name)
-            except (RuntimeError, ValueError, OSError):
-                continue
-        rules.load()
-        report.set("seccomp", "in_force", f"{len(denied)} syscalls answer EPERM ({', '.join(denied[:6])}, ...)")
-    except Exception as exc:  # any binding failure leaves the worker without the layer, recorded
-        report.set("seccomp", "missing", f"{type(exc).__name__}: {exc}")
 
 
 # ---------------------------------------------------------------- the three processes
@@ -384,10 +128,6 @@ def run_worker(spec: dict[str, Any], report: Report, report_fd: int, argv: list[
         os.execv(argv[0], argv)
     finally:
         os._exit(SETUP_FAILED)
-
-
-def _read_only(path: str, recursive: bool) -> None:
-    _set_mount_attr(path, AT_RECURSIVE if recursive else 0, set_=MOUNT_ATTR_RDONLY)
 
 
 def run_init(spec: dict[str, Any], report: Report, report_fd: int, argv: list[str], status_w: int) -> None:

@@ -1,4 +1,5 @@
-"""Starting, talking to and killing one worker process.
+"""Starting one worker process, and closing it: talking to it is sandbox/talk.py's, killing it and reading its
+end sandbox/ending.py's (both mixed into `WorkerProcess`).
 
 A worker is a fresh interpreter (fork+exec through subprocess, never a fork of
 the parent and never multiprocessing, which would pickle), in its own session
@@ -7,7 +8,7 @@ Its stdout and stderr are drained by the parent into capped buffers so a flood
 can neither block the worker nor fill the parent's memory. Requests and
 responses travel over two dedicated pipes in the wire format.
 
-The worker's argv is wrapped in the sandbox launcher (sandbox/confine.py,
+The worker's argv is wrapped in the sandbox launcher (sandbox/plan.py,
 sandbox/enter.py); `sandbox_layers` says which layers were in force, and
 `workspace_changes` what the worker left in its workspace.
 """
@@ -15,28 +16,22 @@ sandbox/enter.py); `sandbox_layers` says which layers were in force, and
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneljudge import protocol
-from kerneljudge.sandbox import bytecode, confine, lifeline
+from kerneljudge.sandbox import bytecode, confine, lifeline, plan
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
+from kerneljudge.sandbox.ending import StreamCapture, WorkerEnding, descendants
 from kerneljudge.sandbox.gpu_memory import start_watch
+from kerneljudge.sandbox.talk import WorkerChannels, WorkerTalk
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
-from kerneljudge.worker import channel, wire
+from kerneljudge.worker import channel
 
 WORKER_USER = "kerneljudge-worker"
-# How long a worker whose pipe broke is given to finish exiting before it is killed: its launcher passes its
-# exit status on within milliseconds, and a status read after the judge's own kill would say SIGKILL.
-EXIT_GRACE_S = 2.0
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?")
 
 # Variables a worker inherits; everything else in the parent's environment stays behind.
 INHERITED_ENV = (
@@ -68,133 +63,7 @@ class WorkerLimits:
     max_message_bytes: int = 64 * 1024**3
 
 
-class WorkerFailure(Exception):
-    """The worker could not answer: it timed out, died, or broke the protocol."""
-
-    kind = "crash"
-
-    def __init__(self, message: str, returncode: int | None = None) -> None:
-        super().__init__(message)
-        self.returncode = returncode
-
-
-class WorkerTimeout(WorkerFailure):
-    kind = "timeout"
-
-
-class WorkerCrashed(WorkerFailure):
-    kind = "crash"
-
-
-class WorkerProtocolError(WorkerFailure):
-    kind = "crash"
-
-
-class WorkerOversized(WorkerFailure):
-    """The worker announced a message larger than the output it could legitimately send."""
-
-    kind = "shape_mismatch"
-
-
-class WorkerChannels:
-    """The parent's read-write endpoints of one worker's two channels, `<role>_in` and `<role>_out`
-    (worker/channel.py); a reference worker is also handed the candidate's, as its peer."""
-
-    def __init__(self, role: str, capacity_bytes: int) -> None:
-        self.role = role
-        self.inbox = channel.create(f"{role}_in", capacity_bytes)
-        self.outbox = channel.create(f"{role}_out", capacity_bytes)
-        self.access = channel.Channels([self.inbox, self.outbox])
-
-    def close(self) -> None:
-        self.access.close()
-
-    def duplicate(self) -> WorkerChannels:
-        """The same two channels through descriptors of their own, closed with the copy and not with these:
-        the view of the candidate's channels that its sanitized workers get (sanitize.py)."""
-        copy = object.__new__(WorkerChannels)
-        copy.role = self.role
-        copy.inbox, copy.outbox = (
-            channel.Endpoint(e.name, os.dup(e.fd), e.writable, e.capacity_bytes) for e in (self.inbox, self.outbox)
-        )
-        copy.access = channel.Channels([copy.inbox, copy.outbox])
-        return copy
-
-
-class StreamCapture(threading.Thread):
-    """Drains a pipe, keeping the first and last cap/2 bytes and counting the rest."""
-
-    def __init__(self, stream: Any, cap_bytes: int) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
-        self.half = cap_bytes // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total_bytes = 0
-        self.start()
-
-    def run(self) -> None:
-        fd = self.stream.fileno()
-        while chunk := os.read(fd, 65536):
-            self.total_bytes += len(chunk)
-            room = self.half - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                del self.tail[: max(0, len(self.tail) - self.half)]
-
-    def text(self) -> str:
-        kept = len(self.head) + len(self.tail)
-        middle = f"\n[... {self.total_bytes - kept} bytes dropped ...]\n" if self.total_bytes > kept else ""
-        return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
-
-    @property
-    def truncated(self) -> bool:
-        return self.total_bytes > len(self.head) + len(self.tail)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of pid, read from /proc (empty where /proc is absent)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path("/proc", entry, "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-CLOCK_PARTS = 8  # a worker's report of where a request's time went: at most this many parts, known names only
-CLOCK_NAMES = frozenset({"read", "write", "inputs", "place", "reference", "compare", "task_check", "call", "evidence"})
-
-
-def clock_parts(reported: Any) -> dict[str, float]:
-    """The parts of a round trip as the worker clocked them (worker/base.py), kept only where they are plain
-    seconds with a known name: a figure for where the time went, never evidence (a candidate's worker could
-    report anything)."""
-    if not isinstance(reported, dict) or len(reported) > CLOCK_PARTS:
-        return {}
-    return {
-        k: float(v) for k, v in reported.items() if k in CLOCK_NAMES and type(v) in (int, float) and 0.0 <= v < 86400.0
-    }
-
-
-class WorkerProcess:
+class WorkerProcess(WorkerTalk, WorkerEnding):
     """One worker: spawn, request/response, capped logs, kill of its whole process group.
 
     `policy` defaults to `confine.DEFAULT_POLICY`; with `require` set, a missing layer raises
@@ -270,8 +139,8 @@ class WorkerProcess:
         if confined:
             report_r, report_w = os.pipe()
             owner_uid = sharing.uid if sharing is not None else None
-            self.uid = owner_uid if owner_uid is not None else confine.take_worker_uid(self.policy)
-            spec = confine.launcher_spec(
+            self.uid = owner_uid if owner_uid is not None else plan.take_worker_uid(self.policy)
+            spec = plan.launcher_spec(
                 self.workspace.root,
                 self.policy,
                 package_root,
@@ -281,7 +150,7 @@ class WorkerProcess:
                 readable=[self.bytecode] if self.bytecode else [],
             )
             spec["lifeline_fd"] = lifeline.read_end()  # the launcher kills the worker if the judge dies
-            argv = confine.wrap_argv(argv, spec, report_w)
+            argv = plan.wrap_argv(argv, spec, report_w)
             pass_fds += (report_w, spec["lifeline_fd"])
         elif not prefix:  # the worker asks for the parent-death signal itself (under a prefix, that is its parent)
             argv += ["--parent-pid", str(os.getpid())]
@@ -364,151 +233,7 @@ class WorkerProcess:
         env.update(self.extra_env)
         return env
 
-    # ------------------------------------------------------------ talking
-
-    def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
-        deadline = self._deadline(timeout_s)
-        try:
-            return wire.read_frame(self._resp_r, deadline)
-        except wire.PeerTimeout:
-            self.kill()
-            raise WorkerTimeout(f"the {self.role} worker gave no answer within its time limit") from None
-        except wire.FrameTooLarge as exc:
-            self.kill()
-            raise WorkerOversized(f"the {self.role} worker sent an oversized message: {exc}") from None
-        except wire.PeerClosed:
-            returncode, by_itself = self._ended()
-            raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
-        except wire.WireError as exc:
-            returncode = self.kill()
-            raise WorkerProtocolError(f"the {self.role} worker broke the protocol: {exc}", returncode) from None
-
-    def request(
-        self,
-        request: protocol.Request,
-        values: Any = None,
-        max_bytes: int | None = None,
-        timeout_s: float | None = None,
-        placed: tuple[Any, dict[str, Any]] | None = None,
-        fetch: tuple[str, ...] = ("values", "inputs", "init_inputs", "captured"),
-    ) -> tuple[dict[str, Any], Any]:
-        """Send one request (kerneljudge.protocol) and return the response header and the values it names
-        under `fetch`, read from the worker's channel (at most `max_bytes` of tensors, else WorkerOversized).
-
-        `values` are written to the worker's inbox; `placed` is (tree, descriptions) of values already
-        there (a trial's inputs the reference worker wrote for the candidate).
-        """
-        inbox = self.channels.inbox.name
-        tree, described = placed if placed is not None else self.channels.access.put(inbox, values or [])
-        try:
-            frame = {**request.header(), "args": tree, "tensors": described}
-            wire.write_frame(self._req_w, frame, self._deadline(timeout_s))
-        except wire.PeerTimeout:
-            self.kill()
-            raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
-        except wire.WireError:
-            returncode, by_itself = self._ended()
-            raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
-        response = self.receive(timeout_s)
-        self.last_clock = clock_parts(response.get("clock_s") if isinstance(response, dict) else None)
-        try:
-            protocol.check_response(request, response)
-        except protocol.ProtocolError as exc:
-            self.kill()
-            raise WorkerProtocolError(f"the {self.role} worker broke protocol: {exc}") from None
-        keys = [k for k in fetch if k in response]
-        self.described(response, keys, max_bytes)
-        try:
-            unpacked = {k: self.channels.access.get(response[k], response.get("tensors"), "cpu") for k in keys}
-        except (wire.WireError, channel.ChannelError) as exc:
-            self.kill()
-            raise WorkerProtocolError(f"the {self.role} worker sent malformed values: {exc}") from None
-        return response, unpacked
-
-    def described(self, response: dict[str, Any], keys: list[str], max_bytes: int | None = None) -> int:
-        """Check that the tensors the response names under `keys` lie in this worker's outbox and add up to at
-        most `max_bytes`; their byte count. A worker that breaks this is killed (WorkerOversized, or a
-        protocol error)."""
-        descriptions = response.get("tensors") or {}
-        try:
-            names = set().union(*(wire.tensor_names(response[k]) for k in keys if k in response))
-            if not isinstance(descriptions, dict) or names - set(descriptions):
-                raise channel.ChannelError("a value refers to an undescribed tensor")
-            total = 0
-            for name in names:
-                if descriptions[name].get("channel") != self.channels.outbox.name:
-                    raise channel.ChannelError(f"tensor {name!r} does not lie in {self.channels.outbox.name}")
-                total += self.channels.access.check(descriptions[name])[4]
-        except (channel.ChannelError, AttributeError) as exc:
-            self.kill()
-            raise WorkerProtocolError(f"the {self.role} worker described its tensors wrongly: {exc}") from None
-        if max_bytes is not None and total > max_bytes:
-            self.kill()
-            raise WorkerOversized(
-                f"the {self.role} worker sent an oversized message: {total} bytes of tensors, "
-                f"where at most {max_bytes} could be legitimate"
-            )
-        return total
-
-    def _deadline(self, timeout_s: float | None) -> float:
-        now = time.monotonic()
-        step = timeout_s if timeout_s is not None else self.limits.step_timeout_s
-        return min(now + step, self.started_at + self.limits.lifetime_s)
-
-    def _ended(self) -> tuple[int | None, bool]:
-        """After its pipe broke: the worker's exit status, and whether it ended by itself. It is given a moment
-        to finish exiting (the launcher passes its status on) before the judge kills what is left; a status
-        read after that kill is the judge's SIGKILL, not the worker's own end."""
-        if not self.dead:
-            try:
-                returncode = self.proc.wait(timeout=EXIT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                return self.kill(), False
-            self.kill()  # its session may still hold processes it started
-            return returncode, True
-        return self.kill(), False
-
-    def _died(self, returncode: int | None, by_itself: bool = True) -> str:
-        """Why the worker died: the last exception line it wrote to stderr (a traceback's last line; CUDA's
-        errors trail several lines of advice after it), else its last line."""
-        if self.gpu_watch is not None and self.gpu_watch.reason():
-            return f"the {self.role} worker was killed: it {self.gpu_watch.reason()}"
-        self.stderr.join(timeout=2)
-        lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
-        raised = [line for line in lines if EXCEPTION_LINE.match(line)]
-        cause = f": {(raised or lines)[-1][:300]}" if lines else ""
-        if not by_itself:
-            return f"the {self.role} worker closed its pipe without exiting and was killed by the judge{cause}"
-        if returncode is not None and returncode >= 0:
-            status = describe_returncode(returncode)
-            return f"the {self.role} worker exited by itself ({status}) before answering{cause}"
-        return f"the {self.role} worker died ({describe_returncode(returncode)}){cause}"
-
     # ------------------------------------------------------------ ending
-
-    def kill(self) -> int | None:
-        """Kill the worker's process group and every descendant; return its exit status."""
-        if not self.dead:
-            self.dead = True
-            stragglers = descendants(self.proc.pid)
-            for pid in [self.proc.pid, *stragglers]:
-                try:
-                    os.killpg(pid, signal.SIGKILL) if pid == self.proc.pid else os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def ask_exit(self) -> None:
-        """Ask the worker to exit without waiting for it: workers asked together end together."""
-        if not self.dead and not self.exit_asked and self.proc.poll() is None:
-            self.exit_asked = True
-            try:
-                wire.write_frame(self._req_w, protocol.Exit().header(), time.monotonic() + 1.0)
-            except wire.WireError:
-                pass
 
     def close(self) -> None:
         """Ask the worker to exit, kill what remains, and remove its workspace."""
@@ -520,7 +245,7 @@ class WorkerProcess:
                 pass
         if self.kill() is not None and self.uid is not None:  # its processes are gone: the uid may be reused
             if self.sharing is None:
-                confine.release_worker_uid(self.uid)
+                plan.release_worker_uid(self.uid)
             self.uid = None
         if self.gpu_watch is not None:
             self.gpu_watch.stop()
@@ -554,14 +279,3 @@ class WorkerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def describe_returncode(returncode: int | None) -> str:
-    if returncode is None:
-        return "did not exit"
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit status {returncode}"

@@ -15,9 +15,9 @@ from kerneljudge.checks.runtime import import_findings
 from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.gate import OPEN_GATE, memory_need, timing_pool_sets
 from kerneljudge.preflight import preflight
-from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy
-from kerneljudge.sandbox.process import WorkerFailure
+from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
+from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported, error_failure, integrity_failure
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, candidate_step
@@ -80,7 +80,7 @@ def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanit
     cuda = bool(state.hello.get("cuda_available"))
     state.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
     layers = state.workers["reference"].sandbox_layers
-    hidden = None if cuda or requested == "cpu" else confine.gpus_hidden_by_sandbox(layers)
+    hidden = None if cuda or requested == "cpu" else gpus_hidden_by_sandbox(layers)
     state.capabilities["cuda_runtime"] = Capability(
         status="available" if cuda else "unavailable",
         required=requested == "cuda",

@@ -12,7 +12,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes
-from kerneljudge.sandbox.process import WorkerFailure
+from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure

@@ -14,7 +14,8 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.sandbox.confine import SandboxUnavailable
-from kerneljudge.sandbox.process import WorkerChannels, WorkerFailure, WorkerProcess
+from kerneljudge.sandbox.process import WorkerProcess
+from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.verdict import Failure, WorkerLog

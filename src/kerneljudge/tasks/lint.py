@@ -46,7 +46,8 @@ import torch
 from kerneljudge import protocol
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
-from kerneljudge.sandbox.process import WorkerFailure, WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
 from kerneljudge.tasks.source import Task

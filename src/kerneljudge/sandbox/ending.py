@@ -1,0 +1,150 @@
+"""How one worker ends: its stdout and stderr drained into capped buffers, its process tree read from /proc, the
+kill of its whole process group, and its exit status and last words made into the reason its failure gives.
+
+`WorkerEnding` is mixed into `WorkerProcess` (sandbox/process.py), which starts the process these end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kerneljudge import protocol
+from kerneljudge.worker import wire
+
+# How long a worker whose pipe broke is given to finish exiting before it is killed: its launcher passes its
+# exit status on within milliseconds, and a status read after the judge's own kill would say SIGKILL.
+EXIT_GRACE_S = 2.0
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?")
+
+
+class StreamCapture(threading.Thread):
+    """Drains a pipe, keeping the first and last cap/2 bytes and counting the rest."""
+
+    def __init__(self, stream: Any, cap_bytes: int) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.half = cap_bytes // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total_bytes = 0
+        self.start()
+
+    def run(self) -> None:
+        fd = self.stream.fileno()
+        while chunk := os.read(fd, 65536):
+            self.total_bytes += len(chunk)
+            room = self.half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                del self.tail[: max(0, len(self.tail) - self.half)]
+
+    def text(self) -> str:
+        kept = len(self.head) + len(self.tail)
+        middle = f"\n[... {self.total_bytes - kept} bytes dropped ...]\n" if self.total_bytes > kept else ""
+        return self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
+
+    @property
+    def truncated(self) -> bool:
+        return self.total_bytes > len(self.head) + len(self.tail)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of pid, read from /proc (empty where /proc is absent)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+class WorkerEnding:
+    """The kill and the exit of a `WorkerProcess`, and why it ended."""
+
+    def kill(self) -> int | None:
+        """Kill the worker's process group and every descendant; return its exit status."""
+        if not self.dead:
+            self.dead = True
+            stragglers = descendants(self.proc.pid)
+            for pid in [self.proc.pid, *stragglers]:
+                try:
+                    os.killpg(pid, signal.SIGKILL) if pid == self.proc.pid else os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def ask_exit(self) -> None:
+        """Ask the worker to exit without waiting for it: workers asked together end together."""
+        if not self.dead and not self.exit_asked and self.proc.poll() is None:
+            self.exit_asked = True
+            try:
+                wire.write_frame(self._req_w, protocol.Exit().header(), time.monotonic() + 1.0)
+            except wire.WireError:
+                pass
+
+    def _ended(self) -> tuple[int | None, bool]:
+        """After its pipe broke: the worker's exit status, and whether it ended by itself. It is given a moment
+        to finish exiting (the launcher passes its status on) before the judge kills what is left; a status
+        read after that kill is the judge's SIGKILL, not the worker's own end."""
+        if not self.dead:
+            try:
+                returncode = self.proc.wait(timeout=EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                return self.kill(), False
+            self.kill()  # its session may still hold processes it started
+            return returncode, True
+        return self.kill(), False
+
+    def _died(self, returncode: int | None, by_itself: bool = True) -> str:
+        """Why the worker died: the last exception line it wrote to stderr (a traceback's last line; CUDA's
+        errors trail several lines of advice after it), else its last line."""
+        if self.gpu_watch is not None and self.gpu_watch.reason():
+            return f"the {self.role} worker was killed: it {self.gpu_watch.reason()}"
+        self.stderr.join(timeout=2)
+        lines = [line.strip() for line in self.stderr.text().splitlines() if line.strip()]
+        raised = [line for line in lines if EXCEPTION_LINE.match(line)]
+        cause = f": {(raised or lines)[-1][:300]}" if lines else ""
+        if not by_itself:
+            return f"the {self.role} worker closed its pipe without exiting and was killed by the judge{cause}"
+        if returncode is not None and returncode >= 0:
+            status = describe_returncode(returncode)
+            return f"the {self.role} worker exited by itself ({status}) before answering{cause}"
+        return f"the {self.role} worker died ({describe_returncode(returncode)}){cause}"
+
+
+def describe_returncode(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
