@@ -128,10 +128,10 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
     varied by a quarter: an honest A/A judgment of KernelBench's 9_Tall_skinny was called a lying timer)."""
     from helpers import TASKS
     from kerneljudge import protocol
-    from kerneljudge.tasks.lint import SEEDS, _Reference
+    from kerneljudge.tasks.lint_reference import SEEDS, LintReference
     from kerneljudge.tasks.load import load_task
 
-    worker = _Reference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
+    worker = LintReference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:
         worker.load(SEEDS[0])
         worker.stage()

@@ -17,7 +17,8 @@ import pytest
 from helpers import CANDIDATES, TASKS
 from kerneljudge.backends import Job
 from kerneljudge.backends.machine import machine_environment
-from kerneljudge.backends.ray import LaneLost, RayBackend, import_ray, job_from_json, job_to_json
+from kerneljudge.backends.ray import LaneLost, RayBackend, import_ray
+from kerneljudge.backends.ray_actor import job_from_json, job_to_json
 from kerneljudge.batch import read_manifest, run_batch
 from kerneljudge.candidate import load_candidate
 from kerneljudge.cli import main

@@ -7,7 +7,8 @@ import pytest
 from helpers import make_record
 from kerneljudge.cli import main
 from kerneljudge.redteam import FIXTURES_DIR
-from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, inert_in_graph_timing, run_suite
+from kerneljudge.redteam.runner import codes_not_raised, inert_in_graph_timing, run_suite
+from kerneljudge.redteam.suite import FIXTURES
 
 # Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
 CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R040", "KJ-R041", "KJ-R051"}

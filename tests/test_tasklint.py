@@ -108,10 +108,10 @@ def test_the_timing_pool_stays_in_the_reference_worker_that_lint_starts():
     """Lint's worker has no candidate's inbox: staging the timing pool (what the CUDA path does before it
     times the reference) keeps the inputs there. On an H200 every lint ended in "no writable channel
     'candidate_in'" before it did."""
-    from kerneljudge.tasks.lint import SEEDS, _Reference
+    from kerneljudge.tasks.lint_reference import SEEDS, LintReference
     from kerneljudge.tasks.load import load_task
 
-    reference = _Reference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
+    reference = LintReference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:
         reference.load(SEEDS[0])
         staged = reference.stage()

@@ -7,8 +7,8 @@ judged again alone on its GPU.
 
 - `LocalBackend` (kerneljudge.backends.local): lanes as threads of this process (`lanes_for`), sharing one
   `LaneGate`; the default, with nothing to install.
-- `RayBackend` (kerneljudge.backends.ray): a Ray actor per GPU of a cluster, each a `LocalBackend` over its
-  GPU; only that module imports Ray.
+- `RayBackend` (kerneljudge.backends.ray): a Ray actor per GPU of a cluster (kerneljudge.backends.ray_actor),
+  each a `LocalBackend` over its GPU; only these two modules import Ray.
 
 A backend is trusted judge code: it runs `kerneljudge.pipeline.judge`, which keeps the candidate in its
 sandboxed workers. Records cross process boundaries as JSON, never pickled.

@@ -36,7 +36,8 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from kerneljudge.progress import spinner
-    from kerneljudge.redteam.suite import FIXTURES, codes_not_raised, run_suite, to_json
+    from kerneljudge.redteam.runner import codes_not_raised, run_suite, to_json
+    from kerneljudge.redteam.suite import FIXTURES
 
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"cannot write the outcomes: directory {args.json.parent} does not exist")

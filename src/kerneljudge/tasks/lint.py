@@ -43,38 +43,23 @@ from typing import Any
 
 import torch
 
-from kerneljudge import protocol
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
-from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerFailure
+from kerneljudge.tasks.lint_flags import LintFlag, input_flags, memory_flag, output_flags, unused_input_flags
+from kerneljudge.tasks.lint_reference import LOAD_SEED, OTHER_LOAD_SEED, RNG_SEEDS, SEEDS, LintReference
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
 from kerneljudge.tasks.source import Task
 
-NATIVE_ATOL = NATIVE_RTOL = 1e-2  # KernelBench's check: torch.allclose(reference, candidate, 1e-2, 1e-2)
-MEMORY_SHARE = 0.25
 TIMER_FLOOR_MS = 0.010
 DEFAULT_MEMORY_BYTES = 80 * 1024**3  # the CPU has no device memory to read: an 80 GiB GPU's (H100, A100)
-LOAD_SEED, OTHER_LOAD_SEED, SEEDS, RNG_SEEDS = 42, 43, (1, 2), (7, 8)
 BASE_SLOT = "lint_first"  # the worker's slot of the first run of an input, beside which its second runs are set
-# Two runs of one input whose outputs differ by at most this much of the output's largest value differ in
-# rounding only (a reduction in another order: float32 atomics leave ~1e-7 per term); a random op (dropout)
-# moves values by their own size.
-ROUNDING = 1e-4
 # The rules' version, kept with each stored lint (benchmarks/conformance.py lints again what an older one
 # found): 2 since reductions in another order are a note (`nondeterministic`), not `stochastic`.
 # 3 since an output another input seed leaves within KernelBench's tolerance is `input_independent` too.
 RULES = 3
 FAMILY_SHAPES, FAMILY_DRAW_SEED = 8, 0  # shapes of a task's family the reference is run at
-
-
-@dataclass
-class LintFlag:
-    id: str
-    severity: str  # "warning" or "info"
-    summary: str
-    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -90,165 +75,13 @@ class TaskLint:
         return self.error is None and not any(f.severity == "warning" for f in self.flags)
 
 
-def same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
-    """Two screened outputs with the same fingerprint: identical but by chance."""
-    return a is not None and b is not None and a["fingerprint"] == b["fingerprint"]
-
-
-def output_flags(runs: dict[str, list[dict[str, Any]]], parameter_count: int) -> list[LintFlag]:
-    """The flags that compare outputs. `runs`: "seed1", "seed2", "seed1_again", "train1", "train2" and
-    "other_init" (seed 1's inputs, the model built from another seed), each the reference worker's screen
-    of every output (worker/reference.py: fingerprint, max_abs, mean, zeros_pass, mean_passes)."""
-    flags: list[LintFlag] = []
-    base = runs["seed1"]
-    gaps = runs.get("seed2_differences") or []
-    for i, out in enumerate(base):
-        where = f"output {i}" if len(base) > 1 else "the output"
-        constant_passes = out is not None and bool(out.get("zeros_pass") or out.get("mean_passes"))
-        gap = gaps[i] if i < len(gaps) else None
-        if i < len(runs["seed2"]) and same(out, runs["seed2"][i]):
-            flags.append(
-                LintFlag(
-                    "input_independent",
-                    "warning",
-                    f"{where} is identical for two input seeds: a kernel that ignores the inputs passes",
-                    {"output": i},
-                )
-            )
-        elif gap is not None and gap.get("kept_passes") and not constant_passes:
-            # Level 3's EfficientNetB2 and UNetSoftmax in eval mode: outputs that differ in float32 rounding
-            # only (the judge's float64 oracle found them identical, KJ-T001), so no fingerprint matched.
-            flags.append(
-                LintFlag(
-                    "input_independent",
-                    "warning",
-                    f"{where} for one input seed passes KernelBench's check (atol = rtol = 1e-2) against another "
-                    f"seed's (differences up to {gap['max_diff']:.3g} of {gap['peak']:.3g}): a kernel that "
-                    "ignores the inputs passes",
-                    {"output": i, **gap},
-                )
-            )
-        if out is None or "zeros_pass" not in out:
-            continue
-        if out["zeros_pass"]:
-            flags.append(
-                LintFlag(
-                    "near_zero",
-                    "warning",
-                    f"zeros pass KernelBench's check on {where} (max |value| {out['max_abs']:.3g})",
-                    {"output": i, "max_abs": out["max_abs"]},
-                )
-            )
-        elif out["mean_passes"] and int(math.prod(out["fingerprint"][-1])) > 1:
-            flags.append(
-                LintFlag(
-                    "near_constant",
-                    "warning",
-                    f"a constant (the mean, {out['mean']:.4g}) passes KernelBench's check on {where}",
-                    {"output": i, "mean": out["mean"], "std": out["std"]},
-                )
-            )
-    if parameter_count > 0 and all(same(a, b) for a, b in zip(base, runs["other_init"], strict=False)):
-        flags.append(
-            LintFlag(
-                "weights_unused",
-                "warning",
-                f"the model has {parameter_count} parameters, but another initialisation gives the same output",
-                {"parameters": parameter_count},
-            )
-        )
-    rounding: dict[str, Any] = {}
-    for mode, first, second in (("eval", "seed1", "seed1_again"), ("training", "train1", "train2")):
-        differs = [i for i, (a, b) in enumerate(zip(runs[first], runs[second], strict=False)) if not same(a, b)]
-        gaps = runs.get(f"{second}_differences") or []
-        random = [i for i in differs if not in_rounding(gaps[i] if i < len(gaps) else None)]
-        if random:
-            hint = " (dropout or another random op: KernelBench's harness keeps training mode)"
-            hint = hint if mode == "training" else ""
-            flags.append(
-                LintFlag(
-                    "stochastic",
-                    "warning",
-                    f"the same inputs gave another output in {mode} mode{hint}",
-                    {"mode": mode, "outputs": random},
-                )
-            )
-            return flags
-        if differs and not rounding:
-            rounding = {"mode": mode, "outputs": differs, "differences": [gaps[i] for i in differs]}
-    if rounding:
-        worst = max(g["max_diff"] / g["peak"] if g["peak"] else 0.0 for g in rounding["differences"])
-        flags.append(
-            LintFlag(
-                "nondeterministic",
-                "info",
-                f"the same inputs gave outputs that differ in rounding only (at most {worst:.2g} of the largest "
-                "value): a reduction in another order (float atomics); the judge's tolerance covers it",
-                rounding,
-            )
-        )
-    return flags
-
-
-def in_rounding(gap: dict[str, float] | None) -> bool:
-    """Whether two runs' outputs differ by rounding only: by at most ROUNDING of the output's largest value."""
-    return gap is not None and gap.get("max_diff") is not None and gap["max_diff"] <= ROUNDING * gap["peak"]
-
-
-def unused_input_flags(base: list[dict[str, Any]], swapped: dict[int, tuple[bool | None, list[Any]]]) -> list[LintFlag]:
-    """`swapped[k]`: whether input k of seed 2 differs from seed 1's, and the outputs' screens with it in place.
-    An input that changed while every output stayed the same is never read (or does not matter)."""
-    flags = []
-    for k, (differs, screens) in sorted(swapped.items()):
-        if not differs or len(screens) != len(base):
-            continue
-        if all(same(a, b) for a, b in zip(base, screens, strict=True)):
-            flags.append(
-                LintFlag(
-                    "input_unused",
-                    "warning",
-                    f"input {k} from another seed leaves every output identical: a kernel that never reads it passes",
-                    {"input": k},
-                )
-            )
-    return flags
-
-
-def input_flags(kinds: Sequence[dict[str, Any]]) -> list[LintFlag]:
-    flags = []
-    for i, kind in enumerate(kinds):
-        dtype = kind.get("dtype")
-        if dtype is not None and not (dtype.startswith("float") or dtype.startswith("bfloat") or "complex" in dtype):
-            flags.append(
-                LintFlag(
-                    "integer_inputs",
-                    "warning",
-                    f"input {i} is {dtype}: a harness that casts inputs to a float precision changes it",
-                    {"input": i, "dtype": dtype},
-                )
-            )
-    return flags
-
-
 def _nbytes(kind: dict[str, Any]) -> int:
     if "dtype" not in kind:
         return 0
     return int(math.prod(kind["shape"])) * torch.empty((), dtype=getattr(torch, kind["dtype"])).element_size()
 
 
-def memory_flag(total_bytes: int, memory_bytes: int) -> LintFlag | None:
-    if total_bytes <= MEMORY_SHARE * memory_bytes:
-        return None
-    return LintFlag(
-        "memory",
-        "warning",
-        f"inputs, outputs and parameters take {total_bytes / 2**30:.1f} GiB, more than a quarter of "
-        f"{memory_bytes / 2**30:.0f} GiB",
-        {"bytes": total_bytes, "device_memory_bytes": memory_bytes},
-    )
-
-
-def family_flags(reference: _Reference, loaded: dict[str, Any]) -> tuple[list[LintFlag], dict[str, Any] | None]:
+def family_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list[LintFlag], dict[str, Any] | None]:
     """The shape family's flags, and what the facts keep of it: malformed, absent (a note), or a shape of
     it where the reference itself fails or gives no finite output (the judge would stop on such a task)."""
     try:
@@ -278,61 +111,6 @@ def family_flags(reference: _Reference, loaded: dict[str, Any]) -> tuple[list[Li
     return [LintFlag("shape_family_broken", "warning", summary + broken[0]["error"], {"broken": broken})], facts
 
 
-class _Reference:
-    """The task's reference in a sandboxed worker: load it, run trials, time it."""
-
-    def __init__(self, task: Task, device: str, timeout_s: float) -> None:
-        limits = WorkerLimits(step_timeout_s=timeout_s)
-        self.worker = WorkerProcess("reference", device, task.text, limits, policy=confine.policy_for("auto"))
-        hello = self.worker.receive(timeout_s=limits.start_timeout_s)
-        if hello.get("type") != "hello":
-            raise WorkerFailure("the reference worker did not start")
-        self.hello = hello
-
-    def ask(self, request: protocol.Request, values: Any = None, expect: str = "") -> tuple[dict[str, Any], Any]:
-        response, out = self.worker.request(request, values)
-        if expect and response.get("type") != expect:
-            what = response.get("phase") or request.op
-            raise TaskError(f"the reference failed to {what}: {response.get('exc_type')}: {response.get('message')}")
-        return response, out
-
-    def load(self, seed: int, shape: dict[str, Any] | None = None, footprint: bool = False) -> dict[str, Any]:
-        """Build the model; with `footprint`, what one call holds is told too (worker/footprint.py)."""
-        return self.ask(protocol.Load(seed=seed, shape=shape, footprint=footprint), expect="loaded")[0]
-
-    def trial(
-        self,
-        seed: int,
-        train: bool = False,
-        rng_seed: int | None = None,
-        swap: dict[str, int] | None = None,
-        slot: str = "lint",
-        diff_slot: str | None = None,
-    ) -> dict[str, Any]:
-        """One run, its outputs kept in `slot`; the worker's response: "screen" per output, "input_kinds",
-        "swapped", "signature", and with `diff_slot` "differences" from that slot's outputs."""
-        trial = protocol.Trial(
-            seed=seed, oracle=False, train=train, rng_seed=rng_seed, slot=slot, stats=True, swap=swap, on_device=True,
-            diff_slot=diff_slot,
-        )  # fmt: skip
-        return self.ask(trial, expect="trial")[0]
-
-    def stage(self) -> dict[str, Any]:
-        """The first seed's inputs made and kept in the worker for timing (no candidate's inbox to fill)."""
-        return self.ask(protocol.Stage(sets=[{"seed": SEEDS[0]}], on_device=True, inputs_to="here"), expect="staged")[0]
-
-    def device_ms(self) -> float:
-        """Median device time of one call, behind a GPU-busy precursor (launch latency hidden)."""
-        self.stage()
-        timing = protocol.Time(calls=1, samples=20, warmup=3, precursor_ms=0.5, staged=True)
-        response, _ = self.ask(timing, expect="timed")
-        times = sorted(float(t) for t in response["times_ms"])
-        return times[len(times) // 2]
-
-    def close(self) -> None:
-        self.worker.close()
-
-
 Admit = Callable[[dict[str, Any] | None], contextlib.AbstractContextManager[None]]
 
 
@@ -348,7 +126,7 @@ def lint_task(
     GPU through kerneljudge/gate.py; benchmarks/conformance.py)."""
     result = TaskLint(task=task.name, path=task.path)
     try:
-        reference = _Reference(task, device, timeout_s)
+        reference = LintReference(task, device, timeout_s)
     except (WorkerFailure, OSError, confine.SandboxUnavailable) as exc:
         result.error = f"the reference worker did not start: {exc}"
         return result
