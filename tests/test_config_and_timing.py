@@ -11,7 +11,10 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
 from kerneljudge.plan import kernelbench_trial_seeds
 from kerneljudge.reward import reward_binary, reward_v1, reward_v2
-from kerneljudge.timing.basic import KERNELBENCH, SampleTimes, TimingPlan, calls_for, run_interleaved
+from kerneljudge.timing.basic import run_interleaved
+from kerneljudge.timing.calibration import calls_for
+from kerneljudge.timing.plan import KERNELBENCH, TimingPlan
+from kerneljudge.timing.sides import SampleTimes
 from kerneljudge.timing.stats import summarize
 
 

@@ -5,16 +5,13 @@ import random
 
 import pytest
 
-from kerneljudge.timing import basic
-from kerneljudge.timing.basic import (
-    CALIBRATION_PRECURSOR_MS,
-    GraphUnsupported,
-    SampleTimes,
-    TimingPlan,
-    run_interleaved,
-)
+from kerneljudge.timing import crosscheck
+from kerneljudge.timing.basic import run_interleaved
+from kerneljudge.timing.calibration import CALIBRATION_PRECURSOR_MS
 from kerneljudge.timing.clocks import throttle_reasons
 from kerneljudge.timing.ladder import climb
+from kerneljudge.timing.plan import TimingPlan
+from kerneljudge.timing.sides import GraphUnsupported, SampleTimes
 from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios
 from kerneljudge.timing.stopping import MAX_BLOCKS, PRECISION, TIME_BUDGET, StoppingRule
 from kerneljudge.worker.wire import timed_set
@@ -172,7 +169,7 @@ def test_the_bar_rises_with_the_spread_of_the_references_own_overhead(monkeypatc
     honest = check()
     assert honest["claimed_fraction"] < 0.1 and honest["overhead_noise_ms"] > 100.0, honest
     assert honest["suspicious"] is False
-    monkeypatch.setattr(basic, "NOISE_SPREADS", 0.0)
+    monkeypatch.setattr(crosscheck, "NOISE_SPREADS", 0.0)
     assert check()["suspicious"] is True
 
 
@@ -430,7 +427,7 @@ def test_work_that_escapes_the_timed_stream_cannot_inflate_the_calls_per_sample(
 
 
 def test_a_cached_reference_stands_in_for_its_blocks_and_keeps_the_cross_check():
-    from kerneljudge.timing.basic import CachedSide
+    from kerneljudge.timing.sides import CachedSide
 
     paired = timing_of(0.5, 1.0, noise=0.01)
     cached = CachedSide.from_timing(paired, "reference", TimingPlan().samples, "cached: once")

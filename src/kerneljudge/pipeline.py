@@ -44,7 +44,7 @@ from kerneljudge.stages.workers import clocked, close_workers, new_pair
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.source import Task
-from kerneljudge.timing.basic import CachedSide
+from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Capability, Failure, Record, Timing
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import JudgeConfig
 from kerneljudge.gate import LaneGate
-from kerneljudge.timing.basic import CachedSide
+from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:

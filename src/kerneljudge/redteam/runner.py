@@ -15,7 +15,7 @@ from kerneljudge.pipeline import judge
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
 from kerneljudge.redteam.suite import FIXTURES, Fixture
 from kerneljudge.sanitize import sanitizer_path
-from kerneljudge.timing.basic import CUDA_GRAPH
+from kerneljudge.timing.plan import CUDA_GRAPH
 from kerneljudge.verdict import Record
 
 

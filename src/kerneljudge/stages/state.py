@@ -22,7 +22,7 @@ from kerneljudge.sandbox.confine import SandboxPolicy
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.tasks.shapes import ShapeFamily
 from kerneljudge.tasks.source import Task
-from kerneljudge.timing.basic import CachedSide
+from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Capability, Failure, Finding, Timing, TrialRecord, WorkerLog
 
 

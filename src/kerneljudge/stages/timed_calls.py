@@ -19,7 +19,8 @@ from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_fail
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, candidate_step
 from kerneljudge.timing import drain
-from kerneljudge.timing.basic import INTERLEAVED, GraphUnsupported, SampleTimes, TimeRequest, TimeSide
+from kerneljudge.timing.plan import INTERLEAVED
+from kerneljudge.timing.sides import GraphUnsupported, SampleTimes, TimeRequest, TimeSide
 from kerneljudge.verdict import Failure
 from kerneljudge.worker.wire import timed_set
 

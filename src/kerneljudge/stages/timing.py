@@ -19,19 +19,18 @@ from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, stage, time_side
 from kerneljudge.tasks.shapes import describe_shape, plain
 from kerneljudge.timing import drain
-from kerneljudge.timing.basic import (
+from kerneljudge.timing.basic import run_interleaved
+from kerneljudge.timing.clocks import NvmlClockMonitor
+from kerneljudge.timing.plan import (
     BUSY_PRECURSOR,
     CUDA_GRAPH,
     DO_BENCH,
     HOST_CLOCK,
     INTERLEAVED,
     KERNELBENCH,
-    GraphUnsupported,
-    TimeSide,
     TimingPlan,
-    run_interleaved,
 )
-from kerneljudge.timing.clocks import NvmlClockMonitor
+from kerneljudge.timing.sides import GraphUnsupported, TimeSide
 from kerneljudge.verdict import Timing
 
 # KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an

@@ -11,6 +11,10 @@ saw, and reads the device's clocks around every block, so blocks timed while the
 GPU was throttled are left out of the estimate. Two compatibility methods
 reproduce published timers: KernelBench's (one call per event pair, 100 trials,
 mean; `--mode off`) and Triton's `do_bench`.
+
+The methods, regimes and plan are in timing/plan.py; the requests to a side and its samples in
+timing/sides.py; the calls per sample and the precursor in timing/calibration.py; the parent-clock
+cross-check in timing/crosscheck.py; the clock monitor in timing/clocks.py.
 """
 
 from __future__ import annotations
@@ -20,164 +24,32 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from kerneljudge.timing.calibration import (
+    CALIBRATION_PRECURSOR_MS,
+    MAX_RECALIBRATIONS,
+    calls_for,
+    calls_within,
+    precursor_for,
+)
+from kerneljudge.timing.clocks import ClockMonitor, clock_summary
+from kerneljudge.timing.crosscheck import clock_check
+from kerneljudge.timing.plan import (
+    BUSY_PRECURSOR,
+    CUDA_GRAPH,
+    DO_BENCH,
+    HOST_CLOCK,
+    INTERLEAVED,
+    KERNELBENCH,
+    REGIME_TEXT,
+    REGIMES,
+    SINGLE_CALL,
+    TimingPlan,
+)
+from kerneljudge.timing.sides import CachedSide, SampleTimes, TimeRequest, TimeSide
 from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios, summarize
-from kerneljudge.timing.stopping import StoppingRule
 from kerneljudge.verdict import Timing
-
-MAX_CALLS_PER_SAMPLE = 10_000
-# A sample may take at most this many times `target_sample_ms` by the parent's clock, whatever the worker
-# claims: work that escapes the timed stream (H20, a side stream) reads as microseconds in the worker's
-# events, and calls sized from that alone queued minutes of GPU work per request (an H200 batch, 2026-11-30).
-SAMPLE_CAP_FACTOR = 1000
-
-# Launch-latency regimes (CUDA). On an idle H200 one event pair around one tiny softmax read 15 us, and
-# back-to-back calls 7-11 us each depending on the process (the host issuing calls is the bottleneck);
-# behind a GPU-busy precursor the same call read 5.9-6.2 us in every process (docs/timing.md).
-BUSY_PRECURSOR = "busy_precursor"  # a GPU sleep before the start event covers the host's issue of the calls
-BACK_TO_BACK = "back_to_back"  # calls issued back to back between one event pair; host latency may show
-HOST_CLOCK = "host_clock"  # the CPU: the host clock around the calls
-SINGLE_CALL = "single_call"  # KernelBench: one event pair per call on an idle GPU
-DO_BENCH = "do_bench"  # Triton's triton.testing.do_bench in the worker
-CUDA_GRAPH = "cuda_graph"  # each sample's calls captured once in a CUDA graph and replayed, behind a precursor
-
-INTERLEAVED, KERNELBENCH = "interleaved", "kernelbench"  # the methods; the third is DO_BENCH
-REGIMES = (BUSY_PRECURSOR, BACK_TO_BACK, CUDA_GRAPH)
-
-# The precursor is 1.5 times the longest issue time seen plus 50 us, at most 20 ms (a candidate whose
-# host work needs more is host-bound: its samples say so).
-PRECURSOR_FACTOR, PRECURSOR_PAD_MS, MAX_PRECURSOR_MS = 1.5, 0.05, 20.0
-CALIBRATION_PRECURSOR_MS = 0.2
-# Times the calls per sample are sized again from a probe of many calls, while that at least doubles them.
-MAX_RECALIBRATIONS = 2
-
-
-@dataclass(frozen=True)
-class TimeRequest:
-    """One timing request to a worker: `samples` samples of `calls` calls each, after `warmup` calls."""
-
-    inputs: Any
-    calls: int
-    samples: int
-    warmup: int
-    precursor_ms: float = 0.0  # GPU-busy precursor before each sample's start event (0: none)
-    method: str = "events"  # "events", or "do_bench" (one figure: Triton's do_bench with its defaults)
-    measured: bool = True  # False for calibration: no output capture, not in the cross-check
-    graph: bool = False  # replay a CUDA graph of the sample's calls (captured on the first such request)
-
-
-class GraphUnsupported(Exception):
-    """A side's calls could not be captured in a CUDA graph; the message says why, `side` whose calls."""
-
-    def __init__(self, message: str, side: str | None = None) -> None:
-        super().__init__(message)
-        self.side = side
-
-
-@dataclass(frozen=True)
-class SampleTimes:
-    times_ms: list[float]  # per-call time of each sample (device time on CUDA, host time on the CPU)
-    host_ms: list[float] = field(default_factory=list)  # host time to issue each sample's calls
-    busy_ms: list[float] = field(default_factory=list)  # how long each sample's precursor lasted on the GPU
-    request_ms: float | None = None  # the parent's clock around the worker's round trip, when it took it
-
-    def paced_ms(self) -> float:
-        """Time of the request spent on things other than the timed calls' device time: each sample's
-        precursor, or the host's issue of its calls where that took longer (the GPU waited for it). A
-        host-clock (CPU) worker times the issue itself: nothing of its request paces it."""
-        return sum(max(b, h) for b, h in zip(self.busy_ms, self.host_ms, strict=False))
-
-
-# time_side(request) -> the request's samples
-TimeSide = Callable[[TimeRequest], SampleTimes]
-
-
-@dataclass(frozen=True)
-class CachedSide:
-    """A side timed once and reused by later timings (cached baselines): what its blocks gave.
-
-    `block_medians` stand in for the side's block figures, in turn; `samples_ms` for its statistics;
-    `overhead_ms_per_block` (its requests' parent-clock time beyond the claimed calls) for the
-    cross-check, which needs a trusted side's overhead. Only a timing in `launch_regime` may use it.
-    """
-
-    block_medians: list[float]
-    samples_ms: list[float]
-    calls: int
-    precursor_ms: float
-    overhead_ms_per_block: float
-    launch_regime: str
-    source: str
-
-    @classmethod
-    def from_timing(cls, timing: Timing, side: str, samples_per_block: int, source: str) -> CachedSide | None:
-        """The `side` ("reference" or "compiled") of an interleaved timing; None where it was not measured."""
-        stats = timing.reference if side == "reference" else timing.compiled
-        if not timing.measured or timing.method != INTERLEAVED or stats is None or not timing.block_ratios:
-            return None
-        samples = list(stats.samples_ms)
-        starts = range(0, len(samples), samples_per_block)
-        medians = [statistics.median(samples[i : i + samples_per_block]) for i in starts]
-        overhead = float((timing.clock_check or {}).get("reference_overhead_ms") or 0.0) / len(medians)
-        return cls(
-            block_medians=medians,
-            samples_ms=samples,
-            calls=int(timing.calls_per_sample.get(side, timing.calls_per_sample.get("reference", 1))),
-            precursor_ms=float(timing.precursor_ms.get(side, 0.0)),
-            overhead_ms_per_block=overhead,
-            launch_regime=str(timing.launch_regime),
-            source=source,
-        )
-
-
-class ClockMonitor(Protocol):
-    """Reads the device's clock state; `throttled` names what slowed the clocks between two readings."""
-
-    name: str
-
-    def snapshot(self) -> dict[str, Any]: ...
-
-    def throttled(self, before: dict[str, Any], after: dict[str, Any]) -> list[str]: ...
-
-
-@dataclass(frozen=True)
-class TimingPlan:
-    blocks: int = 5  # the minimum; the stopping rule may take more on CUDA
-    samples: int = 10
-    warmup: int = 2
-    target_sample_ms: float = 1.0
-    method: str = INTERLEAVED
-    regime: str = CUDA_GRAPH  # on CUDA; the CPU always uses the host clock
-    native_trials: int = 100
-    max_blocks: int = 40
-    target_rse: float = 0.005
-    budget_s: float = 60.0
-
-    def rule(self, device: str) -> StoppingRule:
-        # On the CPU the figure is not a GPU speedup: the minimum number of blocks is enough.
-        most = max(self.blocks, self.max_blocks) if device == "cuda" else self.blocks
-        return StoppingRule(target_rse=self.target_rse, min_blocks=self.blocks, max_blocks=most, budget_s=self.budget_s)
-
-
-def calls_for(estimate_ms: float, target_ms: float) -> int:
-    if estimate_ms <= 0:
-        return MAX_CALLS_PER_SAMPLE
-    return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target_ms / estimate_ms)))
-
-
-def calls_within(elapsed_ms: float, paced_ms: float, calls_made: int, target_ms: float) -> int:
-    """The most calls per sample that the parent's clock allows: `calls_made` calls took at most
-    `elapsed_ms` less what paced them, so a sample of that many stays within SAMPLE_CAP_FACTOR x target."""
-    per_call = max(0.0, elapsed_ms - paced_ms) / max(1, calls_made)
-    if per_call <= 0:
-        return MAX_CALLS_PER_SAMPLE
-    return max(1, min(MAX_CALLS_PER_SAMPLE, math.floor(SAMPLE_CAP_FACTOR * target_ms / per_call)))
-
-
-def precursor_for(host_ms: Sequence[float]) -> float:
-    return min(MAX_PRECURSOR_MS, PRECURSOR_FACTOR * max(host_ms, default=0.0) + PRECURSOR_PAD_MS)
 
 
 class _Session:
@@ -387,84 +259,3 @@ def _timing(
         if method == INTERLEAVED
         else None,
     )
-
-
-REGIME_TEXT = {
-    BUSY_PRECURSOR: "CUDA events around each sample's calls, behind a GPU-busy precursor that covers the host's "
-    "issue of the calls (device time; launch latency hidden)",
-    BACK_TO_BACK: "CUDA events around each sample's calls issued back to back (host launch cost shows where "
-    "the host is slower than the GPU)",
-    CUDA_GRAPH: "CUDA events around one replay of a CUDA graph of each sample's calls, behind a GPU-busy precursor "
-    "(device time; launch latency hidden; every replay on other inputs than the capture's)",
-    HOST_CLOCK: "host clock around each sample's calls (CPU: not a GPU speedup)",
-    SINGLE_CALL: "one CUDA event pair per call on an idle GPU (KernelBench's: includes launch latency)",
-    DO_BENCH: "Triton's do_bench in each worker (its own repetitions and cache clearing)",
-}
-
-
-def clock_summary(
-    monitor: ClockMonitor | None,
-    snapshots: list[dict[str, Any]],
-    throttled: list[int],
-    reasons: set[str],
-    dropped: bool,
-) -> dict[str, Any]:
-    if monitor is None:
-        return {"monitor": None}
-    sm = [s["sm_mhz"] for s in snapshots if isinstance(s.get("sm_mhz"), (int, float))]
-    return {
-        "monitor": monitor.name,
-        "sm_mhz_min": min(sm, default=None),
-        "sm_mhz_max": max(sm, default=None),
-        "throttled_blocks": throttled,
-        "reasons": sorted(reasons),
-        # Throttled blocks are left out of the estimate, unless every block was throttled.
-        "throttled_dropped": dropped,
-    }
-
-
-# A candidate claiming less than this fraction of the time the parent's clock implies is flagged. Set low:
-# on an H200 an honest Triton softmax claimed 0.134 of it while only the candidate sent a timed output
-# back (since fixed: both sides do); a patched timer claims 0.
-CLAIM_FLOOR = 0.1
-# ... and only when the gap is more than the overhead's own noise: this much at least (in a CI run on a
-# loaded 2-core machine an honest CPU judgment timed with one block of two samples claimed 1.37 ms where
-# the parent's clock implied 14.1 ms: one scheduler delay of a request), plus NOISE_SPREADS times the
-# spread of the trusted reference's per-request overhead, scaled to the candidate's number of requests.
-# The gap is never measured against the requests' whole wall time: on an H200 a short kernel left on a
-# side stream claimed 0.0004 of the time the parent could account for and passed, because its requests
-# were mostly overhead and a tenth of their wall time was the bar (issue 19).
-NOISE_MS = 20.0
-NOISE_SPREADS = 4.0
-
-
-def clock_check(
-    claimed_ms: dict[str, float], seen_ms: dict[str, float], reference_overheads_ms: list[float] | None = None
-) -> dict[str, Any]:
-    """Set the candidate worker's claimed time against the parent's clock (H30: a worker that cannot be trusted).
-
-    The parent's wall time of a request is the timed calls plus overhead (the request's transfer, warm-up
-    calls, synchronisation); the precursors the parent asked for are taken out first. The reference worker
-    is trusted: its overhead (seen minus claimed) estimates the candidate's, which gets the same inputs
-    through the same path. What is left of the candidate's wall time after that overhead is the timed region
-    the parent can account for, which the timed calls must at least roughly have taken. How far the
-    reference's per-request overheads spread says how much of a gap overhead alone can make.
-    """
-    overhead = max(0.0, seen_ms["reference"] - claimed_ms["reference"])
-    implied = seen_ms["candidate"] - overhead
-    claimed = claimed_ms["candidate"]
-    spread = (
-        statistics.pstdev(reference_overheads_ms) if reference_overheads_ms and len(reference_overheads_ms) > 1 else 0.0
-    )
-    requests = max(1, len(reference_overheads_ms or ()))
-    noise = NOISE_MS + NOISE_SPREADS * spread * math.sqrt(requests)
-    suspicious = implied - claimed > noise and claimed < CLAIM_FLOOR * implied
-    return {
-        "candidate_claimed_ms": round(claimed, 3),
-        "candidate_parent_ms": round(seen_ms["candidate"], 3),
-        "reference_overhead_ms": round(overhead, 3),
-        "candidate_implied_ms": round(implied, 3),
-        "claimed_fraction": round(claimed / implied, 4) if implied > 0 else None,
-        "overhead_noise_ms": round(noise, 3),
-        "suspicious": suspicious,
-    }

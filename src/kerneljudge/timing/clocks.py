@@ -3,12 +3,12 @@
 A block timed while the clocks were held down (power cap, thermal slowdown, power brake) is not a
 measurement of the kernels: it is flagged and left out of the estimate. NVML is read in the parent,
 which the candidate cannot touch; where it is missing (no driver, a CPU machine) the record says the
-clocks were not monitored.
+clocks were not monitored. What the record keeps of the readings (`timing.clocks`) is `clock_summary`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 # nvmlClocksEventReasons bits that mean the clocks were slowed for reasons other than idleness or settings.
 THROTTLE_BITS = {
@@ -18,6 +18,16 @@ THROTTLE_BITS = {
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake",
 }
+
+
+class ClockMonitor(Protocol):
+    """Reads the device's clock state; `throttled` names what slowed the clocks between two readings."""
+
+    name: str
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def throttled(self, before: dict[str, Any], after: dict[str, Any]) -> list[str]: ...
 
 
 class NvmlClockMonitor:
@@ -83,3 +93,24 @@ def throttle_reasons(before: dict[str, Any], after: dict[str, Any]) -> list[str]
 def _bare_uuid(uuid: Any) -> str:
     text = str(uuid or "").strip().lower()
     return text.removeprefix("gpu-")
+
+
+def clock_summary(
+    monitor: ClockMonitor | None,
+    snapshots: list[dict[str, Any]],
+    throttled: list[int],
+    reasons: set[str],
+    dropped: bool,
+) -> dict[str, Any]:
+    if monitor is None:
+        return {"monitor": None}
+    sm = [s["sm_mhz"] for s in snapshots if isinstance(s.get("sm_mhz"), (int, float))]
+    return {
+        "monitor": monitor.name,
+        "sm_mhz_min": min(sm, default=None),
+        "sm_mhz_max": max(sm, default=None),
+        "throttled_blocks": throttled,
+        "reasons": sorted(reasons),
+        # Throttled blocks are left out of the estimate, unless every block was throttled.
+        "throttled_dropped": dropped,
+    }
