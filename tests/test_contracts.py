@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
-from kerneljudge.worker import contracts
-from kerneljudge.worker.contracts import KINDS, PROPERTIES, allows, detect, read_declared, reshape
+from kerneljudge.worker import contracts, input_properties
+from kerneljudge.worker.contracts import KINDS, allows, read_declared, reshape
+from kerneljudge.worker.input_properties import PROPERTIES, detect
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 VARIANTS = (
@@ -237,6 +238,7 @@ def test_variants_applied_in_blocks_give_what_the_whole_tensor_gives(monkeypatch
     x = (torch.randn(9, 13, dtype=torch.float64) * 3 + 1).to(dtype)
     made = x.clone()
     monkeypatch.setattr(contracts, "CHUNK", 7)
+    monkeypatch.setattr(input_properties, "CHUNK", 7)
     (scaled,), _ = reshape(torch, [x], {"kind": "scaled", "factor": 45.3}, 0)
     assert torch.equal(scaled, (x.double() * 45.3).to(dtype))
     (shifted,), _ = reshape(torch, [x], {"kind": "shifted", "offset": -2.5}, 0)
@@ -274,7 +276,7 @@ def test_blocks_see_what_the_whole_tensor_shows(monkeypatch):
         late,
     ]
     whole = [detect(x) for x in tensors]
-    monkeypatch.setattr(contracts, "CHUNK", 7)
+    monkeypatch.setattr(input_properties, "CHUNK", 7)
     assert [detect(x) for x in tensors] == whole
     assert whole[-6]["lower_triangular"] and whole[-5]["symmetric"] and whole[-4]["sorted"]
     assert whole[-3]["row_stochastic"] and not whole[-2]["sorted"] and not whole[-1]["lower_triangular"]

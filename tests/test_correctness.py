@@ -6,10 +6,10 @@ import torch
 from kerneljudge.checks.correctness import (
     OracleCheck,
     compare_native,
-    compare_replay,
     compare_to_oracle,
     tolerance_for,
 )
+from kerneljudge.checks.replay import compare_replay
 
 
 def matmul_case(k: int = 4096, seed: int = 0):

@@ -47,9 +47,6 @@ TOLERANCES = {
 SCALE_FLOOR = 1e-2
 
 # KernelBench's native check: torch.allclose(reference, candidate, atol, rtol) per precision.
-# How many units in the last place two runs of a correct kernel may differ by (atomics, split reductions).
-ROUNDING_ULPS = 8
-
 KERNELBENCH_TOLERANCES = {
     torch.float32: Tolerance(1e-4, 1e-4, ref_error_factor=0.0, name="kernelbench-float32"),
     torch.float16: Tolerance(1e-2, 1e-2, ref_error_factor=0.0, name="kernelbench-float16"),
@@ -281,51 +278,3 @@ def compare_native(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Com
     if ok:
         return Comparison(True, None, "allclose", metrics)
     return Comparison(False, "tolerance", f"not allclose (max abs difference {max_diff:.3g})", metrics)
-
-
-def compare_replay(
-    first: torch.Tensor, second: torch.Tensor, ref: torch.Tensor, oracle: torch.Tensor, tol: Tolerance
-) -> Comparison:
-    """Two runs on identical inputs: bitwise equal, rounding-level apart, or racing.
-
-    Rounding level is what a different accumulation order can change: a few
-    units in the last place of the values involved, plus the reference's own
-    error slack. A race that reads unfinished or uninitialised data differs by far more.
-    """
-    differing = 0
-    for _, (a, b) in pieces(first, second):
-        differing += int((~((a == b) | (torch.isnan(a) & torch.isnan(b)))).sum())
-    metrics: dict[str, Any] = {"numel": int(first.numel()), "differing_elements": differing}
-    if not differing:
-        return Comparison(True, None, "bitwise identical", {**metrics, "max_abs_difference": 0.0})
-    if not first.is_floating_point():
-        return Comparison(
-            False,
-            "nondeterministic",
-            f"{differing} integer element(s) changed between two runs on the same inputs",
-            metrics,
-        )
-    rounded = oracle.to(first.dtype)
-    slack = error_metrics(first, rounded, ref, tol)["slack"]
-    finite_sum, finite_count = 0.0, 0
-    for _, (o,) in pieces(rounded, work=torch.float64):
-        finite = o[torch.isfinite(o)]
-        finite_sum += float(finite.abs().sum())
-        finite_count += finite.numel()
-    scale = finite_sum / finite_count if finite_count else 0.0
-    eps = torch.finfo(first.dtype).eps
-    max_difference, beyond = 0.0, 0
-    for _, (a, b, o) in pieces(first, second, rounded, work=torch.float64):
-        diff = torch.nan_to_num((a - b).abs(), nan=float("inf"))
-        max_difference = max(max_difference, float(diff.max()))
-        bound = ROUNDING_ULPS * eps * (torch.nan_to_num(o.abs(), posinf=0.0) + scale) + slack
-        beyond += int((diff > bound).sum())
-    metrics.update(max_abs_difference=max_difference, beyond_rounding=beyond, slack=slack)
-    if beyond:
-        return Comparison(
-            False,
-            "nondeterministic",
-            f"{beyond} element(s) changed beyond rounding between two runs on the same inputs",
-            metrics,
-        )
-    return Comparison(True, None, f"{differing} element(s) differ at rounding level between runs", metrics)

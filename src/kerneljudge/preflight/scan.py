@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 
 from kerneljudge import pyast
 from kerneljudge.checks.catalog import CATALOG
+from kerneljudge.preflight.kernel_rules import (
+    KERNEL_BUILDERS,
+    KERNEL_DECORATORS,
+    TENSOR_COMPUTE_METHODS,
+    TORCH_NON_COMPUTE_PREFIXES,
+    TORCH_STRUCTURAL,
+)
 from kerneljudge.preflight.rules import (
     ATTRIBUTE_RULES,
     BUILTIN_NAMES,
@@ -23,14 +30,9 @@ from kerneljudge.preflight.rules import (
     FLAG_PREFIXES,
     FLAG_QUERIES,
     IMPORT_RULES,
-    KERNEL_BUILDERS,
-    KERNEL_DECORATORS,
     PROTECTED,
     REDUCED_PRECISION_METHODS,
     STRICTER_SETTINGS,
-    TENSOR_COMPUTE_METHODS,
-    TORCH_NON_COMPUTE_PREFIXES,
-    TORCH_STRUCTURAL,
 )
 
 

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.checks import correctness, support
+from kerneljudge.checks import correctness, replay, support
 from kerneljudge.worker.base import describe_exception, items_of
 from kerneljudge.worker.outputs import json_safe
 
@@ -82,7 +82,7 @@ class Comparisons:
                 o = oracles[i] if oracles is not None else None
                 if method == "replay" and (c.dtype != r.dtype or c.shape != r.shape or o is None):  # its own two runs
                     first = slot["kept"][i]
-                    cmp = correctness.compare_replay(first, c, first, first.double(), tol)
+                    cmp = replay.compare_replay(first, c, first, first.double(), tol)
                     results.append(
                         {
                             "passed": cmp.passed,
@@ -112,7 +112,7 @@ class Comparisons:
                 if method == "native":
                     cmp = correctness.compare_native(c, r, tol)
                 elif method == "replay":
-                    cmp = correctness.compare_replay(slot["kept"][i], c, r, o, tol)
+                    cmp = replay.compare_replay(slot["kept"][i], c, r, o, tol)
                 elif method == "timed":
                     if slot["checks"] is None:
                         slot["checks"] = [
