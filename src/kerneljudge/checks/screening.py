@@ -17,7 +17,7 @@ from kerneljudge.verdict import Finding
 
 def degenerate_outputs(trials: list[list[dict[str, Any] | None]]) -> list[Finding]:
     """`trials[k][i]` is the reference worker's screen of the oracle's output i in trial k (at least two
-    trials with different inputs): its fingerprint and whether it is constant (worker/reference.py)."""
+    trials with different inputs): its fingerprint and whether it is constant (worker/outputs.py)."""
     if len(trials) < 2:
         return []
     found = []
