@@ -236,7 +236,7 @@ def forget_unexpected(items: Sequence[Expected], timing: bool, store: Path, ledg
                 forgotten.append(entry.problem)
             row = ledger.get(*sha, (timing,), __version__)
             if row is not None and row["outcome"] not in SETTLED:
-                ledger.forget(*sha, timing, __version__)
+                ledger.forget(*sha, timing, row["kerneljudge_version"])
                 forgotten.append(entry.problem)
     return sorted(set(forgotten))
 

@@ -8,8 +8,10 @@ it, judges only what it does not hold, and writes it out again with the new rows
 
 A row answers for a judgment only for the same problem text, the same candidate text, the same timing
 choice and the same judge version (`kerneljudge.__version__`, raised with every change that can alter a
-verdict: docs/batch.md, "The key"), as a store's record does. Rows of other versions stay in the file as
-history and count for nothing.
+verdict: docs/batch.md, "The key"), as a store's record does, with one exception: a judgment without timing
+is answered by a row of an earlier version where every raise since changed only timed judgments
+(`kerneljudge.UNTIMED_SAME_AS`: 0.3.2 added a check after the timing's measurement). Rows of other
+versions stay in the file as history and count for nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kerneljudge import UNTIMED_SAME_AS
+
 KEY_FIELDS = ("task_sha256", "candidate_sha256", "timing", "kerneljudge_version")
 # The outcomes a rerun keeps (`--again` judges the others again).
 SETTLED = ("ok", "unsupported", "degenerate_task")
@@ -26,6 +30,15 @@ SETTLED = ("ok", "unsupported", "degenerate_task")
 
 def key(task_sha256: str, candidate_sha256: str, timing: bool, version: str) -> tuple[str, str, bool, str]:
     return (task_sha256, candidate_sha256, bool(timing), version)
+
+
+def versions_answering(version: str, timing: bool) -> list[str]:
+    """`version` and, for a judgment without timing, the versions before it back across raises that changed
+    only timed judgments."""
+    versions = [version]
+    while not timing and versions[-1] in UNTIMED_SAME_AS:
+        versions.append(UNTIMED_SAME_AS[versions[-1]])
+    return versions
 
 
 def key_of_row(row: dict[str, Any]) -> tuple[str, str, bool, str]:
@@ -52,11 +65,14 @@ class Ledger:
                 raise SystemExit(f"{path}:{number}: not a ledger row ({type(exc).__name__}: {exc})") from None
 
     def get(self, task_sha256: str, candidate_sha256: str, timings: Iterable[bool], version: str) -> dict | None:
-        """The row that answers for this judgment with any of `timings`, in their order; None where none does."""
+        """The row that answers for this judgment with any of `timings`, in their order; None where none does.
+        Without timing, a row of an earlier version answers too where every raise since changed only timed
+        judgments (`kerneljudge.UNTIMED_SAME_AS`)."""
         for timing in timings:
-            row = self.rows.get(key(task_sha256, candidate_sha256, timing, version))
-            if row is not None:
-                return row
+            for answering in versions_answering(version, timing):
+                row = self.rows.get(key(task_sha256, candidate_sha256, timing, answering))
+                if row is not None:
+                    return row
         return None
 
     def add(self, row: dict[str, Any]) -> None:

@@ -180,3 +180,31 @@ def test_the_timed_busy_time_counts_the_sides_measured_here_and_sums_over_timing
     first = timing.model_copy(update={"timed_busy_s": 0.042})
     second = timing.model_copy(update={"timed_busy_s": 0.008})
     assert combined_timing([({}, first), ({}, second)]).timed_busy_s == pytest.approx(0.05)
+
+
+def test_after_the_measurement_the_last_call_is_checked_so_a_switch_after_some_calls_shows(tiny_task, monkeypatch):
+    """Each measured request checks one call drawn at random; a candidate honest for its first 16 calls escaped
+    when every draw fell before its switch (the red team's `timing_switch` PASSed verified once on the 2-core CI
+    machine, 2026-12-04). The last-call recheck comes after every measured call: with the measured requests'
+    checks switched off here, it alone must catch the switch (its one kept answer cannot be right for the two
+    sets it checks), and must pass an honest candidate."""
+    from kerneljudge.redteam import FIXTURES_DIR
+    from kerneljudge.stages import timed_calls
+
+    real, seen = timed_calls.check_timed_output, []
+
+    def only_the_recheck(state, response, set_index, what=""):
+        seen.append(what)
+        if what:  # the measured requests' own checks name no call: skipped, to leave the recheck alone
+            real(state, response, set_index, what=what)
+
+    monkeypatch.setattr(timed_calls, "check_timed_output", only_the_recheck)
+    switch = run_judge(tiny_task, FIXTURES_DIR / "timing_switch.py", timing=True)
+    assert switch.status == "FAIL" and switch.failure.kind == "tolerance", switch.failure
+    assert "the last call of a request after the measurement" in switch.failure.summary
+    seen.clear()
+    honest = run_judge(tiny_task, FIXTURES_DIR / "honest_torch.py", timing=True)
+    assert honest.status == "PASS" and honest.timing.measured, honest.failure
+    rechecks = [what for what in seen if what]
+    assert len(rechecks) == 2 and seen[-2:] == rechecks and rechecks[0] != rechecks[1]  # two sets, at the end
+    assert honest.timing.timed_outputs_checked == len(rechecks)  # the ones that ran (the others were skipped here)

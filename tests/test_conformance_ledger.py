@@ -128,3 +128,21 @@ def test_either_expectation_takes_a_verified_pass_or_a_fail_and_nothing_else():
         ("ERROR", False, "judge_error"),
     ]:
         assert conformance.outcome(entry, SimpleNamespace(status=status, verified=verified)) == want
+
+
+def test_an_untimed_row_of_the_version_before_a_timing_only_raise_still_answers(tmp_path, monkeypatch):
+    import conformance_ledger
+
+    monkeypatch.setattr(conformance_ledger, "UNTIMED_SAME_AS", {"9.0.2": "9.0.1", "9.0.1": "9.0.0"})
+    path = tmp_path / "ledger.jsonl"
+    rows = [
+        {"task_sha256": "t", "candidate_sha256": "c", "timing": False, "kerneljudge_version": "9.0.0", "outcome": "ok"},
+        {"task_sha256": "t", "candidate_sha256": "c", "timing": True, "kerneljudge_version": "9.0.1", "outcome": "ok"},
+        {"task_sha256": "u", "candidate_sha256": "c", "timing": False, "kerneljudge_version": "8.9", "outcome": "ok"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ledger = Ledger(path)
+    assert ledger.get("t", "c", (False,), "9.0.2") == rows[0]  # carried over two timing-only raises
+    assert ledger.get("t", "c", (True,), "9.0.2") is None  # a timed judgment is judged again
+    assert ledger.get("u", "c", (False,), "9.0.2") is None  # a raise that changed more breaks the chain
+    assert ledger.get("t", "c", (True,), "9.0.1") == rows[1]

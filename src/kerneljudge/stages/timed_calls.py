@@ -1,8 +1,8 @@
 """The timed requests of the timing stage, one side at a time: a `time` request to a worker and its answer
 read (samples checked, drains covered, the persisting-L2 reset noted), a timed call's output drawn, captured
 and checked like a trial's (H03: honest only while checked), the timing pool staged once in both workers,
-the reference compiled for its compiled side, and the plain calls on graph buffers after the replays (the
-graph recheck).
+the reference compiled for its compiled side, the plain calls on graph buffers after the replays (the
+graph recheck), and outside graphs the last calls of two requests after the measurement (the last-call recheck).
 """
 
 from __future__ import annotations
@@ -175,6 +175,29 @@ def recheck_graph(state: JudgmentState, calls: int, keep: int, sets: int) -> Non
             raise CandidateFailed(error_failure(response, "timing"))
         what = f"plain call on graph buffer {buffer} after the replays"
         check_timed_output(state, response, buffer, what=what)
+
+
+def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
+    """After the measurement, outside a CUDA graph (whose recheck is `recheck_graph`): two more requests of the
+    candidate's calls, the last call of each checked like a timed call, the two on different input sets.
+
+    Each measured request checks one call drawn at random; a candidate honest for its first N calls and then
+    answering with one kept answer (H03 by count: a new model is built at every timing shape) passes a check
+    whenever the drawn call falls before its switch or on the set its kept answer belongs to (a third of the
+    time with three sets): the red team's `timing_switch` PASSed verified once on the 2-core CI machine
+    (2026-12-04). These calls come after every call the measurement made, and one kept answer cannot be right
+    for two sets.
+    """
+    worker = state.workers["candidate"]
+    for count in (calls, calls + 1):  # last calls at consecutive positions: two different sets (wire.timed_set)
+        capture = [0, count - 1]
+        request = protocol.Time(calls=count, samples=1, warmup=0, staged=True, capture=capture)
+        response, _ = candidate_step(lambda r=request: worker.request(r, fetch=()), "timing")
+        if response.get("type") == "error":
+            raise CandidateFailed(error_failure(response, "timing"))
+        captured, _ = candidate_step(lambda: worker.request(protocol.Captured(), fetch=()), phase="timing")
+        what = f"the last call of a request after the measurement, input set {timed_set(*capture, sets)}"
+        check_timed_output(state, captured, timed_set(*capture, sets), what=what)
 
 
 def check_timed_output(state: JudgmentState, response: dict[str, Any], set_index: int, what: str = "") -> None:

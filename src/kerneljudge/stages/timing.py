@@ -16,7 +16,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, stage, time_side
+from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, recheck_last, stage, time_side
 from kerneljudge.tasks.shapes import describe_shape, plain
 from kerneljudge.timing import drain
 from kerneljudge.timing.basic import run_interleaved
@@ -195,6 +195,8 @@ def measure(
             if role == "candidate":
                 recheck_graph(state, calls, keep, len(pool[0]))
         state.timing.graph_rechecks = state.timed_checks - before
+    elif method == INTERLEAVED and not state.native and state.timing.measured:
+        recheck_last(state, int(state.timing.calls_per_sample.get("candidate", 1)), len(pool[0]))
     state.timing.timed_outputs_checked = state.timed_checks
     state.timing.compile_error = compile_error
     if monitor_error and state.timing.clocks is not None:
