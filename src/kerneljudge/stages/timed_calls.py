@@ -83,9 +83,7 @@ def time_side(
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
             if capture is not None:
-                worker = state.workers["candidate"]
-                captured, _ = candidate_step(lambda: worker.request(protocol.Captured(), fetch=()), phase="timing")
-                check_timed_output(state, captured, timed_set(*capture, len(request.inputs)))
+                check_captured(state, timed_set(*capture, len(request.inputs)))
         else:
             response, _ = ask(state, "reference", timing, fetch=())
             request_ms = (time.perf_counter() - began) * 1e3
@@ -195,9 +193,15 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
         response, _ = candidate_step(lambda r=request: worker.request(r, fetch=()), "timing")
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
-        captured, _ = candidate_step(lambda: worker.request(protocol.Captured(), fetch=()), phase="timing")
-        what = f"the last call of a request after the measurement, input set {timed_set(*capture, sets)}"
-        check_timed_output(state, captured, timed_set(*capture, sets), what=what)
+        checked = timed_set(*capture, sets)
+        check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")
+
+
+def check_captured(state: JudgmentState, set_index: int, what: str = "") -> None:
+    """Fetch the output the candidate's last `time` request kept (a request of its own) and check it."""
+    worker = state.workers["candidate"]
+    captured, _ = candidate_step(lambda: worker.request(protocol.Captured(), fetch=()), phase="timing")
+    check_timed_output(state, captured, set_index, what=what)
 
 
 def check_timed_output(state: JudgmentState, response: dict[str, Any], set_index: int, what: str = "") -> None:
