@@ -91,11 +91,15 @@ def test_a_candidate_reads_no_sentinel_and_sees_only_the_way_to_allowed_paths(tm
         pytest.skip("no allow-listed root on this machine")
 
 
-def test_kj_allowlist_cuda_turns_the_root_on_for_cuda_workers(monkeypatch):
+def test_cuda_workers_get_the_root_unless_kj_allowlist_cuda_is_0(monkeypatch):
     from kerneljudge.sandbox.confine import SandboxPolicy
 
     monkeypatch.delenv("KJ_ALLOWLIST_CUDA", raising=False)
+    assert SandboxPolicy().allowlist_cuda
+    assert "allowlist_root" not in SandboxPolicy().optional_layers  # counted, and required by `require`
+    monkeypatch.setenv("KJ_ALLOWLIST_CUDA", "0")
     assert not SandboxPolicy().allowlist_cuda
+    assert "allowlist_root" in SandboxPolicy().optional_layers
     monkeypatch.setenv("KJ_ALLOWLIST_CUDA", "1")
     assert SandboxPolicy().allowlist_cuda
 

@@ -112,7 +112,7 @@ def cuda_confinement(hello: dict[str, Any], layers: dict[str, dict[str, str]]) -
         return CUDA_UNCONFINED
     if DEFAULT_POLICY.allowlist_cuda:
         return "the same layers"
-    return "the same layers but allowlist_root: they keep the hide-list until it is traced on a GPU (issue 22)"
+    return "the same layers but allowlist_root: they keep the hide-list (KJ_ALLOWLIST_CUDA=0)"
 
 
 def probe(

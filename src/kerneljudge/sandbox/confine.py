@@ -65,8 +65,9 @@ class SandboxPolicy:
     # record says each layer is missing and why (docs/security.md).
     confine_cuda: bool = True
     require: bool = False
-    # allowlist_root is optional until it is traced on a GPU machine (CUDA workers keep the hide-list).
-    optional_layers: frozenset[str] = frozenset({"seccomp", "gpu_memory_cap", "allowlist_root"})
+    # Layers a worker may lack and still count as sandboxed, and that `require` does not insist on. The
+    # allow-listed root is one of them only where CUDA workers are given the hide-list (KJ_ALLOWLIST_CUDA=0).
+    optional_layers: frozenset[str] = frozenset({"seccomp", "gpu_memory_cap"})
     # Layers not applied at all (recorded missing): to find which one a machine's GPU stack cannot live with
     # (scripts/sandbox_cuda_probe.py), or to judge on such a machine without it.
     skip_layers: frozenset[str] = frozenset()
@@ -80,14 +81,16 @@ class SandboxPolicy:
     tmpfs_bytes: int = 1 * GiB
     gpu_memory_bytes: int | None = None
     hide_paths: tuple[str, ...] = ()
-    # The allow-listed root for CUDA workers too: off until it is traced on a GPU machine (issue 22);
-    # scripts/sandbox_cuda_probe.py turns it on to try CUDA, Triton and an inline extension inside it, and
-    # KJ_ALLOWLIST_CUDA=1 in the judge's environment turns it on for a whole run (scripts/gpu_suite.sh).
-    allowlist_cuda: bool = field(default_factory=lambda: os.environ.get("KJ_ALLOWLIST_CUDA") == "1")
+    # The allow-listed root for CUDA workers too (traced and run on an H200, docs/security.md);
+    # KJ_ALLOWLIST_CUDA=0 in the judge's environment gives them the hide-list instead, for a whole run (a
+    # machine whose GPU stack needs a path the list lacks: scripts/sandbox_cuda_probe.py finds out).
+    allowlist_cuda: bool = field(default_factory=lambda: os.environ.get("KJ_ALLOWLIST_CUDA") != "0")
 
     def __post_init__(self) -> None:
         if self.require and not self.enabled:
             raise ValueError("a sandbox cannot be both required and disabled")
+        if not self.allowlist_cuda:
+            object.__setattr__(self, "optional_layers", self.optional_layers | {"allowlist_root"})
         unknown = (set(self.optional_layers) | set(self.skip_layers)) - set(LAYERS)
         if unknown:
             raise ValueError(f"unknown sandbox layers {sorted(unknown)}; known: {', '.join(LAYERS)}")

@@ -149,7 +149,7 @@ def launcher_spec(
     are further folders the worker reads (the judge's bytecode cache), bound back read-only where hidden."""
     ws = _real(workspace)
     needed = sorted(dict.fromkeys([*needed_paths(package_root), *(_real(p) for p in readable or [])]))
-    allow, why = None, "CUDA workers keep the hide-list until the allow-list is traced on a GPU machine"
+    allow, why = None, "CUDA workers keep the hide-list here (KJ_ALLOWLIST_CUDA=0)"
     if not (cuda and cuda_possible()) or policy.allowlist_cuda:
         allow, why = plan_allowlist(ws, needed), None
     return {
