@@ -57,8 +57,8 @@
 #                                results.tar.gz as serve/rewards.db);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression. Logs go to $OUT (default: ./out),
-#                                records and stores to $OUT/results.tar.gz. KJ_ALLOWLIST_CUDA=1 gives CUDA workers
-#                                the allow-listed root too, for every stage (docs/security.md).
+#                                records and stores to $OUT/results.tar.gz. KJ_ALLOWLIST_CUDA=0 gives CUDA workers
+#                                the hide-list instead of the allow-listed root, for every stage (docs/security.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

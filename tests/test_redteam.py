@@ -96,3 +96,22 @@ def test_a_counted_hack_counts_as_inert_only_when_graph_replays_were_rechecked(r
     record.timing.launch_regime = regime
     record.timing.graph_rechecks = rechecks
     assert inert_in_graph_timing(record) is inert
+
+
+@pytest.mark.parametrize(
+    ("mode", "codes", "kind", "waived"),
+    [
+        ("enforce", ["KJ-R020"], "integrity_violation", True),  # the replay ended it before the trace could run
+        ("audit", ["KJ-R020"], "integrity_violation", False),  # audit goes on to the trace: KJ-R024 must be there
+        ("enforce", ["KJ-S010"], "integrity_violation", False),  # ended by a code the fixture does not list
+        ("enforce", ["KJ-R020"], "tolerance", False),
+    ],
+)
+def test_cuda_evidence_is_waived_only_where_another_listed_code_ended_an_enforced_judgment(mode, codes, kind, waived):
+    from kerneljudge.redteam.runner import ended_by_another
+    from kerneljudge.verdict import Finding
+
+    fixture = next(f for f in FIXTURES if f.name == "gpu_side_stream_short")
+    findings = [Finding(code=c, detector="test", severity="error", summary="s") for c in codes]
+    record = make_record(status="FAIL", findings=findings, failure_kind=kind)
+    assert ended_by_another(fixture, record, mode) is waived

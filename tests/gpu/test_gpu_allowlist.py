@@ -1,6 +1,7 @@
 """The allow-listed root for CUDA workers (issue 22): the sentinel test of tests/test_allowlist.py on the GPU.
 
-The judgment runs on CUDA with `SandboxPolicy.allowlist_cuda` on, so both workers initialize CUDA, run
+The judgment runs on CUDA with `SandboxPolicy.allowlist_cuda` on (the default; set here whatever
+KJ_ALLOWLIST_CUDA says), so both workers initialize CUDA, run
 the task's kernels and the candidate's inside a root of the allow-list only; the candidate reads no
 sentinel, sees only the way to allowed paths, and is judged correct.
 """

@@ -48,6 +48,15 @@ def inert_in_graph_timing(record: Record) -> bool:
     return record.verified and t is not None and t.launch_regime == CUDA_GRAPH and t.graph_rechecks > 0
 
 
+def ended_by_another(fixture: Fixture, record: Record, mode: str) -> bool:
+    """In enforce mode a judgment ends at its first integrity violation: one of the fixture's other codes
+    (gpu_side_stream_short's replay seeing the output change after return, KJ-R020) caught it before the stage
+    that raises its CUDA evidence (the kernel trace's unjoined stream, KJ-R024) could run."""
+    others = [c for c in fixture.evidence if c not in fixture.cuda_evidence]
+    evidence = evidence_of(record)
+    return mode == "enforce" and record.failure_kind == "integrity_violation" and any(c in evidence for c in others)
+
+
 def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) -> Outcome:
     config = JudgeConfig(device=device, mode=mode, policy=fixture.policy, timing=fixture.timing, timeout_s=timeout_s)
     record = judge(TASKS_DIR / f"{fixture.task}.py", FIXTURES_DIR / f"{fixture.name}.py", config)
@@ -67,7 +76,7 @@ def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float) ->
         if not matched and fixture.inert_under_graphs and inert_in_graph_timing(record):
             matched, expected = True, expected + ", or timed honestly (inert under CUDA graphs)"
     rejected = record.failure is not None and record.failure.phase == "preflight"
-    if device == "cuda" and fixture.cuda_evidence and not rejected:
+    if device == "cuda" and fixture.cuda_evidence and not rejected and not ended_by_another(fixture, record, mode):
         missing = [c for c in fixture.cuda_evidence if c not in evidence]
         expected += "; on CUDA also " + ", ".join(fixture.cuda_evidence)
         matched = matched and not missing

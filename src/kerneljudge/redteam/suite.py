@@ -146,8 +146,9 @@ FIXTURES = (
     Fixture(
         "gpu_side_stream_short",
         "H20",
-        "a microseconds-long kernel forked onto a side stream and never joined, timed",
-        ("KJ-R024",),
+        "a microseconds-long kernel forked onto a side stream and never joined, timed (a replay may see the output "
+        "change after return; in enforce that ends the judgment before the trace)",
+        ("KJ-R024", "KJ-R020"),
         cuda_only=True,
         cuda_evidence=("KJ-R024",),
         timing=True,

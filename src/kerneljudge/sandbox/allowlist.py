@@ -11,9 +11,8 @@ drops the old one. Nothing else of the host has a name there: not the judge's wo
 store's or the task's folder (the task's source comes over the wire), $HOME, or other workspaces.
 
 `plan_allowlist` is pure (the parent's side, in the launcher's spec); `enter_allowlist` runs in the
-launcher's init, standard library only. CUDA workers keep the hide-list until the GPU tests, the red team
-and the suite have run with the allow-list in force (`KJ_ALLOWLIST_CUDA=1`): their record says so. CUDA,
-a Triton kernel and an inline extension already work inside it on an H200 (docs/security.md).
+launcher's init, standard library only. CUDA workers get it too (the GPU tests, the red team and the
+suite ran inside it on an H200, docs/security.md); `KJ_ALLOWLIST_CUDA=0` gives them the hide-list instead.
 """
 
 from __future__ import annotations
