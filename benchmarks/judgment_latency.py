@@ -4,7 +4,8 @@ Judges honest candidates one at a time, nothing beside them, each with timing an
 the practical policy), and prints per judgment its wall time and `stages_s` (starting the workers and
 building, correctness and its parts: the reference's trials, the candidate's calls, the comparisons; timing),
 and the share of the timing stage the timed calls kept the device busy (`timing.busy_fraction`); then the
-medians. The work:
+timing stage split by its round trips (the fresh pair's start and load, staging, calibrating, the measured
+requests, the checks of kept outputs, and what is the parent's own); then the medians. The work:
 
 - `--device cuda` (default where CUDA is visible): the built-in suite's eight fp32 tasks at their public,
   production-like sizes (64 and 128 MiB a tensor) with their honest Triton candidates
@@ -45,6 +46,24 @@ COLUMNS = {
     "correctness": "correctness",
     "timing": "timing",
 }
+
+# The timing stage's round trips (`stages_s["timing.<worker>.<op>"]`), grouped: the ops of each column
+TIMING_PARTS = {
+    "fresh pair's start and load": ("hello", "load"),
+    "staging the pool": ("stage",),
+    "calibrating (graph capture)": ("calibrate",),
+    "measured requests": ("time",),
+    "checks of kept outputs": ("captured", "recheck", "compare"),
+}
+
+
+def timing_split(stages: dict[str, float]) -> list[float]:
+    """The timing stage's seconds by TIMING_PARTS (both workers), then what no round trip holds (the parent)."""
+    parts = [
+        sum(stages.get(f"timing.{role}.{op}", 0.0) for role in ("reference", "candidate") for op in ops)
+        for ops in TIMING_PARTS.values()
+    ]
+    return [*parts, max(0.0, stages.get("timing", 0.0) - sum(parts))]
 
 
 def work(device: str, only: list[str] | None, out: Path) -> list[tuple[str, Path, Path]]:
@@ -91,6 +110,13 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             + " | ".join(stages)
             + f" | {busy} |"
         )
+    timed_rows = [r for r in rows if r["timing"] and "timing" in r["stages_s"]]
+    if timed_rows:
+        head = ["task", "timing", *TIMING_PARTS, "the parent's own"]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in timed_rows:
+            split = " | ".join(cell(v, 2) for v in timing_split(r["stages_s"]))
+            lines.append(f"| {r['task']} | {r['stages_s']['timing']:.2f} | {split} |")
     lines += ["", "| timed | judgments | median wall s | max wall s | median timing busy |", "|---|---|---|---|---|"]
     for timed in (True, False):
         group = [r for r in rows if r["timing"] is timed]

@@ -185,6 +185,15 @@ def test_the_timing_pair_boots_while_the_checked_pair_works(tiny_task, monkeypat
     assert timing.timed_busy_s == pytest.approx(own_s / 1e3, rel=1e-4) and timing.timed_busy_s > 0
     assert timing.busy_fraction == pytest.approx(timing.timed_busy_s / record.stages_s["timing"], abs=1e-4)
     assert 0 < timing.busy_fraction < 1
+    # Where the rest of the stage went, round trip by round trip: the fresh pair's start and load, both
+    # sides' calibrating and measured requests, the checks of kept outputs and the last-call rechecks.
+    spent = {k: v for k, v in record.stages_s.items() if k.startswith("timing.") and ":" not in k}
+    for side in ("reference", "candidate"):
+        for op in ("hello", "load", "calibrate", "time"):
+            assert f"timing.{side}.{op}" in spent, (side, op, sorted(spent))
+    assert spent["timing.candidate.time"] > 0 and spent["timing.candidate.calibrate"] > 0
+    assert spent["timing.candidate.recheck"] > 0 and spent["timing.candidate.captured"] > 0
+    assert sum(spent.values()) <= record.stages_s["timing"] + 0.01
     ((workers, seen),) = booted
     # Booted once the candidate was built, before its first correctness trial; timed on exactly that pair.
     assert seen[-1].startswith("building the candidate") and not any("correctness" in s for s in seen)

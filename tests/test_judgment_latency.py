@@ -22,3 +22,8 @@ def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says
     table = capsys.readouterr().out
     assert "| readme_softmax | yes | PASS verified |" in table and "| readme_softmax | no | PASS verified |" in table
     assert "| yes | 1 |" in table and "| no | 1 |" in table  # the medians, one judgment each
+    # the timing stage split by its round trips: the parts and the parent's own rest make up the stage
+    split = judgment_latency.timing_split(timed["stages_s"])
+    assert all(part >= 0 for part in split) and split[3] > 0  # the measured requests took time
+    assert abs(sum(split) - timed["stages_s"]["timing"]) < 0.01
+    assert "| task | timing | fresh pair's start and load |" in table

@@ -20,7 +20,7 @@ from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
 from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported, error_failure, integrity_failure
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.workers import ask, candidate_step
+from kerneljudge.stages.workers import ask, ask_candidate, candidate_step, counted
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
 from kerneljudge.verdict import Capability, Failure
 
@@ -110,7 +110,8 @@ def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanit
 def reference_hello(state: JudgmentState) -> dict[str, Any]:
     """The reference worker's first frame; a worker that does not start is the judge's failure."""
     try:
-        hello = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
+        with counted(state, "reference", "hello"):  # the wait for the worker's start (torch's import, CUDA's)
+            hello = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
     except WorkerFailure as exc:
         raise JudgeFailed(f"the reference worker did not start: {exc}") from None
     if hello.get("type") != "hello":
@@ -159,7 +160,8 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
 def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
     """The candidate worker's hello (on the reference's device), then its import and build."""
     worker = state.workers["candidate"]
-    hello = candidate_step(lambda: worker.receive(timeout_s=state.limits.start_timeout_s), phase="start")
+    with counted(state, "candidate", "hello"):  # the wait for the worker's start (torch's import, CUDA's)
+        hello = candidate_step(lambda: worker.receive(timeout_s=state.limits.start_timeout_s), phase="start")
     if hello.get("type") != "hello":
         raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
     if str(hello.get("device", "")).split(":")[0] != state.device:
@@ -169,10 +171,9 @@ def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
 
 def build_candidate(state: JudgmentState, init_inputs: Any, shape: dict[str, Any] | None = None) -> None:
     """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
-    worker = state.workers["candidate"]
     # With inputs made in each worker, the task's source is loaded before the candidate's, to make them there.
     load = protocol.Load(seed=state.config.public_seed, task=state.task.text if state.inputs_made() else None)
-    response, _ = candidate_step(lambda: worker.request(load, init_inputs), phase="build")
+    response, _ = ask_candidate(state, load, "build", values=init_inputs)
     if response.get("type") == "error":
         failure = error_failure(response, "import" if response.get("phase") == "import" else "init")
         if shape:

@@ -19,7 +19,7 @@ from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
 from kerneljudge.stages.integrity import keep_trace
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.workers import ask, candidate_step, counted
+from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
 from kerneljudge.verdict import Failure, Finding
 from kerneljudge.worker import wire
 
@@ -97,10 +97,7 @@ def call_candidate(
         perturb=perturb,  # a perturbed replay's conditions (worker/perturb.py)
     )
     placed = ([], {}) if made is not None else inputs
-    with counted(state, "candidate", call):
-        response, _ = candidate_step(
-            lambda: worker.request(call, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20)), phase=phase
-        )
+    response, _ = ask_candidate(state, call, phase, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20))
     if response.get("type") == "error":
         raise CandidateFailed(error_failure(response, phase))
     if response.get("type") == "inputs_differ" and made is not None:

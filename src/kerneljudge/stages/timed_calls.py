@@ -17,7 +17,7 @@ from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.workers import ask, candidate_step
+from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
 from kerneljudge.timing import drain
 from kerneljudge.timing.plan import INTERLEAVED
 from kerneljudge.timing.sides import GraphUnsupported, SampleTimes, TimeRequest, TimeSide
@@ -35,6 +35,12 @@ def sample_list(values: Any, count: int) -> bool:
         and len(values) == count
         and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in values)
     )
+
+
+def time_op(request: TimeRequest) -> str:
+    """A timing request's name in `stages_s`: `time` where it is measured, `calibrate` where it only sizes the
+    calls per sample (a CUDA graph's capture is in the first of either)."""
+    return "time" if request.measured else "calibrate"
 
 
 def time_side(
@@ -76,7 +82,7 @@ def time_side(
         )
         began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
         if role == "candidate":
-            response, _ = candidate_step(lambda: state.workers["candidate"].request(timing, fetch=()), phase="timing")
+            response, _ = ask_candidate(state, timing, "timing", op=time_op(request), fetch=())
             request_ms = (time.perf_counter() - began) * 1e3
             if response.get("type") == "graph_unsupported":
                 raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
@@ -85,7 +91,7 @@ def time_side(
             if capture is not None:
                 check_captured(state, timed_set(*capture, len(request.inputs)))
         else:
-            response, _ = ask(state, "reference", timing, fetch=())
+            response, _ = ask(state, "reference", timing, fetch=(), op=time_op(request))
             request_ms = (time.perf_counter() - began) * 1e3
             if response.get("type") == "graph_unsupported":
                 raise GraphUnsupported(f"the {role} side: {response.get('message')}", side=role)
@@ -133,7 +139,7 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     placed = ([], {}) if made else (response["inputs"], response["input_tensors"])
     state.signature = dict(response.get("signature") or state.signature)
     request = protocol.Stage(made=response["made"]) if made else protocol.Stage()
-    response, _ = candidate_step(lambda: state.workers["candidate"].request(request, placed=placed, fetch=()), "timing")
+    response, _ = ask_candidate(state, request, "timing", placed=placed, fetch=())
     if response.get("type") == "inputs_differ" and made:  # shipped from now on, the pool staged again
         state.inputs = {**state.inputs, "shipped": "timing pool", "why": str(response.get("detail"))[:500]}
         stage(state, sets, shape)
@@ -168,7 +174,7 @@ def recheck_graph(state: JudgmentState, calls: int, keep: int, sets: int) -> Non
     buffers = state.source.sample(range(sets), min(2, sets))
     for buffer in buffers:
         recheck = protocol.Recheck(calls=calls, graph_keep=keep, buffer=buffer)
-        response, _ = candidate_step(lambda r=recheck: state.workers["candidate"].request(r, fetch=()), "timing")
+        response, _ = ask_candidate(state, recheck, "timing", fetch=())
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
         what = f"plain call on graph buffer {buffer} after the replays"
@@ -186,11 +192,10 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
     (2026-12-04). These calls come after every call the measurement made, and one kept answer cannot be right
     for two sets.
     """
-    worker = state.workers["candidate"]
     for count in (calls, calls + 1):  # last calls at consecutive positions: two different sets (wire.timed_set)
         capture = [0, count - 1]
         request = protocol.Time(calls=count, samples=1, warmup=0, staged=True, capture=capture)
-        response, _ = candidate_step(lambda r=request: worker.request(r, fetch=()), "timing")
+        response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=())
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
         checked = timed_set(*capture, sets)
@@ -199,8 +204,7 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
 
 def check_captured(state: JudgmentState, set_index: int, what: str = "") -> None:
     """Fetch the output the candidate's last `time` request kept (a request of its own) and check it."""
-    worker = state.workers["candidate"]
-    captured, _ = candidate_step(lambda: worker.request(protocol.Captured(), fetch=()), phase="timing")
+    captured, _ = ask_candidate(state, protocol.Captured(), "timing", fetch=())
     check_timed_output(state, captured, set_index, what=what)
 
 

@@ -48,17 +48,26 @@ def ask(
     values: Any = None,
     placed: Any = None,
     fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
+    op: str | None = None,
 ) -> tuple[dict[str, Any], Any]:
-    """A request to a worker whose failure is the judge's (the reference's, or a judge-side request)."""
+    """A request to a worker whose failure is the judge's (the reference's, or a judge-side request); `op`
+    names its round trip in `stages_s` where the request's own op would not say enough."""
     try:
-        with counted(state, role, request):
+        with counted(state, role, op or request.op):
             return state.workers[role].request(request, values, placed=placed, fetch=fetch)
     except WorkerFailure as exc:
         raise JudgeFailed(f"the {role} worker failed: {exc}") from None
 
 
+def ask_candidate(state: JudgmentState, request: protocol.Request, phase: str, op: str | None = None, **kw: Any) -> Any:
+    """A request to the candidate's worker (`kw`: values, placed, fetch, max_bytes), its round trip counted
+    as `op` (default the request's); its worker failing is the candidate's failure in `phase`."""
+    with counted(state, "candidate", op or request.op):
+        return candidate_step(lambda: state.workers["candidate"].request(request, **kw), phase=phase)
+
+
 @contextmanager
-def counted(state: JudgmentState, role: str, request: protocol.Request) -> Iterator[None]:
+def counted(state: JudgmentState, role: str, op: str) -> Iterator[None]:
     """Where a stage's time goes, request by request: `stages_s["correctness.candidate.call"]` is the round
     trip of the candidate's calls in that stage, its outputs written to the channel included, and
     `stages_s["correctness.candidate.call:write"]` that part of it as the worker clocked it (docs/record.md)."""
@@ -70,7 +79,7 @@ def counted(state: JudgmentState, role: str, request: protocol.Request) -> Itera
         yield
     finally:
         if state.stage is not None:
-            key = f"{state.stage}.{role}.{request.op}"
+            key = f"{state.stage}.{role}.{op}"
             state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 3)
             for part, seconds in (worker.last_clock if worker is not None else {}).items():
                 name = f"{key}:{part}"
