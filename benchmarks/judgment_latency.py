@@ -13,9 +13,12 @@ requests, the checks of kept outputs, and what is the parent's own); then the me
 - `--device cpu`: the README's example (examples/softmax, its Triton candidate through the interpreter).
 
     python benchmarks/judgment_latency.py --device cuda --out latency > table.md
-    python benchmarks/judgment_latency.py --device cpu --repeats 3
+    python benchmarks/judgment_latency.py --device cpu --repeats 3 --spare-workers both
 
-`--out DIR` keeps the tasks written and `latency.json`, the rows. docs/batch.md keeps the tables measured.
+`--spare-workers yes|both` judges with spare worker pairs (stages/spare_pairs.py): each judgment takes the
+pair the one before it started, which has finished starting when it comes (an idle judge), as a serving
+process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps the tasks written and
+`latency.json`, the rows. docs/batch.md keeps the tables measured.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import throughput_manifest
 
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
+from kerneljudge.stages.spare_pairs import SparePairs
 
 ROOT = Path(__file__).resolve().parents[1]
 README_EXAMPLE = (ROOT / "examples" / "softmax" / "reference.py", ROOT / "examples" / "softmax" / "candidate_triton.py")
@@ -75,13 +79,16 @@ def work(device: str, only: list[str] | None, out: Path) -> list[tuple[str, Path
     return [entry for entry in found if not only or entry[0] in only]
 
 
-def judged(name: str, task: Path, candidate: Path, config: JudgeConfig) -> dict[str, Any]:
+def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: SparePairs | None) -> dict[str, Any]:
+    if spares is not None:  # an idle judge: its spare pair has finished starting before the request comes
+        spares.waiting()
     began = time.monotonic()
-    record = judge(task, candidate, config)
+    record = judge(task, candidate, config, spares=spares)
     wall = time.monotonic() - began
     return {
         "task": name,
         "timing": config.timing,
+        "spare_workers": spares is not None,
         "status": record.status,
         "verified": record.verified,
         "failure": record.failure.summary[:200] if record.failure else None,
@@ -94,19 +101,23 @@ def judged(name: str, task: Path, candidate: Path, config: JudgeConfig) -> dict[
     }
 
 
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def cell(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    head = ["task", "timed", "status", "wall s", *COLUMNS.values(), "timing busy"]
+    head = ["task", "timed", "spare workers", "status", "wall s", *COLUMNS.values(), "timing busy"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         stages = [cell(r["stages_s"].get(key)) for key in COLUMNS]
         busy = "-" if r["busy_fraction"] is None else f"{100 * r['busy_fraction']:.0f}%"
         status = r["status"] + (" verified" if r["verified"] else "")
         lines.append(
-            f"| {r['task']} | {'yes' if r['timing'] else 'no'} | {status} | {r['wall_s']:.1f} | "
+            f"| {r['task']} | {yes(r['timing'])} | {yes(r['spare_workers'])} | {status} | {r['wall_s']:.1f} | "
             + " | ".join(stages)
             + f" | {busy} |"
         )
@@ -116,17 +127,22 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
             split = " | ".join(cell(v, 2) for v in timing_split(r["stages_s"]))
-            lines.append(f"| {r['task']} | {r['stages_s']['timing']:.2f} | {split} |")
-    lines += ["", "| timed | judgments | median wall s | max wall s | median timing busy |", "|---|---|---|---|---|"]
-    for timed in (True, False):
-        group = [r for r in rows if r["timing"] is timed]
+            name = r["task"] + (" (spares)" if r["spare_workers"] else "")
+            lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} |")
+    lines += [
+        "",
+        "| timed | spare workers | judgments | median wall s | max wall s | median timing busy |",
+        "|---|---|---|---|---|---|",
+    ]
+    for timed, spare in ((True, False), (True, True), (False, False), (False, True)):
+        group = [r for r in rows if r["timing"] is timed and r["spare_workers"] is spare]
         if not group:
             continue
         walls = [r["wall_s"] for r in group]
         busy = [r["busy_fraction"] for r in group if r["busy_fraction"] is not None]
         median_busy = f"{100 * statistics.median(busy):.0f}%" if busy else "-"
         lines.append(
-            f"| {'yes' if timed else 'no'} | {len(group)} | {statistics.median(walls):.1f} | {max(walls):.1f} | "
+            f"| {yes(timed)} | {yes(spare)} | {len(group)} | {statistics.median(walls):.1f} | {max(walls):.1f} | "
             f"{median_busy} |"
         )
     return "\n".join(lines) + "\n"
@@ -138,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="suite task names to keep (CUDA)")
     parser.add_argument("--repeats", type=int, default=1, help="judgments of each candidate, per timing choice")
     parser.add_argument("--no-untimed", action="store_true", help="only the judgments with timing")
+    parser.add_argument(
+        "--spare-workers",
+        choices=("no", "yes", "both"),
+        default="no",
+        help="judge with spare worker pairs started ahead (stages/spare_pairs.py), without, or each way in turn",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     device = args.device
@@ -150,13 +172,26 @@ def main(argv: list[str] | None = None) -> int:
     config = JudgeConfig(device=device, mode="enforce", policy="practical")
     rows: list[dict[str, Any]] = []
     choices = (True,) if args.no_untimed else (True, False)
-    for name, task, candidate in work(device, args.only, out):
-        for timed in choices:
-            for _ in range(args.repeats):
-                rows.append(judged(name, task, candidate, config.with_(timing=timed)))
-                last = rows[-1]
-                print(f"{name} timed={timed}: {last['status']} in {last['wall_s']:.1f} s", file=sys.stderr, flush=True)
-                (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
+    ways = {"no": (False,), "yes": (True,), "both": (False, True)}[args.spare_workers]
+    jobs = work(device, args.only, out)
+    with SparePairs() as spares:
+        if True in ways and jobs:  # the judgment that starts the first spare is not counted
+            name, task, candidate = jobs[0]
+            judge(task, candidate, config.with_(timing=False), spares=spares)
+        for name, task, candidate in jobs:
+            for timed in choices:
+                for spare in ways:
+                    for _ in range(args.repeats):
+                        rows.append(
+                            judged(name, task, candidate, config.with_(timing=timed), spares if spare else None)
+                        )
+                        last = rows[-1]
+                        print(
+                            f"{name} timed={timed} spares={spare}: {last['status']} in {last['wall_s']:.1f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
     sys.stdout.write(markdown(rows))
     return 0 if all(r["status"] == "PASS" for r in rows) else 1
 

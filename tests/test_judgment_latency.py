@@ -20,10 +20,24 @@ def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says
     assert 0 < timed["busy_fraction"] < 1 and timed["stages_s"]["timing"] > 0
     assert untimed["busy_fraction"] is None and "timing" not in untimed["stages_s"]
     table = capsys.readouterr().out
-    assert "| readme_softmax | yes | PASS verified |" in table and "| readme_softmax | no | PASS verified |" in table
-    assert "| yes | 1 |" in table and "| no | 1 |" in table  # the medians, one judgment each
+    assert "| readme_softmax | yes | no | PASS verified |" in table  # timed, no spare workers
+    assert "| readme_softmax | no | no | PASS verified |" in table
+    assert "| yes | no | 1 |" in table and "| no | no | 1 |" in table  # the medians, one judgment each
     # the timing stage split by its round trips: the parts and the parent's own rest make up the stage
     split = judgment_latency.timing_split(timed["stages_s"])
     assert all(part >= 0 for part in split) and split[3] > 0  # the measured requests took time
     assert abs(sum(split) - timed["stages_s"]["timing"]) < 0.01
     assert "| task | timing | fresh pair's start and load |" in table
+
+
+def test_with_spare_workers_the_build_no_longer_waits_for_the_workers_start(tmp_path, capsys):
+    assert (
+        judgment_latency.main(["--device", "cpu", "--no-untimed", "--spare-workers", "both", "--out", str(tmp_path)])
+        == 0
+    )
+    without, with_spares = json.loads((tmp_path / "latency.json").read_text())
+    assert (without["spare_workers"], with_spares["spare_workers"]) == (False, True)
+    assert with_spares["status"] == "PASS" and with_spares["verified"]
+    # the spare had started before the judgment came: the build no longer holds the interpreters' start
+    assert with_spares["stages_s"]["build.reference.hello"] < without["stages_s"]["build.reference.hello"]
+    assert "| yes | yes | 1 |" in capsys.readouterr().out

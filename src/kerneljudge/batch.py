@@ -9,6 +9,7 @@ most the judgment in flight.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import sys
@@ -25,6 +26,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
 from kerneljudge.gate import LaneGate, PastDeadline
 from kerneljudge.progress import BatchProgress
+from kerneljudge.stages.spare_pairs import SparePairs
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
 from kerneljudge.verdict import Record
 
@@ -140,6 +142,7 @@ def run_batch(
     deadline: float | None = None,
     log: TextIO | None = None,
     backend: Backend | None = None,
+    spare_workers: bool = False,
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
@@ -154,7 +157,8 @@ def run_batch(
     time, written there as they start (a GPU run's record of where the time went). `on_record` is called
     after each judged item's record is stored.
     `backend`: judge on it instead of on `lanes` (`judge_on_backend`; e.g. `backends.ray.RayBackend`); the
-    records still come back to this process's store.
+    records still come back to this process's store. `spare_workers`: each lane's next judgment takes a
+    worker pair started while the one before was judged (stages/spare_pairs.py).
     """
     from kerneljudge.backends import Job, judge_on_lane
 
@@ -185,6 +189,7 @@ def run_batch(
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
+    spares = SparePairs() if spare_workers else None
 
     def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
@@ -207,7 +212,7 @@ def run_batch(
                     stage = lambda text, name=name: bar.note(f"{name}: {text}")  # noqa: E731
                 try:
                     job = Job(entry.task, entry.candidate, config)
-                    record = judge_on_lane(job, gpu, gate, cache.for_task if cache is not None else None, stage)
+                    record = judge_on_lane(job, gpu, gate, cache.for_task if cache is not None else None, stage, spares)
                 except PastDeadline as exc:  # never started: a rerun judges it
                     stage(f"not judged: {exc}")
                     return
@@ -226,7 +231,7 @@ def run_batch(
         except BaseException as exc:  # stop the other lanes at their next item, and re-raise below
             failures.append(exc)
 
-    with BatchProgress(show, todo.qsize(), counts, log) as bar:
+    with BatchProgress(show, todo.qsize(), counts, log) as bar, spares or contextlib.nullcontext():
         if len(lanes) == 1:
             lane(0, lanes[0], bar)
         else:

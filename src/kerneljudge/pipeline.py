@@ -36,6 +36,7 @@ from kerneljudge.stages.failures import (
     integrity_failure,
 )
 from kerneljudge.stages.replays import perturbations
+from kerneljudge.stages.spare_pairs import SparePairs
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
 from kerneljudge.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUSH_BYTES, combined_timing, l2_flush_bytes
@@ -87,6 +88,7 @@ class Judgment(JudgmentState):
         gate: Gate | None = None,
         baselines: dict[str, CachedSide] | None = None,
         rng: random.Random | None = None,
+        spares: SparePairs | None = None,
     ) -> None:
         super().__init__(
             task=task,
@@ -97,6 +99,7 @@ class Judgment(JudgmentState):
             gate=gate or OPEN_GATE,
             baselines=baselines or {},
             source=rng if rng is not None else secrets.SystemRandom(),
+            spares=spares,
         )
 
     def run(self) -> Record:
@@ -202,6 +205,7 @@ def judge(
     gate: Gate | None = None,
     baselines: dict[str, CachedSide] | None = None,
     rng: random.Random | None = None,
+    spares: SparePairs | None = None,
     **overrides: Any,
 ) -> Record:
     """Judge one candidate against one task and return the verdict record.
@@ -212,10 +216,12 @@ def judge(
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
     the task's `baselines` (`kerneljudge.backends.lane.BaselineCache`). `rng` replaces the operating system's
     randomness in the hidden plan (plan.py): for tests only, since a candidate that knows it knows the plan.
+    `spares`: worker pairs started ahead (stages/spare_pairs.py), for a judge that judges one after another.
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
     candidate = gpumode.adapt_candidate(task, candidate)  # a GPU MODE submission: custom_kernel as ModelNew
     with progress_of(progress, "judging") as update:
-        return Judgment(task, candidate, config, update, gpu=gpu, gate=gate, baselines=baselines, rng=rng).run()
+        judgment = Judgment(task, candidate, config, update, gpu, gate, baselines, rng, spares)
+        return judgment.run()

@@ -20,6 +20,7 @@ from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:
     from kerneljudge.backends import Job, Stage
+    from kerneljudge.stages.spare_pairs import SparePairs
     from kerneljudge.tasks.source import Task
 
 A_A_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"  # the task's own model, as a candidate
@@ -115,21 +116,23 @@ def judge_on_lane(
     gate: Any = None,
     baselines: Callable[[Task, str | None, Any, Stage], dict[str, CachedSide]] | None = None,
     progress: Stage | None = None,
+    spares: SparePairs | None = None,
 ) -> Record:
     """One lane's judgment of `job` on `gpu` (its workers' CUDA_VISIBLE_DEVICES; None: inherited or CPU).
 
     `gate`: the lane gate shared with the other lanes (None: alone). `baselines`: the batch's cached-baseline
-    lookup (`BaselineCache.for_task`). A judgment that ran short of device or host memory while other lanes
-    shared the gate (`short_of_memory`) says nothing about the candidate, so it is judged again at once,
-    alone on its GPU. `gate.PastDeadline` passes through: the job was never started.
+    lookup (`BaselineCache.for_task`). `spares`: worker pairs started ahead (stages/spare_pairs.py). A
+    judgment that ran short of device or host memory while other lanes shared the gate (`short_of_memory`)
+    says nothing about the candidate, so it is judged again at once, alone on its GPU. `gate.PastDeadline`
+    passes through: the job was never started.
     """
     from kerneljudge.pipeline import judge
 
     stage = progress or (lambda text: None)
     cached = baselines(job.task, gpu, gate, stage) if baselines is not None else None
-    record = judge(job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=gate, baselines=cached)
+    record = judge(job.task, job.candidate, job.config, stage, gpu, gate, cached, spares=spares)
     if gate is not None and short_of_memory(record):
         why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
         stage(f"short of memory ({why}); judged again, alone on its GPU")
-        record = judge(job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=Alone(gate), baselines=None)
+        record = judge(job.task, job.candidate, job.config, stage, gpu, Alone(gate), None, spares=spares)
     return record

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kerneljudge.backends import Backend, Job, Stage, judge_on_lane
 from kerneljudge.config import JudgeConfig
 from kerneljudge.gate import LaneGate
+from kerneljudge.stages.spare_pairs import SparePairs
 
 if TYPE_CHECKING:
     from kerneljudge.verdict import Record
@@ -23,9 +24,13 @@ class LocalBackend(Backend):
     inherited device). Lanes take jobs in the order submitted; more than one lane share a `LaneGate`, so no
     lane measures while another works and device memory is reserved before a judgment's first trial."""
 
-    def __init__(self, lanes: Sequence[str | None] = (None,), cached_baselines: bool = False) -> None:
+    def __init__(
+        self, lanes: Sequence[str | None] = (None,), cached_baselines: bool = False, spare_workers: bool = False
+    ) -> None:
         if not lanes:
             raise ValueError("a backend needs at least one lane")
+        # Worker pairs started ahead of each lane's next judgment (stages/spare_pairs.py), where asked for.
+        self.spares = SparePairs() if spare_workers else None
         self._lanes = list(lanes)
         self.gate = LaneGate(self._lanes) if len(self._lanes) > 1 else None
         self.cached_baselines = cached_baselines
@@ -73,6 +78,8 @@ class LocalBackend(Backend):
                 self._queue.put(_STOP)
         for thread in self._threads:
             thread.join()
+        if self.spares is not None:
+            self.spares.close()
 
     def _baselines(self, job: Job):  # noqa: ANN202 - BaselineCache.for_task, or None
         from kerneljudge.backends.lane import BaselineCache
@@ -96,7 +103,7 @@ class LocalBackend(Backend):
             with self._lock:
                 self._busy += 1
             try:
-                future.set_result(judge_on_lane(job, gpu, self.gate, self._baselines(job), progress))
+                future.set_result(judge_on_lane(job, gpu, self.gate, self._baselines(job), progress, self.spares))
             except BaseException as exc:  # the judge's own fault: the caller decides what it means
                 future.set_exception(exc)
             finally:

@@ -21,7 +21,7 @@ from kerneljudge.verdict import Record
 
 def add_batch_commands(sub: Any) -> None:
     """Register `batch`, `export` and `report` on the CLI's subparsers."""
-    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP
+    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, SPARE_WORKERS_HELP, TIMEOUT_HELP
     from kerneljudge.cli.usage import positive_int, positive_seconds
 
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
@@ -84,6 +84,7 @@ def add_batch_commands(sub: Any) -> None:
         help="time each task's reference once per device (an A/A judgment) and share it with the task's "
         "candidates, instead of timing it in every judgment",
     )
+    b.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
     b.add_argument(
         "--log",
         type=Path,
@@ -163,7 +164,18 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
             ray = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
             backend = stack.enter_context(ray)
-        counts = run_batch(items, config, args.store, on_record=log, lanes=lanes, log=stages, backend=backend)
+        if backend is not None and args.spare_workers:
+            raise UsageError("--spare-workers keeps spares on this machine's lanes, not on a Ray cluster")
+        counts = run_batch(
+            items,
+            config,
+            args.store,
+            on_record=log,
+            lanes=lanes,
+            log=stages,
+            backend=backend,
+            spare_workers=args.spare_workers,
+        )
     print(f"{counts.summary()}; store {args.store}")
     return 1 if counts.errors else 0
 

@@ -40,6 +40,10 @@ POLICY_HELP = (
     "practical: both only recorded"
 )
 TIMEOUT_HELP = "wall-clock limit in seconds for each worker step (import and build, one call, one timing block)"
+SPARE_WORKERS_HELP = (
+    "keep a worker pair started ahead of each lane's next judgment, which takes the workers' start off it; "
+    "each spare holds a CUDA context while it waits (docs/batch.md)"
+)
 EXTRACTED_NOTE = "candidate: extracted from a model's response (its last fenced Python block; extracted_from_response)"
 
 

@@ -22,7 +22,7 @@ BACKENDS = ("local", "ray")
 
 
 def add_serve_parser(sub: Any) -> None:
-    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP
+    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, SPARE_WORKERS_HELP, TIMEOUT_HELP
     from kerneljudge.cli.usage import count, positive_int, positive_seconds
 
     s = sub.add_parser("serve", help="serve the judge over HTTP to trainers: POST /v1/judge, /v1/jobs (docs/serve.md)")
@@ -68,6 +68,7 @@ def add_serve_parser(sub: Any) -> None:
         action="store_true",
         help="time each task's reference once per device (an A/A judgment) and share it (docs/batch.md)",
     )
+    s.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
 
 
 def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend, str]:
@@ -80,12 +81,15 @@ def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend
         raise UsageError("--gpus picks GPUs of this machine; with --backend ray every GPU of the cluster judges")
     if args.backend != "ray" and args.address is not None:
         raise UsageError("--address names a Ray cluster: give it with --backend ray")
+    if args.backend == "ray" and args.spare_workers:
+        raise UsageError("--spare-workers keeps spares on this machine's lanes, not on a Ray cluster")
     backend: Backend
     if args.backend == "local":
         from kerneljudge.backends.local import LocalBackend
         from kerneljudge.backends.machine import lanes_for
 
-        backend = LocalBackend(lanes_for(config.device, args.gpus, args.jobs), cached_baselines=args.cached_baselines)
+        lanes = lanes_for(config.device, args.gpus, args.jobs)
+        backend = LocalBackend(lanes, cached_baselines=args.cached_baselines, spare_workers=args.spare_workers)
     elif args.backend == "ray":  # Ray is imported only here
         from kerneljudge.backends.ray import RayBackend
 

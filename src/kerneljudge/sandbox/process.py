@@ -75,7 +75,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         self,
         role: str,
         device: str,
-        source_text: str,
+        source_text: str | None,
         limits: WorkerLimits,
         policy: SandboxPolicy | None = None,
         gpu: str | None = None,
@@ -100,10 +100,15 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         # remove and give back. One uid: the launcher hands the workspace to the worker's uid at start.
         self.sharing = sharing
         self.workspace = sharing.workspace if sharing is not None else Workspace.create(role)
-        source_path = self.workspace.write_source(f"{role}.py", source_text)
+        # The source the worker imports when told to load; None: a spare worker, its source written when a
+        # judgment takes it (`assign`: stages/spare_pairs.py). The worker reads the file only at its load.
+        self.source_path = self.workspace.root / f"{role}.py"
+        if source_text is not None:
+            self.workspace.write_source(self.source_path.name, source_text)
         self._manifest_before = self.workspace.manifest()
         self.workspace_changes: WorkspaceChanges | None = None  # known once closed
         self.started_at = time.monotonic()
+        self.assigned = source_text is not None
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         os.set_blocking(self._req_w, False)
@@ -118,7 +123,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
             "--device",
             device,
             "--source",
-            str(source_path),
+            str(self.source_path),
             "--req-fd",
             str(req_r),
             "--resp-fd",
@@ -184,6 +189,20 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         )
         # What confined this worker, by layer name: {"status": in_force|missing|not_applicable, "detail": ...}.
         self.sandbox_layers: dict[str, dict[str, str]] = {name: layer.as_dict() for name, layer in layers.items()}
+
+    def assign(self, source_text: str) -> None:
+        """Give a spare worker (started with no source) the source it will import when told to load. What its
+        workspace held until now is its start's, not the judgment's: the manifest is taken again, and its
+        lifetime counts from here."""
+        if self.assigned:
+            raise RuntimeError("this worker already has its source")
+        # A new file, never through a name already there (the workspace is the worker's to write).
+        fd = os.open(self.source_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as out:
+            out.write(source_text)
+        self._manifest_before = self.workspace.manifest()
+        self.started_at = time.monotonic()
+        self.assigned = True
 
     def _confinement(self, report_fd: int | None) -> dict[str, confine.Layer]:
         """The launcher's report of the layers in force; raises where the policy's required ones are not."""

@@ -1,7 +1,8 @@
 """What one judgment knows as it goes: the state every stage reads and extends, and the record is made from.
 
 The inputs (task, candidate, configuration, the batch lane's gate and GPU, cached baselines) and the one
-source of randomness come first; everything after them starts empty and is filled by the stages in order.
+source of randomness come first, then the judge's spare worker pairs where it keeps them; everything after
+them starts empty and is filled by the stages in order.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kerneljudge.gate import POOL_SETS, Gate
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import SandboxPolicy
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
+from kerneljudge.stages.spare_pairs import SparePairs
 from kerneljudge.tasks.shapes import ShapeFamily
 from kerneljudge.tasks.source import Task
 from kerneljudge.timing.sides import CachedSide
@@ -44,6 +46,7 @@ class JudgmentState:
     source: random.Random
     limits: WorkerLimits = field(init=False)
     sandbox: SandboxPolicy = field(init=False)
+    spares: SparePairs | None = None  # worker pairs started ahead, for a judge that keeps them (spare_pairs.py)
     plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
     held: ExitStack = field(default_factory=ExitStack)  # the device memory reserved at the gate, until the end
     reserved_bytes: int = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was

@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.sandbox.confine import SandboxUnavailable
-from kerneljudge.sandbox.process import WorkerProcess
+from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
+from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed
 from kerneljudge.stages.state import JudgmentState
@@ -22,17 +23,32 @@ from kerneljudge.verdict import Failure, WorkerLog
 
 
 def new_pair(state: JudgmentState, device: str) -> dict[str, WorkerProcess]:
-    """A reference and a candidate worker; the reference holds the candidate's channels (it writes the
-    candidate's inputs and reads its outputs), never the other way round."""
-    channels = WorkerChannels("candidate", state.limits.max_message_bytes)
+    """A reference and a candidate worker for this judgment: a spare one where the judge keeps spares
+    (stages/spare_pairs.py), given its sources now, or else one started here."""
+    start = partial(start_pair, device, state.gpu, state.sandbox, state.limits)
+    pair = state.spares.take((device, state.gpu, state.sandbox, state.limits), start) if state.spares else None
+    if pair is not None:
+        pair["reference"].assign(state.task.text)
+        pair["candidate"].assign(state.candidate.text)
+        return pair
+    return start_pair(device, state.gpu, state.sandbox, state.limits, state.task.text, state.candidate.text)
+
+
+def start_pair(
+    device: str,
+    gpu: str | None,
+    policy: SandboxPolicy,
+    limits: WorkerLimits,
+    task_text: str | None = None,
+    candidate_text: str | None = None,
+) -> dict[str, WorkerProcess]:
+    """Start a reference and a candidate worker (with no sources: a spare pair); the reference holds the
+    candidate's channels (it writes the candidate's inputs and reads its outputs), never the other way round."""
+    channels = WorkerChannels("candidate", limits.max_message_bytes)
     pair: dict[str, WorkerProcess] = {}
     try:
-        pair["reference"] = WorkerProcess(
-            "reference", device, state.task.text, state.limits, policy=state.sandbox, gpu=state.gpu, peer=channels
-        )
-        pair["candidate"] = WorkerProcess(
-            "candidate", device, state.candidate.text, state.limits, state.sandbox, state.gpu, channels=channels
-        )
+        pair["reference"] = WorkerProcess("reference", device, task_text, limits, policy=policy, gpu=gpu, peer=channels)
+        pair["candidate"] = WorkerProcess("candidate", device, candidate_text, limits, policy, gpu, channels=channels)
     except SandboxUnavailable as exc:
         for worker in pair.values():
             worker.close()

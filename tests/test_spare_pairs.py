@@ -1,0 +1,89 @@
+"""Spare worker pairs (stages/spare_pairs.py): started before the judgment that takes them, with no source until
+then, one judgment each, and never a dead or stale one."""
+
+import time
+
+from helpers import CANDIDATES, validate_record
+from kerneljudge.config import JudgeConfig
+from kerneljudge.pipeline import judge
+from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
+from kerneljudge.stages.spare_pairs import SparePairs
+
+CONFIG = JudgeConfig(device="cpu", timing=False, timeout_s=60.0, policy="practical")
+
+
+def judged(task, candidate, spares):
+    record = judge(task, candidate, CONFIG, spares=spares)
+    validate_record(record)
+    return record
+
+
+def test_a_judgment_takes_the_spare_the_one_before_started_and_its_verdict_is_the_same(tiny_task):
+    with SparePairs() as spares:
+        first = judged(tiny_task, CANDIDATES / "honest_torch.py", spares)
+        assert (spares.taken, spares.missed) == (0, 1)  # none to take yet; one started for the next
+        (spare,) = spares.waiting(timeout_s=120)
+        # A spare has run no task or candidate code: no source in its workspaces until a judgment takes it.
+        for worker in spare.values():
+            assert worker.proc.poll() is None and not worker.assigned and not worker.source_path.exists()
+        second = judged(tiny_task, CANDIDATES / "honest_torch.py", spares)
+        assert (spares.taken, spares.missed) == (1, 1)
+        assert all(w.proc.poll() is not None for w in spare.values())  # it served that judgment and ended with it
+        assert all(not w.workspace.root.exists() for w in spare.values())
+        (left,) = spares.waiting(timeout_s=120)
+    assert all(w.proc.poll() is not None and not w.workspace.root.exists() for w in left.values())  # closed
+    for record in (first, second):
+        assert record.status == "PASS" and record.verified, record.failure
+        assert record.capabilities["os_sandbox"].status == first.capabilities["os_sandbox"].status
+    # Its start happened before the judgment: the wait for its hellos is no longer the build's.
+    assert second.stages_s["build.reference.hello"] < first.stages_s["build.reference.hello"]
+
+
+def test_what_a_candidate_left_in_its_workspace_goes_with_it_and_the_next_judgment_starts_clean():
+    task, honest = TASKS_DIR / "bias_relu.py", FIXTURES_DIR / "honest_torch.py"
+    with SparePairs() as spares:
+        judged(task, honest, spares)  # the first, to have a spare started
+        writer = judged(task, FIXTURES_DIR / "disk_cache.py", spares)  # memoises its outputs on disk (H26)
+        after = judged(task, honest, spares)
+    assert spares.taken == 2
+    assert writer.logs["candidate"].workspace_changes["created"], writer.logs["candidate"].workspace_changes
+    assert after.status == "PASS" and after.verified
+    assert not after.logs["candidate"].workspace_changes["created"]  # nothing of the writer's, nothing of its start
+
+
+def test_a_spare_that_died_or_waited_too_long_is_not_taken(tiny_task):
+    with SparePairs() as spares:
+        judged(tiny_task, CANDIDATES / "honest_torch.py", spares)
+        (spare,) = spares.waiting(timeout_s=120)
+        spare["candidate"].kill()
+        record = judged(tiny_task, CANDIDATES / "honest_torch.py", spares)
+        assert record.status == "PASS" and (spares.taken, spares.missed) == (0, 2)
+        assert all(w.proc.poll() is not None for w in spare.values())
+        spares.max_idle_s = 0.0
+        time.sleep(0.01)
+        record = judged(tiny_task, CANDIDATES / "honest_torch.py", spares)
+        assert record.status == "PASS" and (spares.taken, spares.missed) == (0, 3)
+
+
+def test_a_batch_with_spare_workers_judges_as_without_and_leaves_no_worker_behind(tmp_path, tiny_task):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from kerneljudge.batch import read_manifest, run_batch
+    from kerneljudge.store import Store
+
+    names = ["honest_torch", "wrong_values", "honest_slow"]
+    lines = [f'{{"task": "{tiny_task}", "candidate": "{CANDIDATES / (name + ".py")}"}}' for name in names]
+    (tmp_path / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    items = read_manifest(tmp_path / "manifest.jsonl")
+    counts = {}
+    for spare in (False, True):
+        store = tmp_path / f"spare-{spare}.db"
+        run_batch(items, CONFIG, store, progress=False, spare_workers=spare)
+        with Store(store) as records:
+            counts[spare] = sorted((r.candidate.name, r.status, r.failure_kind) for r in records)
+    assert counts[True] == counts[False] and len(counts[True]) == 3, counts
+    assert {status for _, status, _ in counts[True]} == {"PASS", "FAIL"}
+    mine = [p for p in Path(tempfile.gettempdir()).glob(f"kerneljudge-*-p{os.getpid()}-*") if p.is_dir()]
+    assert not mine, mine  # the spare started for a fourth judgment was closed with the batch
