@@ -87,7 +87,9 @@ def judged(
             flush=True,
         )
 
-    counts = run_batch(read_manifest(manifest), config, store_path, False, judged_one, lanes)
+    counts = run_batch(
+        read_manifest(manifest), config, store_path, False, judged_one, lanes, spare_workers=args.spare_workers
+    )
     wall_s = time.monotonic() - began
     with Store(store_path) as store:
         records = list(store)
@@ -98,6 +100,7 @@ def judged(
         "mode": mode,
         "timing_method": config.resolved_timing_method(),
         "lanes": len(lanes),
+        "spare_workers": args.spare_workers,
         "gpus": gpus if args.device == "cuda" else 0,
         "candidates": counts.judged,
         "wall_s": round(wall_s, 1),
@@ -210,8 +213,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        mode = r["mode"] + (" (spare workers)" if r.get("spare_workers") else "")
         lines.append(
-            f"| {r['mode']} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
+            f"| {mode} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
             f"{r['wall_s']:.0f} s | {r['per_gpu_minute']:.2f} | {r['passed']} | {r['verified']} | {r['timed']} | "
             f"{r['errors']} | {r['honest_verified']} | {r['others_rejected']} |"
         )
@@ -242,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: manifest, stores, JSON")
     parser.add_argument("--manifest", default="fixtures", choices=("fixtures", "real"), help="what to judge")
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout: also run upstream's evaluator")
+    parser.add_argument(
+        "--spare-workers", action="store_true", help="the judge's lanes keep spare worker pairs (stages/spare_pairs.py)"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.manifest == "real":

@@ -50,7 +50,9 @@ class FakeJudge:
         self.calls: list[str] = []
         self.wrong: set[str] = set()  # whole candidate texts failed too
 
-    def __call__(self, task, candidate, config, progress=None, gpu=None, gate=None, baselines=None) -> Record:
+    def __call__(
+        self, task, candidate, config, progress=None, gpu=None, gate=None, baselines=None, spares=None
+    ) -> Record:
         self.calls.append(candidate.text)
         if "BROKEN" in candidate.text:
             fault = Failure(kind="judge_error", phase="judge", summary="the reference worker did not start")

@@ -25,7 +25,7 @@ def jobs(tiny_task):
 def test_each_job_gets_its_own_record_and_lanes_run_side_by_side(jobs, monkeypatch):
     both_in, release, seen = threading.Barrier(2, timeout=10), threading.Event(), []
 
-    def judge(task, candidate, config, progress, gpu, gate, baselines):
+    def judge(task, candidate, config, progress, gpu, gate, baselines=None, spares=None):
         seen.append((candidate.name, type(gate).__name__))
         both_in.wait()  # the two jobs are in flight together, on two lanes
         release.wait(10)
@@ -48,7 +48,7 @@ def test_each_job_gets_its_own_record_and_lanes_run_side_by_side(jobs, monkeypat
 
 
 def test_a_fault_of_the_judge_reaches_the_caller_and_the_lane_goes_on(jobs, monkeypatch):
-    def judge(task, candidate, config, progress, gpu, gate, baselines):
+    def judge(task, candidate, config, progress, gpu, gate, baselines=None, spares=None):
         if candidate.name == "honest_torch":
             raise RuntimeError("the judge broke")
         return make_record(candidate.name)

@@ -259,7 +259,7 @@ def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny
 
     calls, big = [], "print_visible_devices"
 
-    def judge(task, candidate, config, progress, gpu, gate, baselines):
+    def judge(task, candidate, config, progress, gpu, gate, baselines=None, spares=None):
         calls.append((candidate.name, type(gate).__name__))
         if candidate.name == big and not isinstance(gate, lane.Alone):
             oom = Failure(kind="runtime_error", phase="call", summary="OutOfMemoryError: CUDA out of memory.")

@@ -42,7 +42,9 @@ class FakeJudge:
         self.go.set()
         self.errors_left = 0  # judgments that end in the judge's own fault (status ERROR, not valid)
 
-    def __call__(self, task, candidate, config, progress=None, gpu=None, gate=None, baselines=None) -> Record:
+    def __call__(
+        self, task, candidate, config, progress=None, gpu=None, gate=None, baselines=None, spares=None
+    ) -> Record:
         self.calls.append(candidate.text)
         assert self.go.wait(30), "the test never let the judgment finish"
         if "RAISE" in candidate.text:

@@ -130,9 +130,11 @@ def judge_on_lane(
 
     stage = progress or (lambda text: None)
     cached = baselines(job.task, gpu, gate, stage) if baselines is not None else None
-    record = judge(job.task, job.candidate, job.config, stage, gpu, gate, cached, spares=spares)
+    record = judge(
+        job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=gate, baselines=cached, spares=spares
+    )
     if gate is not None and short_of_memory(record):
         why = record.failure.summary[:300] if record.failure is not None else "it does not fit now"
         stage(f"short of memory ({why}); judged again, alone on its GPU")
-        record = judge(job.task, job.candidate, job.config, stage, gpu, Alone(gate), None, spares=spares)
+        record = judge(job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=Alone(gate), spares=spares)
     return record
