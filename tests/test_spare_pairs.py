@@ -87,3 +87,38 @@ def test_a_batch_with_spare_workers_judges_as_without_and_leaves_no_worker_behin
     assert {status for _, status, _ in counts[True]} == {"PASS", "FAIL"}
     mine = [p for p in Path(tempfile.gettempdir()).glob(f"kerneljudge-*-p{os.getpid()}-*") if p.is_dir()]
     assert not mine, mine  # the spare started for a fourth judgment was closed with the batch
+
+
+class FakeWorker:
+    def __init__(self) -> None:
+        self.closed = False
+
+    class proc:  # noqa: N801 - stands in for the Popen
+        @staticmethod
+        def poll():
+            return None
+
+    def ask_exit(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_spares_of_a_kind_no_longer_asked_for_are_closed_once_they_have_waited_too_long():
+    started: list[dict] = []
+
+    def start():
+        started.append({"reference": FakeWorker(), "candidate": FakeWorker()})
+        return started[-1]
+
+    with SparePairs(max_idle_s=3600) as spares:
+        assert spares.take(("cpu", "timeout 60"), start) is None
+        spares.waiting()
+        spares.max_idle_s = 0.0
+        time.sleep(0.01)
+        assert spares.take(("cpu", "timeout 90"), start) is None  # another kind: the first kind's spare is stale
+        assert all(w.closed for w in started[0].values())
+        spares.waiting()
+        assert not any(w.closed for w in started[1].values())
+    assert all(w.closed for w in started[1].values())  # closed with the spares

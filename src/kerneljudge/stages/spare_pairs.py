@@ -48,9 +48,12 @@ class SparePairs:
         with self._lock:
             if self._closed:
                 return None
+            stale = self._stale()
             queue = self._spares.setdefault(kind, [])
             entry = queue.pop(0) if queue else None
             queue.append((time.monotonic(), self._starter.submit(start)))
+        for _, future in stale:
+            close_pair(future.result())
         pair = self._ready(entry)
         with self._lock:
             if pair is None:
@@ -58,6 +61,16 @@ class SparePairs:
             else:
                 self.taken += 1
         return pair
+
+    def _stale(self) -> list[tuple[float, Future[Pair]]]:
+        """Started spares of any kind that waited longer than `max_idle_s`, taken out (under the lock): a
+        server whose requests change kinds (another timeout) does not keep every kind's spares alive."""
+        now, stale = time.monotonic(), []
+        for queue in self._spares.values():
+            old = [e for e in queue if now - e[0] > self.max_idle_s and e[1].done() and e[1].exception() is None]
+            stale += old
+            queue[:] = [e for e in queue if e not in old]
+        return stale
 
     def _ready(self, entry: tuple[float, Future[Pair]] | None) -> Pair | None:
         if entry is None:
