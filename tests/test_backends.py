@@ -67,3 +67,22 @@ def test_a_real_judgment_on_the_cpu(jobs):
     with LocalBackend() as backend:
         record = backend.submit(jobs[0], progress=lambda text: None).result(timeout=600)
     assert record.status == "PASS" and record.correctness.passed
+
+
+def test_a_backend_with_spare_workers_hands_every_lane_the_same_spares_and_closes_them(jobs, monkeypatch):
+    seen = []
+
+    def judge(task, candidate, config, progress, gpu, gate, baselines=None, spares=None):
+        seen.append(spares)
+        return make_record(candidate.name)
+
+    monkeypatch.setattr(pipeline, "judge", judge)
+    with LocalBackend([None, None], spare_workers=True) as backend:
+        for future in [backend.submit(job) for job in jobs]:
+            future.result(timeout=10)
+        spares = backend.spares
+    assert spares is not None and seen == [spares, spares]
+    assert spares.take(("cpu",), dict) is None  # closed with the backend: it starts nothing more
+    with LocalBackend() as plain:
+        plain.submit(jobs[0]).result(timeout=10)
+    assert seen[-1] is None

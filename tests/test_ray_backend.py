@@ -242,6 +242,7 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch):
     [
         (["--address", "10.0.0.1:6379"], "--address names a Ray cluster: give it with --backend ray"),
         (["--backend", "ray", "--gpus", "all"], "--gpus picks GPUs of this machine"),
+        (["--backend", "ray", "--spare-workers"], "--spare-workers keeps spares on this machine's lanes"),
     ],
 )
 def test_backend_options_that_do_not_go_together_are_one_line(manifest, tmp_path, capsys, flags, message):

@@ -311,6 +311,7 @@ def test_a_real_cpu_judgment_end_to_end(real_judgment):
     [
         (["--address", "10.0.0.1:6379"], "--address names a Ray cluster: give it with --backend ray"),
         (["--backend", "ray", "--gpus", "all"], "--gpus picks GPUs of this machine"),
+        (["--backend", "ray", "--spare-workers"], "--spare-workers keeps spares on this machine's lanes"),
     ],
 )
 def test_serve_backend_options_that_do_not_go_together_are_one_line(tmp_path, capsys, flags, message):

@@ -153,6 +153,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
         raise UsageError("--gpus picks GPUs of this machine; with --backend ray every GPU of the cluster judges")
     if args.backend != "ray" and args.address is not None:
         raise UsageError("--address names a Ray cluster: give it with --backend ray")
+    if args.backend == "ray" and args.spare_workers:
+        raise UsageError("--spare-workers keeps spares on this machine's lanes, not on a Ray cluster")
     lanes = lanes_for(config.device, args.gpus, args.jobs) if args.backend == "local" else [None]
     if args.log is not None and not args.log.parent.is_dir():
         raise UsageError(f"cannot write {args.log}: directory {args.log.parent} does not exist")
@@ -164,8 +166,6 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
             ray = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
             backend = stack.enter_context(ray)
-        if backend is not None and args.spare_workers:
-            raise UsageError("--spare-workers keeps spares on this machine's lanes, not on a Ray cluster")
         counts = run_batch(
             items,
             config,
