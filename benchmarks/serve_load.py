@@ -159,6 +159,7 @@ def start_server(store: Path, port: int, args: argparse.Namespace) -> subprocess
     command += ["--port", str(port), "--device", args.device, "--mode", args.mode, "--policy", "practical"]
     command += ["--jobs", str(args.lanes), "--queue", str(args.queue), "--timeout", str(args.timeout)]
     command += [] if args.timing else ["--no-timing"]
+    command += ["--spare-workers"] if args.spare_workers else []
     command += ["--gpus", "all"] if args.device == "cuda" else []
     log = (store.parent / "server.log").open("wb")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -326,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=12, help="--work real: requests sent again")
     parser.add_argument("--clients", type=int, default=8, help="client threads sending side by side")
     parser.add_argument("--lanes", type=int, default=2, help="the server's lanes (serve --jobs)")
+    parser.add_argument("--spare-workers", action="store_true", help="the server keeps spare worker pairs")
     parser.add_argument("--queue", type=int, default=4, help="the server's queue (serve --queue): 429 beyond it")
     parser.add_argument(
         "--timeout", type=float, help="the judge's timeout (serve --timeout), s; default 20 (mix), 180 (real)"
