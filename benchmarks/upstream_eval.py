@@ -39,9 +39,17 @@ def stand_ins(names: tuple[str, ...] = CLIENT_MODULES) -> list[str]:
     missing = [name for name in names if name not in sys.modules and importlib.util.find_spec(name) is None]
     for name in missing:
         module = types.ModuleType(name)
-        module.__getattr__ = lambda attribute: lambda *args, **kwargs: None  # type: ignore[method-assign]
+        module.__getattr__ = _no_op_attribute  # type: ignore[method-assign]
         sys.modules[name] = module
     return missing
+
+
+def _no_op_attribute(attribute: str) -> Any:
+    """A stand-in's attribute: a no-op callable, except the dunders that tools probe (`inspect` asks every module
+    in sys.modules for `__file__` when torch registers an op; a callable there breaks torch's import)."""
+    if attribute.startswith("__") and attribute.endswith("__"):
+        raise AttributeError(attribute)
+    return lambda *args, **kwargs: None
 
 
 def backend_for(source: str) -> str:

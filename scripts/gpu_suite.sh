@@ -161,7 +161,8 @@ run() {
   fi
   if asked batch; then
     # shellcheck disable=SC2086  # KJ_BATCH_ARGS holds several arguments
-    python3 benchmarks/batch_throughput.py --device cuda --out "$OUT/batch" ${KJ_BATCH_ARGS:---jobs 4 --limit 32} \
+    timeout "$(stage_left)" python3 benchmarks/batch_throughput.py --device cuda --out "$OUT/batch" \
+      ${KJ_BATCH_ARGS:---jobs 4 --limit 32} \
       2> "$OUT/batch_throughput.log" | tee "$OUT/batch_throughput.md"
     status=${PIPESTATUS[0]}
   fi
