@@ -140,8 +140,11 @@ def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[
         ]
         command += ["--task", line["task"], "--candidate", line["candidate"], "--json", str(answer)]
         try:
-            subprocess.run(command, timeout=4 * args.timeout, capture_output=True, check=False)
-            result = json.loads(answer.read_text()) if answer.is_file() else {"error": "no answer"}
+            done = subprocess.run(command, timeout=4 * args.timeout, capture_output=True, text=True, check=False)
+            if answer.is_file():
+                result = json.loads(answer.read_text())
+            else:  # the process died before answering: keep why
+                result = {"error": f"no answer (exit {done.returncode}): {done.stderr[-300:]}"}
         except subprocess.TimeoutExpired:
             result = {"error": f"still running after {4 * args.timeout:.0f} s"}
         results.append({**result, "candidate": line["candidate"]})
