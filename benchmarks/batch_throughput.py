@@ -40,6 +40,7 @@ from typing import Any
 
 import throughput_manifest
 import upstream_eval
+from gpu_busy import BusySampler
 
 from kerneljudge.backends.machine import lanes_for
 from kerneljudge.batch import read_manifest, run_batch
@@ -87,9 +88,10 @@ def judged(
             flush=True,
         )
 
-    counts = run_batch(
-        read_manifest(manifest), config, store_path, False, judged_one, lanes, spare_workers=args.spare_workers
-    )
+    with BusySampler() as busy:
+        counts = run_batch(
+            read_manifest(manifest), config, store_path, False, judged_one, lanes, spare_workers=args.spare_workers
+        )
     wall_s = time.monotonic() - began
     with Store(store_path) as store:
         records = list(store)
@@ -109,6 +111,7 @@ def judged(
         "verified": sum(r.verified for r in records),
         "timed": sum(bool(r.timing and r.timing.measured) for r in records),
         "errors": counts.errors,
+        "gpu_busy_pct": busy.percent(),
         "store": str(store_path),
     }
 
@@ -128,8 +131,37 @@ def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[
     scripts run it); the same figures as a mode's row."""
     folder = args.out / "upstream"
     folder.mkdir(exist_ok=True)
-    results = []
     began = time.monotonic()
+    with BusySampler() as busy:
+        results = upstream_each(args, lines, folder, began)
+    wall_s = time.monotonic() - began
+    (folder / "results.json").write_text(json.dumps(results, indent=1))
+    by_kind = kind_counts(kinds, [(r["candidate"], bool(r.get("correctness"))) for r in results])
+    return {
+        "mode": "upstream",
+        "timing_method": (
+            f"eval_kernel_against_ref ({upstream_eval.CORRECT_TRIALS} trials, {upstream_eval.PERF_TRIALS} runs)"
+        ),
+        "gpu_set": "default",
+        "lanes": 1,
+        "gpus": 1,
+        "candidates": len(results),
+        "wall_s": round(wall_s, 1),
+        "per_gpu_minute": len(results) / (wall_s / 60) if wall_s > 0 else 0.0,
+        "gpu_busy_pct": busy.percent(),
+        "passed": sum(bool(r.get("correctness")) for r in results),
+        "verified": "-",
+        "timed": sum((r.get("runtime") or -1) > 0 for r in results),
+        "errors": sum("error" in r for r in results),
+        **by_kind,
+    }
+
+
+def upstream_each(
+    args: argparse.Namespace, lines: list[dict[str, str]], folder: Path, began: float
+) -> list[dict[str, Any]]:
+    """Each item's answer from upstream's evaluator, in a fresh process of its own."""
+    results = []
     for number, line in enumerate(lines):
         answer = folder / f"{number:03d}.json"
         command = [
@@ -154,26 +186,7 @@ def upstream(args: argparse.Namespace, lines: list[dict[str, str]], kinds: dict[
             file=sys.stderr,
             flush=True,
         )
-    wall_s = time.monotonic() - began
-    (folder / "results.json").write_text(json.dumps(results, indent=1))
-    by_kind = kind_counts(kinds, [(r["candidate"], bool(r.get("correctness"))) for r in results])
-    return {
-        "mode": "upstream",
-        "timing_method": (
-            f"eval_kernel_against_ref ({upstream_eval.CORRECT_TRIALS} trials, {upstream_eval.PERF_TRIALS} runs)"
-        ),
-        "gpu_set": "default",
-        "lanes": 1,
-        "gpus": 1,
-        "candidates": len(results),
-        "wall_s": round(wall_s, 1),
-        "per_gpu_minute": len(results) / (wall_s / 60) if wall_s > 0 else 0.0,
-        "passed": sum(bool(r.get("correctness")) for r in results),
-        "verified": "-",
-        "timed": sum((r.get("runtime") or -1) > 0 for r in results),
-        "errors": sum("error" in r for r in results),
-        **by_kind,
-    }
+    return results
 
 
 def agreement(first: Path, second: Path) -> dict[str, Any]:
@@ -211,24 +224,26 @@ def agreement(first: Path, second: Path) -> dict[str, Any]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| mode | timer | GPUs | lanes | candidates | wall | per GPU-minute | passed | verified | timed "
+        "| mode | timer | GPUs | lanes | candidates | wall | per GPU-minute | GPU busy | passed | verified | timed "
         "| errors | honest verified | others not verified |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         mode = r["mode"] + (" (spare workers)" if r.get("spare_workers") else "")
+        busy = "-" if r.get("gpu_busy_pct") is None else f"{r['gpu_busy_pct']:.0f}%"
         lines.append(
             f"| {mode} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
-            f"{r['wall_s']:.0f} s | {r['per_gpu_minute']:.2f} | {r['passed']} | {r['verified']} | {r['timed']} | "
-            f"{r['errors']} | {r['honest_verified']} | {r['others_rejected']} |"
+            f"{r['wall_s']:.0f} s | {r['per_gpu_minute']:.2f} | {busy} | {r['passed']} | {r['verified']} | "
+            f"{r['timed']} | {r['errors']} | {r['honest_verified']} | {r['others_rejected']} |"
         )
-    hardened = [r for r in rows if r["mode"] == "enforce"]
     native = [r for r in rows if r["mode"] == "upstream"]
-    if hardened and native and native[0]["per_gpu_minute"] > 0:
-        ratio = hardened[0]["per_gpu_minute"] / native[0]["per_gpu_minute"]
-        lines.append(
-            f"\nenforce judged {ratio:.2f}x the candidates per GPU-minute of upstream KernelBench's evaluator."
-        )
+    for hardened in [r for r in rows if r["mode"] == "enforce"]:
+        if native and native[0]["per_gpu_minute"] > 0:
+            ratio = hardened["per_gpu_minute"] / native[0]["per_gpu_minute"]
+            lines.append(
+                f"\nenforce with {hardened['lanes']} lanes judged {ratio:.2f}x the candidates per GPU-minute of "
+                "upstream KernelBench's evaluator."
+            )
     return "\n".join(lines)
 
 
@@ -237,7 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--modes", nargs="+", default=["enforce", "off"], choices=("off", "audit", "enforce"))
     parser.add_argument("--policy", default="practical", choices=("strict", "practical"))
-    parser.add_argument("--jobs", type=int, default=1, help="lanes per GPU with --gpus, else lanes on the one device")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="lanes per GPU with --gpus, else lanes on the one device; several (--jobs 1 2 4 8) judge the manifest "
+        "once with each (lane scaling)",
+    )
     parser.add_argument(
         "--gpus",
         nargs="+",
@@ -266,9 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     compared: list[dict[str, Any]] = []
     for mode in args.modes:
         stores = []
-        for gpus in gpu_sets:
-            lanes = lanes_for(args.device, gpus, args.jobs)
+        for gpus, jobs in [(gpus, jobs) for gpus in gpu_sets for jobs in args.jobs]:
+            lanes = lanes_for(args.device, gpus, jobs)
             suffix = "" if gpus is None else f"-gpus-{gpus.replace(',', '_')}"
+            suffix += "" if len(args.jobs) == 1 else f"-jobs-{jobs}"
             stores.append(args.out / f"{mode}{suffix}.db")
             rows.append({**judged(mode, args, manifest, lanes, stores[-1], kinds), "gpu_set": gpus or "default"})
             print(f"{mode}: {rows[-1]['candidates']} judged in {rows[-1]['wall_s']} s", file=sys.stderr, flush=True)

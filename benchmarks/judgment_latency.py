@@ -123,12 +123,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         )
     timed_rows = [r for r in rows if r["timing"] and "timing" in r["stages_s"]]
     if timed_rows:
-        head = ["task", "timing", *TIMING_PARTS, "the parent's own"]
+        head = ["task", "timing", *TIMING_PARTS, "the parent's own", "held (others paused)", "busy while held"]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
             split = " | ".join(cell(v, 2) for v in timing_split(r["stages_s"]))
             name = r["task"] + (" (spares)" if r["spare_workers"] else "")
-            lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} |")
+            held = r["stages_s"].get("timing.held")
+            busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
+            lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
     lines += [
         "",
         "| timed | spare workers | judgments | median wall s | max wall s | median timing busy |",

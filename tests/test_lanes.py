@@ -154,7 +154,10 @@ def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_w
         assert sorted(r.candidate.name for r in s) == sorted(n.removesuffix(".py") for n in names)
     [gate] = gates
     measures = [span for span in gate.spans if span[0] == "measure"]
-    assert len(measures) == 3 and len(gate.spans) == 6
+    # Each judgment works (build, correctness, the timing pair's start), works again to stage the timing pool,
+    # measures (calibration and samples only), then works to check the kept outputs: the gate is held to
+    # measure only while samples are taken (stages/timing.py).
+    assert len(measures) == 3 and len(gate.spans) == 12
     for kind, began, ended in measures:
         overlapping = [s for s in gate.spans if s[1:] != (began, ended) and s[1] < ended and began < s[2]]
         assert not overlapping, (kind, began, ended, overlapping)
@@ -273,3 +276,44 @@ def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny
     assert counts.judged == 2 and counts.passed == 2
     assert sorted(calls) == [("honest_torch", "LaneGate"), (big, "Alone"), (big, "LaneGate")]
     assert f"{big}: short of memory (OutOfMemoryError: CUDA out of memory.); judged again, alone" in log.getvalue()
+
+
+def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, monkeypatch):
+    """Staging the timing pool and checking the kept outputs run beside the other lanes; only calibration
+    and the interleaved samples hold every other lane back (issue 20's lever: the gate held for samples)."""
+    from kerneljudge.pipeline import judge
+    from kerneljudge.stages import timing as timing_stage
+
+    class FlagGate(LaneGate):
+        measuring = False
+
+        def measure(self, gpu=None):
+            context = super().measure(gpu)
+            gate = self
+
+            class Held:
+                def __enter__(self):
+                    context.__enter__()
+                    gate.measuring = True
+
+                def __exit__(self, *exc):
+                    gate.measuring = False
+                    return context.__exit__(*exc)
+
+            return Held()
+
+    gate, seen = FlagGate(), []
+    for name in ("stage", "run_interleaved", "recheck_last", "recheck_graph"):
+        real = getattr(timing_stage, name)
+
+        def noted(*args, _name=name, _real=real, **kwargs):
+            seen.append((_name, gate.measuring))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(timing_stage, name, noted)
+    config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config, gate=gate)
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert ("stage", False) in seen and ("run_interleaved", True) in seen, seen
+    assert ("recheck_last", False) in seen, seen  # the plain calls after the samples, beside the other lanes
+    assert all(measuring == (name == "run_interleaved") for name, measuring in seen), seen

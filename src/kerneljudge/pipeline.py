@@ -41,7 +41,7 @@ from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
 from kerneljudge.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUSH_BYTES, combined_timing, l2_flush_bytes
 from kerneljudge.stages.trials import task_check_disagrees
-from kerneljudge.stages.workers import clocked, close_workers, new_pair
+from kerneljudge.stages.workers import at_gate, clocked, close_workers, new_pair
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.source import Task
@@ -135,9 +135,7 @@ class Judgment(JudgmentState):
         return record.assemble(self, logs, duration_s, created_at, fingerprint(hello))
 
     def _pipeline(self) -> None:
-        waited = time.monotonic()
-        with self.gate.work():
-            self.stages_s["waiting"] = round(time.monotonic() - waited, 3)
+        with at_gate(self, measuring=False):
             with clocked(self, "build"):
                 if self.config.device == "cpu":  # asked, so known before any worker says hello (and if none does)
                     self.device = "cpu"
@@ -173,14 +171,10 @@ class Judgment(JudgmentState):
             with clocked(self, "timing"):
                 self.progress("starting a fresh worker pair for timing")
                 self._start_timing_pair()
-        if self.gate is not OPEN_GATE:
-            self.progress("waiting for the other lanes to pause")
-        waited = time.monotonic()
-        with self.gate.measure(self.gpu):
-            self.stages_s["waiting"] = round(self.stages_s["waiting"] + time.monotonic() - waited, 3)
-            with clocked(self, "timing"):
-                self.progress("timing candidate and reference")
-                self._timing()
+        # The timing stage holds the gate itself: to work while it stages and checks, to measure (every other
+        # lane paused) only while it takes samples (stages/timing.py).
+        with clocked(self, "timing"):
+            self._timing()
 
     def _timing(self) -> None:
         """The timing stage (stages/timing.py); a benchmark overrides it to time one pair several ways."""

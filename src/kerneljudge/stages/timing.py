@@ -9,7 +9,9 @@ blocks and statistics in timing/.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
@@ -17,6 +19,7 @@ from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, recheck_last, stage, time_side
+from kerneljudge.stages.workers import at_gate
 from kerneljudge.tasks.shapes import describe_shape, plain
 from kerneljudge.timing import drain
 from kerneljudge.timing.basic import run_interleaved
@@ -30,7 +33,7 @@ from kerneljudge.timing.plan import (
     KERNELBENCH,
     TimingPlan,
 )
-from kerneljudge.timing.sides import GraphUnsupported, TimeSide
+from kerneljudge.timing.sides import CachedSide, GraphUnsupported, TimeSide
 from kerneljudge.verdict import Timing
 
 # KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an
@@ -127,20 +130,57 @@ def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, f
             state.add_findings([unjoined])
         # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
         state.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
-        fresh_pair()
+        with at_gate(state, measuring=False):
+            fresh_pair()
         measure(state, BUSY_PRECURSOR, shape, budget_s)
         state.timing.graph_fallback = str(exc)
+
+
+@dataclass
+class Prepared:
+    """A measurement made ready beside the other lanes: the pool staged, the sides' requests, the cached ones."""
+
+    method: str
+    sides: dict[str, TimeSide]
+    cached: dict[str, CachedSide]
+    pool: list[list[None]]
+    flush_bytes: int
+    graph_keep: dict[tuple[str, int], int]
+    l2_reset: dict[str, bool | None]
+    compile_error: str | None
+    monitor_error: str | None = None
 
 
 def measure(
     state: JudgmentState, regime: str, shape: dict[str, Any] | None = None, budget_s: float | None = None
 ) -> None:
-    """Stage the pool, time the sides (cached baselines where their regime matches), then read the findings."""
+    """Stage the pool and make the sides ready beside the other lanes, time them with every other lane
+    paused, then check the kept outputs and read the findings beside the other lanes again: the gate is
+    held for the samples (and their calibration), not for the staging or the checks (issue 20)."""
+    with at_gate(state, measuring=False):
+        prepared = prepare(state, regime, shape)
+    if prepared is None:
+        return
+    with at_gate(state, measuring=True):
+        began = time.monotonic()
+        try:
+            state.progress("timing candidate and reference")
+            take(state, prepared, regime, budget_s)
+        finally:  # how long every other lane was held back: `stages_s["timing.held"]`
+            held = state.stages_s.get("timing.held", 0.0) + time.monotonic() - began
+            state.stages_s["timing.held"] = round(held, 3)
+    with at_gate(state, measuring=False):
+        read(state, prepared)
+
+
+def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> Prepared | None:
+    """Build the models at the timing shape (where one is given), stage the pool, compile the reference under
+    torch.compile where asked; None (and the record's timing says why) where this method cannot time."""
     config = state.config
     method = config.resolved_timing_method()
     if method == DO_BENCH and state.device != "cuda":
         state.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
-        return
+        return None
     native = method == KERNELBENCH
     sets = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
     if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
@@ -167,9 +207,15 @@ def measure(
         compile_error = compile_reference(state)
         if compile_error is None:
             sides["compiled"] = side("compiled", compiled=True)
-    monitor, monitor_error = (None, None)
+    return Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, compile_error)
+
+
+def take(state: JudgmentState, prepared: Prepared, regime: str, budget_s: float | None) -> None:
+    """The samples: calibration and the interleaved blocks (timing/basic.py), with the clocks watched."""
+    config, method = state.config, prepared.method
+    monitor = None
     if state.device == "cuda" and method == INTERLEAVED:
-        monitor, monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
+        monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
     plan = TimingPlan(
         blocks=config.timing_blocks,
         samples=config.timing_samples,
@@ -181,32 +227,38 @@ def measure(
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
     )
     state.drain_left = []
-    state.timing = run_interleaved(sides, pool, plan, state.device or "cpu", monitor=monitor, cached=cached)
-    state.timing.timed_busy_s = timed_busy_s(state.timing, measured=list(sides))
+    state.timing = run_interleaved(
+        prepared.sides, prepared.pool, plan, state.device or "cpu", monitor=monitor, cached=prepared.cached
+    )
+    state.timing.timed_busy_s = timed_busy_s(state.timing, measured=list(prepared.sides))
+
+
+def read(state: JudgmentState, prepared: Prepared) -> None:
+    """After the samples: the plain calls that check the kept outputs, and the findings the measurement shows."""
+    method, pool = prepared.method, prepared.pool
     left_behind = drain.drain_finding(state.drain_left)
     if left_behind is not None:
         state.add_findings([left_behind])
-    if method == INTERLEAVED and state.baselines and not cached:
+    if method == INTERLEAVED and state.baselines and not prepared.cached:
         regimes = sorted({entry.launch_regime for entry in state.baselines.values()})
         state.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
     if state.timing.launch_regime == CUDA_GRAPH and not state.native:
         before = state.timed_checks
-        for (role, calls), keep in graph_keep.items():
+        for (role, calls), keep in prepared.graph_keep.items():
             if role == "candidate":
                 recheck_graph(state, calls, keep, len(pool[0]))
         state.timing.graph_rechecks = state.timed_checks - before
     elif method == INTERLEAVED and not state.native and state.timing.measured:
         recheck_last(state, int(state.timing.calls_per_sample.get("candidate", 1)), len(pool[0]))
     state.timing.timed_outputs_checked = state.timed_checks
-    state.timing.compile_error = compile_error
-    if monitor_error and state.timing.clocks is not None:
-        state.timing.clocks["error"] = monitor_error
+    state.timing.compile_error = prepared.compile_error
+    if prepared.monitor_error and state.timing.clocks is not None:
+        state.timing.clocks["error"] = prepared.monitor_error
     if state.device == "cuda":
-        state.timing.l2_flush_bytes = flush_bytes
-        state.timing.persisting_l2_reset = l2_reset
-        state.timing.regime = (state.timing.regime or "") + (
-            f"; {flush_bytes / 2**20:.0f} MiB L2 flush before every sample" if flush_bytes else "; warm L2"
-        )
+        state.timing.l2_flush_bytes = prepared.flush_bytes
+        state.timing.persisting_l2_reset = prepared.l2_reset
+        flushed = f"; {prepared.flush_bytes / 2**20:.0f} MiB L2 flush before every sample"
+        state.timing.regime = (state.timing.regime or "") + (flushed if prepared.flush_bytes else "; warm L2")
     if method == INTERLEAVED and state.timing.candidate is not None:
         state.timing.trace_check, found = timed_versus_traced(state.trace_summary, state.timing.candidate.median_ms)
         state.add_findings(found)

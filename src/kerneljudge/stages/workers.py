@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from kerneljudge import protocol
+from kerneljudge.gate import OPEN_GATE
 from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
@@ -80,6 +81,18 @@ def ask_candidate(state: JudgmentState, request: protocol.Request, phase: str, o
     as `op` (default the request's); its worker failing is the candidate's failure in `phase`."""
     with counted(state, "candidate", op or request.op):
         return candidate_step(lambda: state.workers["candidate"].request(request, **kw), phase=phase)
+
+
+@contextmanager
+def at_gate(state: JudgmentState, measuring: bool) -> Iterator[None]:
+    """Hold the lane gate (gate.py) for the block: to measure (every other lane paused) or to work beside the
+    other lanes; the wait goes to `stages_s["waiting"]`, which `clocked` leaves out of the stage's time."""
+    if measuring and state.gate is not OPEN_GATE:
+        state.progress("waiting for the other lanes to pause")
+    waited = time.monotonic()
+    with state.gate.measure(state.gpu) if measuring else state.gate.work():
+        state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
+        yield
 
 
 @contextmanager
