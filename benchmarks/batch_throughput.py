@@ -75,7 +75,9 @@ def judged(
     store_path: Path,
     kinds: dict[str, str],
 ) -> dict[str, Any]:
-    config = JudgeConfig(device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout)
+    config = JudgeConfig(
+        device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout, timing_warm=args.timing_warm
+    )
     if store_path.exists():
         raise SystemExit(f"{store_path} exists: a store that holds records would be skipped, not timed")
     began = time.monotonic()
@@ -103,6 +105,7 @@ def judged(
         "timing_method": config.resolved_timing_method(),
         "lanes": len(lanes),
         "spare_workers": args.spare_workers,
+        "timing_warm": args.timing_warm,
         "gpus": gpus if args.device == "cuda" else 0,
         "candidates": counts.judged,
         "wall_s": round(wall_s, 1),
@@ -230,6 +233,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         mode = r["mode"] + (" (spare workers)" if r.get("spare_workers") else "")
+        mode += " (timing warm)" if r.get("timing_warm") else ""
         busy = "-" if r.get("gpu_busy_pct") is None else f"{r['gpu_busy_pct']:.0f}%"
         lines.append(
             f"| {mode} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
@@ -273,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout: also run upstream's evaluator")
     parser.add_argument(
         "--spare-workers", action="store_true", help="the judge's lanes keep spare worker pairs (stages/spare_pairs.py)"
+    )
+    parser.add_argument(
+        "--timing-warm", action="store_true", help="the judge's first calls before the measuring hold (timing_warm)"
     )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -54,6 +55,7 @@ COLUMNS = {
 # The timing stage's round trips (`stages_s["timing.<worker>.<op>"]`), grouped: the ops of each column
 TIMING_PARTS = {
     "fresh pair's start and load": ("hello", "load"),
+    "first calls (--timing-warm)": ("warm",),
     "staging the pool": ("stage",),
     "calibrating (graph capture)": ("calibrate",),
     "measured requests": ("time",),
@@ -89,6 +91,7 @@ def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: 
         "task": name,
         "timing": config.timing,
         "spare_workers": spares is not None,
+        "timing_warm": config.timing and config.timing_warm,
         "status": record.status,
         "verified": record.verified,
         "failure": record.failure.summary[:200] if record.failure else None,
@@ -127,7 +130,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
             split = " | ".join(cell(v, 2) for v in timing_split(r["stages_s"]))
-            name = r["task"] + (" (spares)" if r["spare_workers"] else "")
+            name = r["task"] + (" (spares)" if r["spare_workers"] else "") + (" (warm)" if r.get("timing_warm") else "")
             held = r["stages_s"].get("timing.held")
             busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
             lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
@@ -136,15 +139,20 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "| timed | spare workers | judgments | median wall s | max wall s | median timing busy |",
         "|---|---|---|---|---|---|",
     ]
-    for timed, spare in ((True, False), (True, True), (False, False), (False, True)):
-        group = [r for r in rows if r["timing"] is timed and r["spare_workers"] is spare]
+    for timed, spare, warm in itertools.product((True, False), (False, True), (False, True)):
+        group = [
+            r
+            for r in rows
+            if r["timing"] is timed and r["spare_workers"] is spare and bool(r.get("timing_warm")) is warm
+        ]
         if not group:
             continue
         walls = [r["wall_s"] for r in group]
         busy = [r["busy_fraction"] for r in group if r["busy_fraction"] is not None]
         median_busy = f"{100 * statistics.median(busy):.0f}%" if busy else "-"
+        timed_cell = yes(timed) + (" (warm)" if warm else "")
         lines.append(
-            f"| {yes(timed)} | {yes(spare)} | {len(group)} | {statistics.median(walls):.1f} | {max(walls):.1f} | "
+            f"| {timed_cell} | {yes(spare)} | {len(group)} | {statistics.median(walls):.1f} | {max(walls):.1f} | "
             f"{median_busy} |"
         )
     return "\n".join(lines) + "\n"
@@ -162,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         default="no",
         help="judge with spare worker pairs started ahead (stages/spare_pairs.py), without, or each way in turn",
     )
+    parser.add_argument(
+        "--timing-warm",
+        choices=("no", "yes", "both"),
+        default="no",
+        help="timed judgments with one untimed call of each side before the measuring hold (JudgeConfig.timing_warm)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     device = args.device
@@ -173,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = JudgeConfig(device=device, mode="enforce", policy="practical")
     rows: list[dict[str, Any]] = []
-    choices = (True,) if args.no_untimed else (True, False)
+    warm_ways = {"no": (False,), "yes": (True,), "both": (False, True)}[args.timing_warm]
+    # (timing, warm) of each judgment of a candidate: the warm call only matters where there is timing
+    choices = [(True, warm) for warm in warm_ways] + ([] if args.no_untimed else [(False, False)])
     ways = {"no": (False,), "yes": (True,), "both": (False, True)}[args.spare_workers]
     jobs = work(device, args.only, out)
     with SparePairs() as spares:
@@ -181,15 +197,15 @@ def main(argv: list[str] | None = None) -> int:
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)
         for name, task, candidate in jobs:
-            for timed in choices:
+            for timed, warm in choices:
                 for spare in ways:
                     for _ in range(args.repeats):
-                        rows.append(
-                            judged(name, task, candidate, config.with_(timing=timed), spares if spare else None)
-                        )
+                        chosen = config.with_(timing=timed, timing_warm=warm)
+                        rows.append(judged(name, task, candidate, chosen, spares if spare else None))
                         last = rows[-1]
                         print(
-                            f"{name} timed={timed} spares={spare}: {last['status']} in {last['wall_s']:.1f} s",
+                            f"{name} timed={timed} warm={warm} spares={spare}: {last['status']} in "
+                            f"{last['wall_s']:.1f} s",
                             file=sys.stderr,
                             flush=True,
                         )

@@ -283,6 +283,7 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
     and the interleaved samples hold every other lane back (issue 20's lever: the gate held for samples)."""
     from kerneljudge.pipeline import judge
     from kerneljudge.stages import timing as timing_stage
+    from kerneljudge.stages.timed_calls import time_op
 
     class FlagGate(LaneGate):
         measuring = False
@@ -302,7 +303,7 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
 
             return Held()
 
-    gate, seen = FlagGate(), []
+    gate, seen, requests = FlagGate(), [], []
     for name in ("stage", "run_interleaved", "recheck_last", "recheck_graph"):
         real = getattr(timing_stage, name)
 
@@ -311,9 +312,31 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(timing_stage, name, noted)
+    real_side = timing_stage.time_side
+
+    def side_noted(*args, **kwargs):  # each timing request: its kind, and whether the others were paused
+        side = real_side(*args, **kwargs)
+
+        def timed(request):
+            requests.append((time_op(request), gate.measuring))
+            return side(request)
+
+        return timed
+
+    monkeypatch.setattr(timing_stage, "time_side", side_noted)
     config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
     record = judge(tiny_task, CANDIDATES / "honest_torch.py", config, gate=gate)
     assert record.status == "PASS" and record.timing.measured, record.failure
     assert ("stage", False) in seen and ("run_interleaved", True) in seen, seen
     assert ("recheck_last", False) in seen, seen  # the plain calls after the samples, beside the other lanes
     assert all(measuring == (name == "run_interleaved") for name, measuring in seen), seen
+    assert {op for op, _ in requests} == {"calibrate", "time"} and all(held for _, held in requests), requests
+    assert record.stages_s["timing.held"] > 0
+
+    # With timing_warm each side's first call comes before the hold, beside the other lanes; the rest as before.
+    requests.clear()
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config.with_(timing_warm=True), gate=gate)
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert requests[:2] == [("warm", False), ("warm", False)], requests
+    assert all(held for op, held in requests[2:] if op != "warm") and len(requests) > 2, requests
+    assert {"timing.candidate.warm", "timing.reference.warm"} <= set(record.stages_s), record.stages_s

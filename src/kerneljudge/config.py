@@ -54,6 +54,10 @@ class JudgeConfig:
     # that cannot be captured is timed again behind the busy precursor alone.
     timing_regime: str = "cuda_graph"
     timing_compile: bool = False  # also time the reference under torch.compile (a third side of every block)
+    # One untimed call of each side before the gate is held to measure, so that the first call's compiles
+    # (Triton's JIT in the fresh timing worker) run beside the other lanes, not while they are paused. Off by
+    # default: the candidate then sees one more call before its calibration (docs/batch.md, the busy share).
+    timing_warm: bool = False
     timing_baseline: str = "paired"  # or "cached" (a batch's option; docs/batch.md)
     sandbox: str = "auto"
     reread_delay_s: float = 0.02

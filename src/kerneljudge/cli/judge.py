@@ -44,6 +44,10 @@ SPARE_WORKERS_HELP = (
     "keep a worker pair started ahead of each lane's next judgment, which takes the workers' start off it; "
     "each spare holds a CUDA context while it waits (docs/batch.md)"
 )
+TIMING_WARM_HELP = (
+    "one untimed call of each side before the measurement, outside the batch's measuring hold: the first call's "
+    "compiles run beside the other lanes (the candidate sees one more call; docs/batch.md)"
+)
 EXTRACTED_NOTE = "candidate: extracted from a model's response (its last fenced Python block; extracted_from_response)"
 
 
@@ -80,6 +84,7 @@ def add_judge_parser(sub: Any) -> None:
     )
     j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
     j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
+    j.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
     j.add_argument(
         "--sandbox",
         choices=SANDBOX_MODES,
@@ -107,6 +112,7 @@ def config_of(args: argparse.Namespace) -> JudgeConfig:
         timeout_s=args.timeout,
         timing=not args.no_timing,
         timing_baseline="cached" if getattr(args, "cached_baselines", False) else "paired",
+        timing_warm=getattr(args, "timing_warm", False),
     )
 
 
@@ -127,6 +133,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         timing_regime=args.regime,
         timing_l2_flush=not args.warm_cache,
         timing_compile=args.compile_baseline,
+        timing_warm=args.timing_warm,
         sandbox=args.sandbox,
         sanitizer=args.sanitizer,
     )

@@ -39,8 +39,8 @@ def sample_list(values: Any, count: int) -> bool:
 
 def time_op(request: TimeRequest) -> str:
     """A timing request's name in `stages_s`: `time` where it is measured, `calibrate` where it only sizes the
-    calls per sample (a CUDA graph's capture is in the first of either)."""
-    return "time" if request.measured else "calibrate"
+    calls per sample (a CUDA graph's capture is in the first of either), `warm` for the call before both."""
+    return "warm" if request.warming else "time" if request.measured else "calibrate"
 
 
 def time_side(

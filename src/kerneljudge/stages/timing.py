@@ -33,7 +33,7 @@ from kerneljudge.timing.plan import (
     KERNELBENCH,
     TimingPlan,
 )
-from kerneljudge.timing.sides import CachedSide, GraphUnsupported, TimeSide
+from kerneljudge.timing.sides import CachedSide, GraphUnsupported, TimeRequest, TimeSide
 from kerneljudge.verdict import Timing
 
 # KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an
@@ -207,6 +207,9 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
         compile_error = compile_reference(state)
         if compile_error is None:
             sides["compiled"] = side("compiled", compiled=True)
+    if config.timing_warm and method == INTERLEAVED:  # first calls (compiles) beside the other lanes
+        for timed_side in sides.values():
+            timed_side(TimeRequest(pool[0], 1, 1, 0, measured=False, warming=True))
     return Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, compile_error)
 
 

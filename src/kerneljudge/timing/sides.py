@@ -26,6 +26,7 @@ class TimeRequest:
     method: str = "events"  # "events", or "do_bench" (one figure: Triton's do_bench with its defaults)
     measured: bool = True  # False for calibration: no output capture, not in the cross-check
     graph: bool = False  # replay a CUDA graph of the sample's calls (captured on the first such request)
+    warming: bool = False  # a call before the measurement only, its times unused (JudgeConfig.timing_warm)
 
 
 class GraphUnsupported(Exception):
