@@ -21,14 +21,7 @@ from kerneljudge.verdict import Record
 
 def add_batch_commands(sub: Any) -> None:
     """Register `batch`, `export` and `report` on the CLI's subparsers."""
-    from kerneljudge.cli.judge import (
-        DEVICE_HELP,
-        MODE_HELP,
-        POLICY_HELP,
-        SPARE_WORKERS_HELP,
-        TIMEOUT_HELP,
-        TIMING_WARM_HELP,
-    )
+    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP, add_lane_options
     from kerneljudge.cli.usage import positive_int, positive_seconds
 
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
@@ -91,8 +84,7 @@ def add_batch_commands(sub: Any) -> None:
         help="time each task's reference once per device (an A/A judgment) and share it with the task's "
         "candidates, instead of timing it in every judgment",
     )
-    b.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
-    b.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
+    add_lane_options(b)
     b.add_argument(
         "--log",
         type=Path,

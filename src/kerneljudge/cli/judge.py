@@ -48,6 +48,14 @@ TIMING_WARM_HELP = (
     "one untimed call of each side before the measurement, outside the batch's measuring hold: the first call's "
     "compiles run beside the other lanes (the candidate sees one more call; docs/batch.md)"
 )
+
+
+def add_lane_options(parser: argparse.ArgumentParser) -> None:
+    """The options of how a lane runs its judgments, shared by `batch` and `serve`."""
+    parser.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
+    parser.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
+
+
 EXTRACTED_NOTE = "candidate: extracted from a model's response (its last fenced Python block; extracted_from_response)"
 
 

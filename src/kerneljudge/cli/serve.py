@@ -22,14 +22,7 @@ BACKENDS = ("local", "ray")
 
 
 def add_serve_parser(sub: Any) -> None:
-    from kerneljudge.cli.judge import (
-        DEVICE_HELP,
-        MODE_HELP,
-        POLICY_HELP,
-        SPARE_WORKERS_HELP,
-        TIMEOUT_HELP,
-        TIMING_WARM_HELP,
-    )
+    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP, add_lane_options
     from kerneljudge.cli.usage import count, positive_int, positive_seconds
 
     s = sub.add_parser("serve", help="serve the judge over HTTP to trainers: POST /v1/judge, /v1/jobs (docs/serve.md)")
@@ -75,8 +68,7 @@ def add_serve_parser(sub: Any) -> None:
         action="store_true",
         help="time each task's reference once per device (an A/A judgment) and share it (docs/batch.md)",
     )
-    s.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
-    s.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
+    add_lane_options(s)
 
 
 def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend, str]:
