@@ -267,3 +267,34 @@ def test_what_the_meta_device_cannot_run_is_left_unknown():
     assert footprint.describe(torch, module, []) == {"input_bytes": 32, "parameter_bytes": 0, **unknown}
     broken = task(item + "def get_inputs():\n    return [torch.randn(int(torch.randn(1).item()))]\n")
     assert footprint.describe(torch, broken, []) == {"input_bytes": None, "parameter_bytes": None, **unknown}
+
+
+def test_a_lane_that_asks_to_measure_waits_for_the_others_current_step_not_their_whole_stage():
+    gate, log, lock = LaneGate(["0", "0"]), [], threading.Lock()
+    asked = threading.Event()
+
+    def note(what):
+        with lock:
+            log.append(what)
+
+    def worker():  # a correctness stage of five trials, letting a measurement in between two
+        with gate.work():
+            for trial in range(5):
+                if trial == 2:
+                    asked.set()  # the other lane asks to measure now, inside this lane's stage
+                    time.sleep(0.2)
+                paused = gate.let_measure()
+                note(f"trial {trial}" + (" after a pause" if paused > 0 else ""))
+                time.sleep(0.02)
+
+    def measurer():
+        asked.wait(5)
+        with gate.measure("0"):
+            note("measures")
+            time.sleep(0.1)
+
+    run_all(worker, measurer)
+    assert log.index("measures") < log.index("trial 2 after a pause"), log
+    assert log[:2] == ["trial 0", "trial 1"] and log[-2:] == ["trial 3", "trial 4"], log
+    assert gate.let_measure() == 0.0  # nobody waits: no pause
+    assert OPEN_GATE.let_measure() == 0.0

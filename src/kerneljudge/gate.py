@@ -5,7 +5,8 @@ two rules:
 
 - **Measurement apart from work.** While a lane measures, no other lane works (starts workers, compiles,
   checks), nor measures on the same GPU: CPU load moves a timer's figures (an 18% shift of a speedup under
-  a concurrent build was seen on an H200, issue 6).
+  a concurrent build was seen on an H200, issue 6). A lane that asks to measure waits for the others'
+  current steps: a working lane lets it go first between two correctness trials (`let_measure`).
 - **Device memory by reservation.** Before its first trial a judgment reserves the device memory it is
   likely to need (`memory_need`, from the reference worker's meta-device description of the task,
   worker/footprint.py) and waits until it fits beside the other lanes' reservations on its GPU. KernelBench's
@@ -122,6 +123,8 @@ class Gate(Protocol):
 
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
 
+    def let_measure(self) -> float: ...
+
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]: ...
 
 
@@ -133,6 +136,9 @@ class _OpenGate:
 
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return nullcontext()
+
+    def let_measure(self) -> float:
+        return 0.0
 
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
         return nullcontext()
@@ -190,6 +196,20 @@ class LaneGate:
             with self._cond:
                 self._measuring.discard(gpu)
                 self._cond.notify_all()
+
+    def let_measure(self) -> float:
+        """Called inside `work()` between two steps of a judgment (two correctness trials): where a lane waits
+        to measure, stop working until no lane measures or waits to, then work again. A lane that asks to
+        measure then waits for the others' current steps, not for their whole stages. The seconds paused."""
+        with self._cond:
+            if not self._waiting:
+                return 0.0
+            began = time.monotonic()
+            self._working -= 1
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: not self._measuring and not self._waiting)
+            self._working += 1
+            return time.monotonic() - began
 
     def reservable(self, gpu: str | None, total: int) -> int:
         """What the lanes of `gpu` may reserve of its `total` bytes: a share, less every lane's CUDA contexts

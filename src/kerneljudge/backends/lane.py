@@ -92,6 +92,9 @@ class Alone:
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return self.gate.measure(gpu)
 
+    def let_measure(self) -> float:
+        return self.gate.let_measure()
+
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
         return self.gate.admit(gpu, need, total, alone=True)  # through this gate, every admission is alone
 

@@ -19,6 +19,7 @@ from kerneljudge.stages.calls import call_candidate, reference_trial
 from kerneljudge.stages.replays import replay
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.trials import check_trial
+from kerneljudge.stages.workers import let_others_measure
 
 
 def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision]) -> None:
@@ -39,6 +40,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
     )
     plan, screens = state.plan, []
     for index, trial in enumerate(plan.trials):
+        let_others_measure(state)  # a lane waiting to measure waits for one trial of this one, not for all
         kind, seed = trial.kind, trial.seed
         state.progress(f"correctness trial {index + 1}/{len(plan.trials)} ({kind})")
         call = {

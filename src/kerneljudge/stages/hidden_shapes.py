@@ -15,7 +15,7 @@ from kerneljudge.stages.calls import call_candidate, reference_trial
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.trials import check_trial
-from kerneljudge.stages.workers import ask
+from kerneljudge.stages.workers import ask, let_others_measure
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, read_family
 from kerneljudge.verdict import Capability
 
@@ -40,6 +40,7 @@ def run(state: JudgmentState) -> None:
     refusals: list[dict[str, str]] = []
     skipped: list[str] = []
     for number, shape in enumerate(shapes):
+        let_others_measure(state)
         index, label, seed = len(state.trials), describe_shape(shape), state.plan.shape_seed(number)
         state.progress(f"correctness at a hidden shape ({label})")
         if state.family.derived:

@@ -95,6 +95,14 @@ def at_gate(state: JudgmentState, measuring: bool) -> Iterator[None]:
         yield
 
 
+def let_others_measure(state: JudgmentState) -> None:
+    """Between two steps of a stage that works: a lane waiting to measure goes first (gate.let_measure); the
+    pause counts as waiting."""
+    paused = state.gate.let_measure()
+    if paused:
+        state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + paused, 3)
+
+
 @contextmanager
 def counted(state: JudgmentState, role: str, op: str) -> Iterator[None]:
     """Where a stage's time goes, request by request: `stages_s["correctness.candidate.call"]` is the round
