@@ -24,7 +24,9 @@
 #                                adds arguments, e.g. "--repeats 3");
 #                                `batch`: benchmarks/batch_throughput.py (its table in $OUT/batch_throughput.md,
 #                                its stores and manifest in $OUT/batch/; KJ_BATCH_ARGS adds arguments, default
-#                                "--jobs 4 --limit 32");
+#                                "--jobs 4 --limit 32"; "--manifest real --kernelbench ext/KernelBench --modes enforce
+#                                --jobs 8 --limit 28" measures against upstream, "--jobs 1 2 4 8" lane scaling; it
+#                                ends at KJ_LIMIT_S);
 #                                `suite`: benchmarks/suite_candidates.py, the built-in suite's reference Triton
 #                                candidates judged (its table in $OUT/suite_candidates.md, its store in $OUT/suite/;
 #                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"; KJ_SUITE_LIMIT_S stops it after
