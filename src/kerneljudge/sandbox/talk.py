@@ -9,6 +9,7 @@ limits; a worker that fails to answer is killed, and its end described, by sandb
 from __future__ import annotations
 
 import os
+import select
 import time
 from typing import Any
 
@@ -86,6 +87,12 @@ def clock_parts(reported: Any) -> dict[str, float]:
 
 class WorkerTalk:
     """The requests and responses of a `WorkerProcess`; every way an answer fails raises a `WorkerFailure`."""
+
+    def has_answered(self) -> bool:
+        """Whether something waits to be read from the worker (a started worker's hello) or its pipe has
+        closed; never blocks."""
+        readable, _, _ = select.select([self._resp_r], [], [], 0)
+        return bool(readable)
 
     def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
         deadline = self._deadline(timeout_s)

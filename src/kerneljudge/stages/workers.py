@@ -97,7 +97,11 @@ def at_gate(state: JudgmentState, measuring: bool) -> Iterator[None]:
 
 def let_others_measure(state: JudgmentState) -> None:
     """Between two steps of a stage that works: a lane waiting to measure goes first (gate.let_measure); the
-    pause counts as waiting."""
+    pause counts as waiting. Not while this judgment's timing pair is still starting: its interpreters
+    importing torch would load the CPU under the other lane's measurement (an 18% shift of a speedup under a
+    concurrent build, issue 6); once both have said hello they wait, idle."""
+    if any(not worker.has_answered() for worker in state.booting.values()):
+        return
     paused = state.gate.let_measure()
     if paused:
         state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + paused, 3)
