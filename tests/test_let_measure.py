@@ -29,8 +29,8 @@ class Worker:
         return self.started
 
 
-def state(booting: dict[str, Worker], pause: float = 0.5) -> SimpleNamespace:
-    return SimpleNamespace(gate=CountingGate(pause), booting=booting, stages_s={"waiting": 1.0})
+def state(booting: dict[str, Worker], pause: float = 0.5, spares: object = None) -> SimpleNamespace:
+    return SimpleNamespace(gate=CountingGate(pause), booting=booting, spares=spares, stages_s={"waiting": 1.0})
 
 
 def test_a_lane_lets_a_measurement_go_first_and_counts_the_pause_as_waiting():
@@ -46,6 +46,15 @@ def test_not_while_its_timing_pair_is_still_starting():
     lane = state({"reference": Worker(True), "candidate": Worker(False)})
     let_others_measure(lane)
     assert lane.gate.asked == 0 and lane.stages_s["waiting"] == 1.0
+
+
+def test_not_while_a_spare_pair_is_still_starting():
+    lane = state({}, spares=SimpleNamespace(starting=lambda: True))
+    let_others_measure(lane)
+    assert lane.gate.asked == 0
+    lane = state({}, spares=SimpleNamespace(starting=lambda: False))
+    let_others_measure(lane)
+    assert lane.gate.asked == 1
 
 
 def test_a_real_worker_has_answered_once_it_said_hello_and_not_after_it_was_read():

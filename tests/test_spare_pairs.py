@@ -1,6 +1,7 @@
 """Spare worker pairs (stages/spare_pairs.py): started before the judgment that takes them, with no source until
 then, one judgment each, and never a dead or stale one."""
 
+import threading
 import time
 
 from helpers import CANDIDATES, validate_record
@@ -90,8 +91,11 @@ def test_a_batch_with_spare_workers_judges_as_without_and_leaves_no_worker_behin
 
 
 class FakeWorker:
-    def __init__(self) -> None:
-        self.closed = False
+    def __init__(self, started: bool = True) -> None:
+        self.closed, self.started = False, started
+
+    def has_answered(self) -> bool:  # its hello waits to be read once it has started
+        return self.started
 
     class proc:  # noqa: N801 - stands in for the Popen
         @staticmethod
@@ -122,3 +126,23 @@ def test_spares_of_a_kind_no_longer_asked_for_are_closed_once_they_have_waited_t
         spares.waiting()
         assert not any(w.closed for w in started[1].values())
     assert all(w.closed for w in started[1].values())  # closed with the spares
+
+
+def test_a_spare_still_starting_is_seen_as_starting_until_both_workers_said_hello():
+    gate = threading.Event()
+    pairs: list[dict] = []
+
+    def start():
+        gate.wait(10)
+        pairs.append({"reference": FakeWorker(), "candidate": FakeWorker(started=False)})
+        return pairs[-1]
+
+    with SparePairs() as spares:
+        assert not spares.starting()  # none asked for yet
+        assert spares.take(("cpu",), start) is None
+        assert spares.starting()  # its start is still running
+        gate.set()
+        spares.waiting()
+        assert spares.starting()  # started, but one worker has not said hello yet
+        pairs[0]["candidate"].started = True
+        assert not spares.starting()

@@ -85,6 +85,18 @@ class SparePairs:
             return None
         return pair
 
+    def starting(self) -> bool:
+        """Whether a spare is still starting (its interpreters importing torch, loading the CPU): a lane does
+        not let another measure meanwhile (stages/workers.let_others_measure)."""
+        with self._lock:
+            futures = [future for queue in self._spares.values() for _, future in queue]
+        for future in futures:
+            if not future.done():
+                return True
+            if future.exception() is None and not all(w.has_answered() for w in future.result().values()):
+                return True
+        return False
+
     def waiting(self, timeout_s: float | None = None) -> list[Pair]:
         """The spares not yet taken, once each has started (a benchmark's idle judge, a test)."""
         with self._lock:

@@ -102,6 +102,8 @@ def let_others_measure(state: JudgmentState) -> None:
     concurrent build, issue 6); once both have said hello they wait, idle."""
     if any(not worker.has_answered() for worker in state.booting.values()):
         return
+    if state.spares is not None and state.spares.starting():  # the same for a spare pair still starting
+        return
     paused = state.gate.let_measure()
     if paused:
         state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + paused, 3)
