@@ -20,7 +20,7 @@ from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
 from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported, error_failure, integrity_failure
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.workers import ask, ask_candidate, candidate_step, counted
+from kerneljudge.stages.workers import add_waiting, ask, ask_candidate, candidate_step, counted
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
 from kerneljudge.verdict import Capability, Failure
 
@@ -144,7 +144,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         waited = time.monotonic()
         state.held.enter_context(state.gate.admit(state.gpu, state.reserved_bytes, total))
         state.admitted = True
-        state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
+        add_waiting(state, time.monotonic() - waited)
     if shape is None:
         state.inputs_writable = response.get("inputs_writable") is True
     if shape is None and not state.family_read and not state.native:

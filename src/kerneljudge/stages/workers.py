@@ -83,6 +83,11 @@ def ask_candidate(state: JudgmentState, request: protocol.Request, phase: str, o
         return candidate_step(lambda: state.workers["candidate"].request(request, **kw), phase=phase)
 
 
+def add_waiting(state: JudgmentState, seconds: float) -> None:
+    """Count `seconds` spent at the lane gate in `stages_s["waiting"]` (which `clocked` leaves out of a stage)."""
+    state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + seconds, 3)
+
+
 @contextmanager
 def at_gate(state: JudgmentState, measuring: bool) -> Iterator[None]:
     """Hold the lane gate (gate.py) for the block: to measure (every other lane paused) or to work beside the
@@ -91,7 +96,7 @@ def at_gate(state: JudgmentState, measuring: bool) -> Iterator[None]:
         state.progress("waiting for the other lanes to pause")
     waited = time.monotonic()
     with state.gate.measure(state.gpu) if measuring else state.gate.work():
-        state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + time.monotonic() - waited, 3)
+        add_waiting(state, time.monotonic() - waited)
         yield
 
 
@@ -104,9 +109,7 @@ def let_others_measure(state: JudgmentState) -> None:
         return
     if state.spares is not None and state.spares.starting():  # the same for a spare pair still starting
         return
-    paused = state.gate.let_measure()
-    if paused:
-        state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + paused, 3)
+    add_waiting(state, state.gate.let_measure())
 
 
 @contextmanager
