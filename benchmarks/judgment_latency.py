@@ -24,8 +24,10 @@ process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import itertools
 import json
+import pstats
 import statistics
 import sys
 import tempfile
@@ -55,6 +57,7 @@ COLUMNS = {
 # The timing stage's round trips (`stages_s["timing.<worker>.<op>"]`), grouped: the ops of each column
 TIMING_PARTS = {
     "fresh pair's start and load": ("hello", "load"),
+    "caches carried (--timing-carry)": ("carry",),
     "first calls (--timing-warm)": ("warm",),
     "staging the pool": ("stage",),
     "calibrating (graph capture)": ("calibrate",),
@@ -92,6 +95,8 @@ def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: 
         "timing": config.timing,
         "spare_workers": spares is not None,
         "timing_warm": config.timing and config.timing_warm,
+        "timing_carry": config.timing and config.timing_carry,
+        "carried_caches": record.timing.carried_caches,
         "status": record.status,
         "verified": record.verified,
         "failure": record.failure.summary[:200] if record.failure else None,
@@ -112,6 +117,12 @@ def cell(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def way(row: dict[str, Any]) -> str:
+    """How a timed judgment was made, as a name's suffix: " (warm)", " (carry)", " (warm, carry)" or none."""
+    chosen = [name for name in ("warm", "carry") if row.get(f"timing_{name}")]
+    return f" ({', '.join(chosen)})" if chosen else ""
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = ["task", "timed", "spare workers", "status", "wall s", *COLUMNS.values(), "timing busy"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -130,7 +141,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
             split = " | ".join(cell(v, 2) for v in timing_split(r["stages_s"]))
-            name = r["task"] + (" (spares)" if r["spare_workers"] else "") + (" (warm)" if r.get("timing_warm") else "")
+            name = r["task"] + (" (spares)" if r["spare_workers"] else "") + way(r)
             held = r["stages_s"].get("timing.held")
             busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
             lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
@@ -139,23 +150,37 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "| timed | spare workers | judgments | median wall s | max wall s | median timing busy |",
         "|---|---|---|---|---|---|",
     ]
-    for timed, spare, warm in itertools.product((True, False), (False, True), (False, True)):
-        group = [
-            r
-            for r in rows
-            if r["timing"] is timed and r["spare_workers"] is spare and bool(r.get("timing_warm")) is warm
-        ]
+    kinds = sorted({way(r) for r in rows})
+    for timed, spare, kind in itertools.product((True, False), (False, True), kinds):
+        group = [r for r in rows if r["timing"] is timed and r["spare_workers"] is spare and way(r) == kind]
         if not group:
             continue
         walls = [r["wall_s"] for r in group]
         busy = [r["busy_fraction"] for r in group if r["busy_fraction"] is not None]
         median_busy = f"{100 * statistics.median(busy):.0f}%" if busy else "-"
-        timed_cell = yes(timed) + (" (warm)" if warm else "")
+        timed_cell = yes(timed) + kind
         lines.append(
             f"| {timed_cell} | {yes(spare)} | {len(group)} | {statistics.median(walls):.1f} | {max(walls):.1f} | "
             f"{median_busy} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def profile_take() -> cProfile.Profile:
+    """A profiler of the parent's part of every measuring hold: `stages/timing.py`'s `take`, wrapped."""
+    from kerneljudge.stages import timing as timing_stage
+
+    profiler, take = cProfile.Profile(), timing_stage.take
+
+    def profiled(*args: Any, **kwargs: Any) -> None:
+        profiler.enable()
+        try:
+            take(*args, **kwargs)
+        finally:
+            profiler.disable()
+
+    timing_stage.take = profiled
+    return profiler
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,6 +201,18 @@ def main(argv: list[str] | None = None) -> int:
         default="no",
         help="timed judgments with one untimed call of each side before the measuring hold (JudgeConfig.timing_warm)",
     )
+    parser.add_argument(
+        "--timing-carry",
+        choices=("no", "yes", "both"),
+        default="no",
+        help="timed judgments with the candidate's compiler caches carried to the timing worker (timing_carry)",
+    )
+    parser.add_argument(
+        "--profile-timing",
+        action="store_true",
+        help="profile the parent while it holds the others back to measure (stages/timing.py's take): "
+        "OUT/timing_profile.txt",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     device = args.device
@@ -187,29 +224,35 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = JudgeConfig(device=device, mode="enforce", policy="practical")
     rows: list[dict[str, Any]] = []
-    warm_ways = {"no": (False,), "yes": (True,), "both": (False, True)}[args.timing_warm]
-    # (timing, warm) of each judgment of a candidate: the warm call only matters where there is timing
-    choices = [(True, warm) for warm in warm_ways] + ([] if args.no_untimed else [(False, False)])
-    ways = {"no": (False,), "yes": (True,), "both": (False, True)}[args.spare_workers]
+    either = {"no": (False,), "yes": (True,), "both": (False, True)}
+    # (timing, warm, carry) of each judgment of a candidate: the last two only matter where there is timing
+    choices = [(True, warm, carry) for warm in either[args.timing_warm] for carry in either[args.timing_carry]]
+    choices += [] if args.no_untimed else [(False, False, False)]
+    ways = either[args.spare_workers]
     jobs = work(device, args.only, out)
+    profiler = profile_take() if args.profile_timing else None
     with SparePairs() as spares:
         if True in ways and jobs:  # the judgment that starts the first spare is not counted
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)
         for name, task, candidate in jobs:
-            for timed, warm in choices:
+            for timed, warm, carry in choices:
                 for spare in ways:
                     for _ in range(args.repeats):
-                        chosen = config.with_(timing=timed, timing_warm=warm)
+                        chosen = config.with_(timing=timed, timing_warm=warm, timing_carry=carry)
                         rows.append(judged(name, task, candidate, chosen, spares if spare else None))
                         last = rows[-1]
                         print(
-                            f"{name} timed={timed} warm={warm} spares={spare}: {last['status']} in "
+                            f"{name} timed={timed} warm={warm} carry={carry} spares={spare}: {last['status']} in "
                             f"{last['wall_s']:.1f} s",
                             file=sys.stderr,
                             flush=True,
                         )
                         (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
+    if profiler is not None:
+        with open(out / "timing_profile.txt", "w") as report:
+            pstats.Stats(profiler, stream=report).sort_stats("cumulative").print_stats(40)
+            pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(25)
     sys.stdout.write(markdown(rows))
     return 0 if all(r["status"] == "PASS" for r in rows) else 1
 

@@ -58,6 +58,11 @@ class JudgeConfig:
     # (Triton's JIT in the fresh timing worker) run beside the other lanes, not while they are paused. Off by
     # default: the candidate then sees one more call before its calibration (docs/batch.md, the busy share).
     timing_warm: bool = False
+    # Carry the candidate's compiler caches (Triton's, Inductor's, the driver's) from its checked worker to its
+    # fresh timing worker, which then loads its kernels instead of compiling them again; the timing pool is then
+    # made of fresh hidden draws (`HiddenPlan.timing_seeds`), never of inputs a checked worker saw
+    # (sandbox/cache_carry.py, docs/batch.md). Off by default: it changes what a timed judgment times on.
+    timing_carry: bool = False
     timing_baseline: str = "paired"  # or "cached" (a batch's option; docs/batch.md)
     sandbox: str = "auto"
     reread_delay_s: float = 0.02

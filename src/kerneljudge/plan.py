@@ -10,7 +10,9 @@ What it fixes (attack classes in docs/findings.md):
 - the two hidden trials whose calls are traced on CUDA (kernel traces, H20): the candidate cannot know
   which of its calls the profiler watches;
 - the seeds of the trials at hidden shapes; the shapes themselves are drawn from the same source once
-  the task's family is known (`shapes`).
+  the task's family is known (`shapes`);
+- with `timing_carry`, the timing pool's seeds: fresh inputs that no checked worker saw (H26,
+  sandbox/cache_carry.py).
 
 The public trials' seeds are KernelBench's, derived from the public seed. The plan is recorded
 (`correctness.plan`): after the judgment it gives nothing away, and a judgment can be followed from it.
@@ -69,6 +71,8 @@ class HiddenPlan:
     canary_at: int | None = None
     trace_at: frozenset[int] = frozenset()  # traced on CUDA only
     shape_seeds: list[int] = field(default_factory=list)
+    # The timing pool's seeds where it is made of fresh draws (JudgeConfig.timing_carry), not of trials' inputs
+    timing_seeds: list[int] = field(default_factory=list)
     rng: random.Random = field(default_factory=secrets.SystemRandom, repr=False, compare=False)
 
     def shapes(self, family: Any, count: int) -> list[dict[str, Any]]:
@@ -90,7 +94,7 @@ class HiddenPlan:
             "canary_at": self.canary_at,
             "trace_at": sorted(self.trace_at),
             "shape_seeds": list(self.shape_seeds),
-        }
+        } | ({"timing_seeds": list(self.timing_seeds)} if self.timing_seeds else {})
 
 
 def draw(
@@ -101,8 +105,10 @@ def draw(
     native: bool,
     cuda: bool,
     rng: random.Random | None = None,
+    timing_sets: int = 0,
 ) -> HiddenPlan:
-    """The plan of one judgment. `native` (KernelBench's `off` mode): its public trials only, nothing hidden."""
+    """The plan of one judgment. `native` (KernelBench's `off` mode): its public trials only, nothing hidden.
+    `timing_sets`: seeds drawn for a timing pool of fresh inputs (drawn last: the rest of the plan is the same)."""
     rng = rng if rng is not None else secrets.SystemRandom()
     public = [Trial("public", s, {"kind": "standard"}) for s in kernelbench_trial_seeds(public_seed, public_trials)]
     if native:
@@ -119,5 +125,6 @@ def draw(
         canary_at=first + 1 + rng.randrange(hidden_trials - 1) if hidden_trials >= 2 else None,
         trace_at=frozenset(rng.sample(pool, min(2, len(pool)))) if cuda else frozenset(),
         shape_seeds=[rng.randrange(SEED_LIMIT) for _ in range(shape_trials)],
+        timing_seeds=[rng.randrange(SEED_LIMIT) for _ in range(timing_sets)],
         rng=rng,
     )

@@ -157,6 +157,9 @@ class Timing(Model):
     # side is its worker's claimed time, which the clock check holds against the parent's clock (clock_check).
     timed_busy_s: float | None = None
     busy_fraction: float | None = None
+    # With `timing_carry`: the candidate's compiler caches copied from its checked worker to its timing worker
+    # (files, bytes, entries left behind, why none were, seconds; sandbox/cache_carry.py)
+    carried_caches: dict[str, Any] | None = None
 
 
 class Reward(Model):

@@ -48,12 +48,17 @@ TIMING_WARM_HELP = (
     "one untimed call of each side before the measurement, outside the batch's measuring hold: the first call's "
     "compiles run beside the other lanes (the candidate sees one more call; docs/batch.md)"
 )
+TIMING_CARRY_HELP = (
+    "carry the candidate's compiled kernels (Triton, Inductor, the driver's caches) to its fresh timing worker, "
+    "which then times on fresh hidden inputs that no checked worker saw (docs/batch.md)"
+)
 
 
 def add_lane_options(parser: argparse.ArgumentParser) -> None:
     """The options of how a lane runs its judgments, shared by `batch` and `serve`."""
     parser.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
     parser.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
+    parser.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
 
 
 EXTRACTED_NOTE = "candidate: extracted from a model's response (its last fenced Python block; extracted_from_response)"
@@ -93,6 +98,7 @@ def add_judge_parser(sub: Any) -> None:
     j.add_argument("--warm-cache", action="store_true", help="do not flush the L2 before each sample")
     j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
     j.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
+    j.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
     j.add_argument(
         "--sandbox",
         choices=SANDBOX_MODES,
@@ -121,6 +127,7 @@ def config_of(args: argparse.Namespace) -> JudgeConfig:
         timing=not args.no_timing,
         timing_baseline="cached" if getattr(args, "cached_baselines", False) else "paired",
         timing_warm=getattr(args, "timing_warm", False),
+        timing_carry=getattr(args, "timing_carry", False),
     )
 
 
@@ -142,6 +149,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         timing_l2_flush=not args.warm_cache,
         timing_compile=args.compile_baseline,
         timing_warm=args.timing_warm,
+        timing_carry=args.timing_carry,
         sandbox=args.sandbox,
         sanitizer=args.sanitizer,
     )

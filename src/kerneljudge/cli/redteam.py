@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.cli.judge import DEVICE_HELP, TIMEOUT_HELP
+from kerneljudge.cli.judge import DEVICE_HELP, TIMEOUT_HELP, TIMING_CARRY_HELP
 from kerneljudge.cli.usage import positive_int, positive_seconds
 from kerneljudge.config import DEVICES
 from kerneljudge.errors import UsageError
@@ -27,6 +27,7 @@ def add_redteam_parser(sub: Any) -> None:
     r.add_argument("--only", nargs="+", metavar="FIXTURE", help="run only these fixtures (default: all)")
     r.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS", help=TIMEOUT_HELP)
     r.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="fixtures judged side by side")
+    r.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
 
 
 def cmd_redteam(args: argparse.Namespace) -> int:
@@ -58,7 +59,9 @@ def cmd_redteam(args: argparse.Namespace) -> int:
             args.json.write_text(json.dumps(to_json(so_far, [], device, args.mode, complete=False), indent=2))
 
     with spinner(f"red team on {device}, mode {args.mode}"):
-        outcomes, skipped = run_suite(device, args.mode, args.only, args.timeout, args.jobs, heard)
+        outcomes, skipped = run_suite(
+            device, args.mode, args.only, args.timeout, args.jobs, heard, timing_carry=args.timing_carry
+        )
     table = Table(title=f"kerneljudge red team: device {device}, mode {args.mode}")
     for column in ("fixture", "attack", "expected", "actual", "evidence", "match"):
         table.add_column(column, overflow="fold")

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,11 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         self.started_at = time.monotonic()
         self.assigned = True
 
+    def received(self) -> None:
+        """What the parent put in the workspace since the manifest was taken (carried caches) is not the
+        worker's doing: take it again."""
+        self._manifest_before = self.workspace.manifest()
+
     def _confinement(self, report_fd: int | None) -> dict[str, confine.Layer]:
         """The launcher's report of the layers in force; raises where the policy's required ones are not."""
         if report_fd is None:
@@ -254,8 +260,9 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
 
     # ------------------------------------------------------------ ending
 
-    def close(self) -> None:
-        """Ask the worker to exit, kill what remains, and remove its workspace."""
+    def close(self, before_removal: Callable[[Path], None] | None = None) -> None:
+        """Ask the worker to exit, kill what remains, and remove its workspace; `before_removal` is given the
+        workspace's root once the worker is gone (the compiler-cache carry: sandbox/cache_carry.py)."""
         self.ask_exit()
         if not self.dead and self.proc.poll() is None:
             try:
@@ -278,6 +285,8 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
                 pass
         if self.workspace_changes is None:
             self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
+        if before_removal is not None:
+            before_removal(self.workspace.root)
         if self.sharing is None:
             self.workspace.remove()
         self.channels.close()

@@ -37,6 +37,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         False,
         state.device == "cuda",
         state.source,
+        timing_sets=POOL_SETS if config.timing and config.timing_carry else 0,
     )
     plan, screens = state.plan, []
     for index, trial in enumerate(plan.trials):

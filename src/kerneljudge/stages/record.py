@@ -53,6 +53,7 @@ def assemble(
         plan=state.plan.as_record() if state.plan is not None else None,
     )
     timing_wall_s = state.stages_s.get("timing")
+    state.timing.carried_caches = state.carried
     if state.timing.timed_busy_s is not None and timing_wall_s:
         state.timing.busy_fraction = round(min(1.0, state.timing.timed_busy_s / timing_wall_s), 4)
     record = Record(

@@ -67,6 +67,7 @@ class JudgmentState:
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
     closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
+    carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
     correctness_passed: bool = False
     tolerances: dict[str, Any] = field(default_factory=dict)

@@ -19,6 +19,7 @@ from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, recheck_last, stage, time_side
+from kerneljudge.stages.timing_pair import carried
 from kerneljudge.stages.workers import at_gate
 from kerneljudge.tasks.shapes import describe_shape, plain
 from kerneljudge.timing import drain
@@ -148,6 +149,7 @@ class Prepared:
     graph_keep: dict[tuple[str, int], int]
     l2_reset: dict[str, bool | None]
     compile_error: str | None
+    monitor: NvmlClockMonitor | None = None  # opened here, outside the hold: NVML's start is not a sample
     monitor_error: str | None = None
 
 
@@ -186,6 +188,8 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
     if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
         build_candidate(state, load_reference(state, shape), shape)
         sets = [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
+    elif carried(state):  # the trials' distributions, fresh draws of them (sandbox/cache_carry.py)
+        sets = [{**entry, "seed": seed} for entry, seed in zip(sets, state.plan.timing_seeds, strict=False)]
     flush_bytes = l2_flush_bytes(state.hello, native) if config.timing_l2_flush else 0
     l2_reset: dict[str, bool | None] = {}
     graph_keep: dict[tuple[str, int], int] = {}
@@ -210,15 +214,15 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
     if config.timing_warm and method == INTERLEAVED:  # first calls (compiles) beside the other lanes
         for timed_side in sides.values():
             timed_side(TimeRequest(pool[0], 1, 1, 0, measured=False, warming=True))
-    return Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, compile_error)
+    prepared = Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, compile_error)
+    if state.device == "cuda" and method == INTERLEAVED:
+        prepared.monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
+    return prepared
 
 
 def take(state: JudgmentState, prepared: Prepared, regime: str, budget_s: float | None) -> None:
     """The samples: calibration and the interleaved blocks (timing/basic.py), with the clocks watched."""
     config, method = state.config, prepared.method
-    monitor = None
-    if state.device == "cuda" and method == INTERLEAVED:
-        monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
     plan = TimingPlan(
         blocks=config.timing_blocks,
         samples=config.timing_samples,
@@ -231,7 +235,7 @@ def take(state: JudgmentState, prepared: Prepared, regime: str, budget_s: float 
     )
     state.drain_left = []
     state.timing = run_interleaved(
-        prepared.sides, prepared.pool, plan, state.device or "cpu", monitor=monitor, cached=prepared.cached
+        prepared.sides, prepared.pool, plan, state.device or "cpu", monitor=prepared.monitor, cached=prepared.cached
     )
     state.timing.timed_busy_s = timed_busy_s(state.timing, measured=list(prepared.sides))
 

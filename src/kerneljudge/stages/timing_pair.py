@@ -4,8 +4,12 @@ timing starts, started again after a failed graph capture. Its logs are kept as 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
+from kerneljudge.sandbox import cache_carry
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import close_workers, new_pair
@@ -29,12 +33,38 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     The checked pair has been through the correctness trials, and on CUDA the candidate's through a
     kernel trace: on an H200 a traced process launched the same softmax 2-4% slower afterwards even
     with CUPTI torn down (the A/A control read 0.962x and 0.977x), while the reference, never traced,
-    did not. A fresh pair times both sides in the same state. Its logs are kept as `<role>_timing`.
+    did not. A fresh pair times both sides in the same state. Its logs are kept as `<role>_timing`. With
+    `timing_carry`, the candidate's compiled kernels go with it (sandbox/cache_carry.py).
     """
-    state.closed_logs.update(close_workers(state))
+    carry = {"candidate": partial(carry_caches, state)} if carried(state) else {}
+    if carry and not state.booting:  # the carry's destination is started before the checked workspace goes
+        boot_pair()
+    state.closed_logs.update(close_workers(state, carry))
     if not state.booting:  # a second pair, after a failed graph capture
         boot_pair()
     state.workers, state.booting = state.booting, {}
     reference_hello(state)
     state.timing_pairs += 1
     start_candidate(state, load_reference(state))
+
+
+def carried(state: JudgmentState) -> bool:
+    """Whether the candidate's compiler caches go to its timing worker: asked for (`timing_carry`), and only
+    where the timing pool is made of fresh draws no checked worker saw (sandbox/cache_carry.py)."""
+    return state.config.timing_carry and not state.native and bool(state.plan and state.plan.timing_seeds)
+
+
+def carry_caches(state: JudgmentState, checked_root: Path) -> None:
+    """Copy the checked candidate worker's caches into the booted timing worker's workspace; what was carried
+    goes into the record (`timing.carried_caches`)."""
+    began = time.monotonic()
+    worker = state.booting["candidate"]
+    owner = (worker.uid, worker.policy.gid) if worker.uid is not None else None
+    try:
+        found = cache_carry.carry(checked_root, worker.workspace.root, owner)
+    except OSError as exc:  # what was copied stays: the candidate's own caches, only fewer of them
+        found = cache_carry.Carried(dropped=f"{type(exc).__name__}: {exc}"[:300])
+    worker.received()
+    seconds = round(time.monotonic() - began, 3)
+    state.carried = found.as_dict() | {"seconds": seconds}
+    state.stages_s["timing.candidate.carry"] = seconds

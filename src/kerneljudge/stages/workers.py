@@ -8,9 +8,10 @@ outputs), never the other way round (docs/process-model.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from kerneljudge import protocol
@@ -154,15 +155,18 @@ def candidate_step(step: Any, phase: str) -> Any:
         raise CandidateFailed(Failure(kind=exc.kind, phase=phase, summary=str(exc))) from None  # type: ignore[arg-type]
 
 
-def close_workers(state: JudgmentState) -> dict[str, WorkerLog]:
-    """Close the current pair; its logs, named by role and by which timing pair it was."""
+def close_workers(
+    state: JudgmentState, before_removal: dict[str, Callable[[Path], None]] | None = None
+) -> dict[str, WorkerLog]:
+    """Close the current pair; its logs, named by role and by which timing pair it was. `before_removal`: by
+    role, what is done with a worker's workspace once that worker is gone (the compiler-cache carry)."""
     logs = {}
     pairs = state.timing_pairs
     suffix = "" if pairs == 0 else "_timing" if pairs == 1 else f"_timing{pairs}"
     for worker in state.workers.values():
         worker.ask_exit()
     for role, worker in state.workers.items():
-        worker.close()
+        worker.close((before_removal or {}).get(role))
         logs[role + suffix] = WorkerLog(**worker.logs())
         state.memory_peaks[role + suffix] = worker.gpu_peak_bytes
     state.workers = {}

@@ -1,0 +1,30 @@
+"""The compiler-cache carry on CUDA (sandbox/cache_carry.py): a Triton candidate's timing worker, given the
+kernels its checked worker compiled, compiles none of its own (it writes nothing new in its Triton cache),
+where without the carry it compiles them again; both judgments verified."""
+
+import pytest
+
+from helpers import EXAMPLES, validate_record
+from kerneljudge.config import JudgeConfig
+from kerneljudge.pipeline import judge
+
+pytestmark = pytest.mark.gpu
+
+
+def triton_entries(record, role):
+    return [path for path in record.logs[role].workspace_changes["created"] if path.startswith("cache/triton/")]
+
+
+def test_the_timing_worker_finds_the_checked_workers_kernels():
+    task, candidate = EXAMPLES / "softmax" / "reference.py", EXAMPLES / "softmax" / "candidate_triton.py"
+    config = JudgeConfig(device="cuda", mode="enforce", policy="practical")
+    plain = judge(task, candidate, config)
+    carried = judge(task, candidate, config.with_(timing_carry=True))
+    for record in (plain, carried):
+        validate_record(record)
+        assert record.status == "PASS" and record.verified and record.timing.measured, record.failure
+        assert triton_entries(record, "candidate")  # the checked worker compiled the kernels
+    assert triton_entries(plain, "candidate_timing")  # compiled again
+    assert carried.timing.carried_caches["files"] > 0 and carried.timing.carried_caches["dropped"] is None
+    assert triton_entries(carried, "candidate_timing") == []  # found them all
+    assert plain.timing.carried_caches is None
