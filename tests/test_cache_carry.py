@@ -81,3 +81,23 @@ def test_a_carried_memo_answers_no_timed_call(tiny_task):
     plain = judge(tiny_task, CANDIDATES / "memo_in_compiler_cache.py", config)
     assert plain.timing.measured and plain.timing.carried_caches is None
     assert "timing_seeds" not in plain.correctness.plan
+
+
+def test_a_worker_started_ahead_computes_tritons_own_key_before_any_candidate_code():
+    """worker/prepare.py: asked (PREPARE_TRITON_ENV), the worker computes Triton's installation key, which its
+    first compile would otherwise compute; not asked, or under Triton's interpreter, it does nothing."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from kerneljudge.worker.prepare import prepare_triton; from triton.runtime import cache; "
+        "prepare_triton(); print(cache.triton_key.cache_info().currsize)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    for extra, expected in (
+        ({"KJ_PREPARE_TRITON": "1"}, "1"),
+        ({}, "0"),
+        ({"KJ_PREPARE_TRITON": "1", "TRITON_INTERPRET": "1"}, "0"),
+    ):
+        out = subprocess.run([sys.executable, "-c", probe], env=env | extra, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected, (extra, out.stderr[-500:])

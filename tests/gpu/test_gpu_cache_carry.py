@@ -1,6 +1,7 @@
 """The compiler-cache carry on CUDA (sandbox/cache_carry.py): a Triton candidate's timing worker, given the
 kernels its checked worker compiled, compiles none of its own (it writes nothing new in its Triton cache),
-where without the carry it compiles them again; both judgments verified."""
+where without the carry it compiles them again; both judgments verified. Either way that worker, started
+ahead, readied Triton as it started (worker/prepare.py)."""
 
 import pytest
 
@@ -28,3 +29,5 @@ def test_the_timing_worker_finds_the_checked_workers_kernels():
     assert carried.timing.carried_caches["files"] > 0 and carried.timing.carried_caches["dropped"] is None
     assert triton_entries(carried, "candidate_timing") == []  # found them all
     assert plain.timing.carried_caches is None
+    for record in (plain, carried):  # its timing worker, started ahead, computed Triton's own key as it started
+        assert record.stages_s["timing.candidate.hello:triton"] > 0, record.stages_s

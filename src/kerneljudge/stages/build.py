@@ -166,6 +166,9 @@ def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
         raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
     if str(hello.get("device", "")).split(":")[0] != state.device:
         raise JudgeFailed(f"the workers disagree on the device ({hello.get('device')} vs {state.device})")
+    prepared = hello.get("triton_prepared_s")  # said before any candidate code ran (worker/prepare.py)
+    if type(prepared) in (int, float) and state.stage is not None:
+        state.stages_s[f"{state.stage}.candidate.hello:triton"] = float(prepared)
     build_candidate(state, init_inputs)
 
 

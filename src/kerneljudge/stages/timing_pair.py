@@ -21,9 +21,11 @@ def boot(state: JudgmentState) -> None:
     Importing torch and starting CUDA take most of a worker's start (about 8 s a pair on an H200).
     Started while the checked pair works, that is done before the measurement, and in a batch
     before the lanes' gate holds the others back for it. Until loaded, the pair runs no task or
-    candidate code.
+    candidate code. For a candidate that declares a Triton kernel its worker readies Triton as it starts
+    (worker/prepare.py), which its first call in the hold would otherwise do.
     """
-    state.booting = new_pair(state, state.device or "cpu")
+    triton = any(d.get("kind") == "triton" for d in state.declared_kernels)
+    state.booting = new_pair(state, state.device or "cpu", prepare_triton=triton and state.device == "cuda")
 
 
 def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:

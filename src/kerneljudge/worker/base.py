@@ -17,6 +17,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.worker import channel, evidence, wire
+from kerneljudge.worker.prepare import prepare_triton
 from kerneljudge.worker.timer import Timer
 
 TEXT_CAP = 4096
@@ -106,6 +107,7 @@ class Worker(Timer):
         self.pinned_flags = evidence.numerics_flags()
         Timer.__init__(self)
         self.warm_up()
+        self.triton_prepared_s = prepare_triton()  # a worker started ahead of its use (worker/prepare.py)
         self.threads_baseline = evidence.python_threads()
 
     # ------------------------------------------------------------ plumbing
@@ -233,6 +235,8 @@ class Worker(Timer):
             info["triton"] = version("triton")
         except Exception:  # triton is optional; absent or unreadable means "not available"
             info["triton"] = None
+        if self.triton_prepared_s is not None:
+            info["triton_prepared_s"] = self.triton_prepared_s
         return info
 
     # ------------------------------------------------------------ building
