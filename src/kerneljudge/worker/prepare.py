@@ -11,7 +11,9 @@ timing worker finds them among the carried caches, and building them at every st
 CPU where they are not needed.)
 
 Only Triton's own code runs here, as torch's does at every worker's start; the candidate's import of triton
-then finds it imported. Any failure leaves things as they were: the candidate's first call does the work.
+then finds it imported. That tells a candidate its worker was started ahead, which a timing worker's
+requests tell it anyway; its timed calls' outputs are checked all the same. Any failure leaves things as
+they were: the candidate's first call does the work.
 """
 
 from __future__ import annotations
