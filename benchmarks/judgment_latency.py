@@ -189,24 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="suite task names to keep (CUDA)")
     parser.add_argument("--repeats", type=int, default=1, help="judgments of each candidate, per timing choice")
     parser.add_argument("--no-untimed", action="store_true", help="only the judgments with timing")
-    parser.add_argument(
-        "--spare-workers",
-        choices=("no", "yes", "both"),
-        default="no",
-        help="judge with spare worker pairs started ahead (stages/spare_pairs.py), without, or each way in turn",
-    )
-    parser.add_argument(
-        "--timing-warm",
-        choices=("no", "yes", "both"),
-        default="no",
-        help="timed judgments with one untimed call of each side before the measuring hold (JudgeConfig.timing_warm)",
-    )
-    parser.add_argument(
-        "--timing-carry",
-        choices=("no", "yes", "both"),
-        default="no",
-        help="timed judgments with the candidate's compiler caches carried to the timing worker (timing_carry)",
-    )
+    for flag, what in (
+        ("--spare-workers", "judge with spare worker pairs started ahead (stages/spare_pairs.py)"),
+        ("--timing-warm", "timed judgments with one untimed call of each side before the measuring hold"),
+        ("--timing-carry", "timed judgments with the candidate's compiler caches carried to its timing worker"),
+    ):
+        parser.add_argument(flag, choices=("no", "yes", "both"), default="no", help=f"{what}: no, yes or each way")
     parser.add_argument(
         "--profile-timing",
         action="store_true",
