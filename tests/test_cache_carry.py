@@ -3,6 +3,7 @@ timing worker's, what never is, and that a memo carried that way answers no time
 then made of fresh draws)."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -101,3 +102,68 @@ def test_a_worker_started_ahead_computes_tritons_own_key_before_any_candidate_co
     ):
         out = subprocess.run([sys.executable, "-c", probe], env=env | extra, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected, (extra, out.stderr[-500:])
+
+
+class FakeWorker:
+    """What timing_pair.start asks of a worker: its exit, its close (with the carry), its logs and workspace."""
+
+    def __init__(self, events: list[str], name: str) -> None:
+        self.events, self.name = events, name
+        self.workspace = Workspace.create("carrytest")
+        self.uid, self.policy, self.gpu_peak_bytes = None, SimpleNamespace(gid=65534), None
+
+    def ask_exit(self) -> None:
+        pass
+
+    def close(self, before_removal=None) -> None:
+        self.events.append(f"close {self.name}")
+        if before_removal is not None:
+            before_removal(self.workspace.root)
+        self.workspace.remove()
+
+    def received(self) -> None:
+        self.events.append(f"received {self.name}")
+
+    def logs(self) -> dict:
+        return {"stdout_tail": "", "stdout_bytes": 0, "stderr_tail": "", "stderr_bytes": 0, "truncated": False}
+
+
+def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_reach_it(monkeypatch):
+    """After a failed graph capture the pair being replaced is the first timing pair and none is booting: with
+    the carry the second is started first, and the caches go from the first's workspace to the second's."""
+    from kerneljudge.stages import timing_pair
+
+    events: list[str] = []
+    first = {role: FakeWorker(events, f"first {role}") for role in ("reference", "candidate")}
+    (first["candidate"].workspace.root / "cache/triton/K").mkdir()
+    (first["candidate"].workspace.root / "cache/triton/K/kernel.cubin").write_bytes(b"cubin")
+    second = {role: FakeWorker(events, f"second {role}") for role in ("reference", "candidate")}
+    state = SimpleNamespace(
+        workers=first,
+        booting={},
+        closed_logs={},
+        memory_peaks={},
+        stages_s={},
+        timing_pairs=1,
+        native=False,
+        config=JudgeConfig(device="cpu", timing_carry=True),
+        plan=SimpleNamespace(timing_seeds=[1, 2, 3]),
+        carried=None,
+    )
+
+    def boot() -> None:
+        events.append("boot second")
+        state.booting = second
+
+    monkeypatch.setattr(timing_pair, "reference_hello", lambda s: {})
+    monkeypatch.setattr(timing_pair, "load_reference", lambda s: [])
+    monkeypatch.setattr(timing_pair, "start_candidate", lambda s, init: events.append("load second candidate"))
+    try:
+        timing_pair.start(state, boot)
+        assert events.index("boot second") < events.index("close first candidate")
+        assert events.index("received second candidate") < events.index("load second candidate")
+        assert (second["candidate"].workspace.root / "cache/triton/K/kernel.cubin").read_bytes() == b"cubin"
+        assert state.carried["files"] == 1 and state.workers is second and state.timing_pairs == 2
+    finally:
+        for worker in second.values():
+            worker.workspace.remove()
