@@ -75,9 +75,8 @@ def judged(
     store_path: Path,
     kinds: dict[str, str],
 ) -> dict[str, Any]:
-    config = JudgeConfig(
-        device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout, timing_warm=args.timing_warm
-    )
+    config = JudgeConfig(device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout)
+    config = config.with_(timing_warm=args.timing_warm, timing_carry=args.timing_carry)
     if store_path.exists():
         raise SystemExit(f"{store_path} exists: a store that holds records would be skipped, not timed")
     began = time.monotonic()
@@ -106,6 +105,7 @@ def judged(
         "lanes": len(lanes),
         "spare_workers": args.spare_workers,
         "timing_warm": args.timing_warm,
+        "timing_carry": args.timing_carry,
         "gpus": gpus if args.device == "cuda" else 0,
         "candidates": counts.judged,
         "wall_s": round(wall_s, 1),
@@ -234,6 +234,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         mode = r["mode"] + (" (spare workers)" if r.get("spare_workers") else "")
         mode += " (timing warm)" if r.get("timing_warm") else ""
+        mode += " (timing carry)" if r.get("timing_carry") else ""
         busy = "-" if r.get("gpu_busy_pct") is None else f"{r['gpu_busy_pct']:.0f}%"
         lines.append(
             f"| {mode} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
@@ -280,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--timing-warm", action="store_true", help="the judge's first calls before the measuring hold (timing_warm)"
+    )
+    parser.add_argument(
+        "--timing-carry", action="store_true", help="the candidates' compiler caches carried to the timing worker"
     )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
