@@ -167,3 +167,16 @@ def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_re
     finally:
         for worker in second.values():
             worker.workspace.remove()
+
+
+def test_a_cache_folder_replaced_by_a_link_carries_nothing_from_where_it_points(pair, tmp_path):
+    source, dest = pair
+    secret = tmp_path / "elsewhere"
+    (secret / "k").mkdir(parents=True)
+    (secret / "k/parent_only.txt").write_text("read by the parent alone")
+    os.rename(source / "cache", source / "cache_old")
+    (source / "cache").symlink_to(secret.parent)  # `cache` a link: cache/triton would resolve outside
+    (secret.parent / "triton").symlink_to(secret)
+    carried = cache_carry.carry(source, dest, owner=None)
+    assert carried.files == 0 and carried.left_behind == 3
+    assert not any((dest / "cache").rglob("parent_only.txt"))

@@ -61,6 +61,9 @@ def carry(source_root: Path, dest_root: Path, owner: tuple[int, int] | None) -> 
     try:
         for var in CARRIED:
             sub = CACHE_DIRS[var]
+            if not _real_folders(source_root, sub):  # a link on the way: the worker pointed its cache elsewhere
+                counts["left_behind"] += 1
+                continue
             _copy_tree(source_root / sub, dest_root / sub, owner, counts, made)
     except TooMuch as exc:
         for path in reversed(made):  # deepest first: files, then their folders
@@ -70,6 +73,21 @@ def carry(source_root: Path, dest_root: Path, owner: tuple[int, int] | None) -> 
                 path.unlink(missing_ok=True)
         return Carried(dropped=str(exc))
     return Carried(counts["files"], counts["bytes"], counts["left_behind"])
+
+
+def _real_folders(root: Path, sub: str) -> bool:
+    """Whether every step from `root` to `root/sub` is a folder and none a link (the checked worker could have
+    replaced `cache` or `cache/triton` by a link to anywhere the parent can read)."""
+    path = root
+    for part in Path(sub).parts:
+        path = path / part
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(info.st_mode):
+            return False
+    return True
 
 
 def _copy_tree(
