@@ -5,7 +5,7 @@ ahead, readied Triton as it started (worker/prepare.py)."""
 
 import pytest
 
-from helpers import EXAMPLES, validate_record
+from helpers import CANDIDATES, EXAMPLES, TASKS, validate_record
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
 
@@ -31,3 +31,13 @@ def test_the_timing_worker_finds_the_checked_workers_kernels():
     assert plain.timing.carried_caches is None
     for record in (plain, carried):  # its timing worker, started ahead, computed Triton's own key as it started
         assert record.stages_s["timing.candidate.hello:triton"] > 0, record.stages_s
+
+
+def test_a_cuda_extension_candidate_is_timed_and_verified_with_the_carry():
+    """An inline CUDA extension (torch's build, which the carry leaves behind: its build file names its own
+    workspace) is built again in the timing worker and timed; the driver's cache goes with the carry."""
+    config = JudgeConfig(device="cuda", mode="enforce", policy="practical", sanitizer="off", timing_carry=True)
+    record = judge(TASKS / "rms_norm.py", CANDIDATES / "cuda_rms_norm_synced.py", config)
+    validate_record(record)
+    assert record.status == "PASS" and record.verified and record.timing.measured, record.failure
+    assert record.timing.carried_caches["dropped"] is None
