@@ -35,7 +35,6 @@ from kerneljudge.sandbox.workspace import CACHE_DIRS
 CARRIED = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH")
 MAX_BYTES = 512 * 2**20
 MAX_ENTRIES = 20_000
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -132,18 +131,12 @@ def _copy_tree(
 def _copy_file(source: str, target: Path, info: os.stat_result) -> None:
     """A regular file's bytes, opened without following a link or blocking on a FIFO put there since the
     scan, into a new file (never through a name already there); its mtime kept."""
-    fd_in = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd_in).st_mode):
+    with os.fdopen(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
             raise OSError(f"{source} is no longer a regular file")
         fd_out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
-            while chunk := os.read(fd_in, CHUNK):
-                os.write(fd_out, chunk)
-        finally:
-            os.close(fd_out)
-    finally:
-        os.close(fd_in)
+        with os.fdopen(fd_out, "wb") as dst:
+            shutil.copyfileobj(src, dst)  # every byte, however the writes are split
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
 
 

@@ -53,7 +53,7 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
 def carried(state: JudgmentState) -> bool:
     """Whether the candidate's compiler caches go to its timing worker: asked for (`timing_carry`), and only
     where the timing pool is made of fresh draws no checked worker saw (sandbox/cache_carry.py)."""
-    return state.config.timing_carry and not state.native and bool(state.plan and state.plan.timing_seeds)
+    return state.config.timing_carry and bool(state.plan and state.plan.timing_seeds)  # none drawn natively
 
 
 def carry_caches(state: JudgmentState, checked_root: Path) -> None:

@@ -29,8 +29,8 @@ def new_pair(state: JudgmentState, device: str, prepare_triton: bool = False) ->
     """A reference and a candidate worker for this judgment: a spare one where the judge keeps spares
     (stages/spare_pairs.py), given its sources now, or else one started here. `prepare_triton`: the
     candidate's worker readies Triton as it starts (`PREPARE_TRITON_ENV`), for a pair started ahead of its
-    use; spares, started ahead too, always do on CUDA."""
-    start = partial(start_pair, device, state.gpu, state.sandbox, state.limits, prepare_triton=device == "cuda")
+    use; spares, started ahead too, always do off the CPU (a worker that finds itself on the CPU skips it)."""
+    start = partial(start_pair, device, state.gpu, state.sandbox, state.limits, prepare_triton=device != "cpu")
     pair = state.spares.take((device, state.gpu, state.sandbox, state.limits), start) if state.spares else None
     if pair is not None:
         pair["reference"].assign(state.task.text)
