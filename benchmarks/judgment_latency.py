@@ -15,6 +15,11 @@ requests, the checks of kept outputs, and what is the parent's own); then the me
     python benchmarks/judgment_latency.py --device cuda --out latency > table.md
     python benchmarks/judgment_latency.py --device cpu --repeats 3 --spare-workers both
 
+`--pinned-heads no|both` judges without the channels' registered heads too (worker/pinned.py; the
+workers then copy every tensor through windows mapped per copy, as before them), and a last table shows the
+outputs' crossings: the candidate's writes, the reference's reads and comparisons, in correctness and in the
+timing stage's checks.
+
 `--spare-workers yes|both` judges with spare worker pairs (stages/spare_pairs.py): each judgment takes the
 pair the one before it started, which has finished starting when it comes (an idle judge), as a serving
 process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps the tasks written and
@@ -27,6 +32,7 @@ import argparse
 import cProfile
 import itertools
 import json
+import os
 import pstats
 import statistics
 import sys
@@ -52,6 +58,16 @@ COLUMNS = {
     "correctness.reference.compare": "comparisons",
     "correctness": "correctness",
     "timing": "timing",
+}
+
+# The outputs' crossings (worker clocks, `stages_s["<stage>.<worker>.<op>:<part>"]`): the column of each
+CROSSINGS = {
+    "correctness: candidate writes": ("correctness.candidate.call:write",),
+    "reference reads": ("correctness.reference.compare:read",),
+    "compares": ("correctness.reference.compare:compare",),
+    "timing checks: candidate writes": ("timing.candidate.captured:write", "timing.candidate.recheck:write"),
+    "reference reads ": ("timing.reference.compare:read",),
+    "compares ": ("timing.reference.compare:compare",),
 }
 
 # The timing stage's round trips (`stages_s["timing.<worker>.<op>"]`), grouped: the ops of each column
@@ -96,6 +112,7 @@ def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: 
         "spare_workers": spares is not None,
         "timing_warm": config.timing and config.timing_warm,
         "timing_carry": config.timing and config.timing_carry,
+        "pinned_heads": os.environ.get("KJ_PINNED_HEADS") != "0",
         "carried_caches": record.timing.carried_caches,
         "status": record.status,
         "verified": record.verified,
@@ -118,8 +135,9 @@ def cell(value: float | None, digits: int = 1) -> str:
 
 
 def way(row: dict[str, Any]) -> str:
-    """How a timed judgment was made, as a name's suffix: " (warm)", " (carry)", " (warm, carry)" or none."""
+    """How a judgment was made, as a name's suffix: " (warm)", " (carry)", " (warm, carry)", " (no heads)"..."""
     chosen = [name for name in ("warm", "carry") if row.get(f"timing_{name}")]
+    chosen += [] if row.get("pinned_heads", True) else ["no heads"]
     return f" ({', '.join(chosen)})" if chosen else ""
 
 
@@ -145,6 +163,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             held = r["stages_s"].get("timing.held")
             busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
             lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
+    head = ["task", "timed", *CROSSINGS]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        parts = [cell(sum(r["stages_s"].get(key, 0.0) for key in keys), 3) for keys in CROSSINGS.values()]
+        lines.append(f"| {r['task']}{way(r)} | {yes(r['timing'])} | " + " | ".join(parts) + " |")
     lines += [
         "",
         "| timed | spare workers | judgments | median wall s | max wall s | median timing busy |",
@@ -193,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         ("--spare-workers", "judge with spare worker pairs started ahead (stages/spare_pairs.py)"),
         ("--timing-warm", "timed judgments with one untimed call of each side before the measuring hold"),
         ("--timing-carry", "timed judgments with the candidate's compiler caches carried to its timing worker"),
+        ("--pinned-heads", "workers copying device tensors through the channels' registered heads"),
     ):
-        parser.add_argument(flag, choices=("no", "yes", "both"), default="no", help=f"{what}: no, yes or each way")
+        default = "yes" if flag == "--pinned-heads" else "no"
+        parser.add_argument(flag, choices=("no", "yes", "both"), default=default, help=f"{what}: no, yes or each way")
     parser.add_argument(
         "--profile-timing",
         action="store_true",
@@ -203,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.pinned_heads == "both" and args.spare_workers != "no":  # a spare pair keeps the setting it started in
+        parser.error("--pinned-heads both needs --spare-workers no")
     device = args.device
     if device == "auto":
         import torch
@@ -216,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     # (timing, warm, carry) of each judgment of a candidate: the last two only matter where there is timing
     choices = [(True, warm, carry) for warm in either[args.timing_warm] for carry in either[args.timing_carry]]
     choices += [] if args.no_untimed else [(False, False, False)]
+    heads = either[args.pinned_heads]
     ways = either[args.spare_workers]
     jobs = work(device, args.only, out)
     profiler = profile_take() if args.profile_timing else None
@@ -224,14 +252,16 @@ def main(argv: list[str] | None = None) -> int:
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)
         for name, task, candidate in jobs:
-            for timed, warm, carry in choices:
+            for (timed, warm, carry), pinned in itertools.product(choices, heads):
+                os.environ["KJ_PINNED_HEADS"] = "1" if pinned else "0"  # inherited by the workers started next
                 for spare in ways:
                     for _ in range(args.repeats):
                         chosen = config.with_(timing=timed, timing_warm=warm, timing_carry=carry)
                         rows.append(judged(name, task, candidate, chosen, spares if spare else None))
                         last = rows[-1]
                         print(
-                            f"{name} timed={timed} warm={warm} carry={carry} spares={spare}: {last['status']} in "
+                            f"{name} timed={timed} warm={warm} carry={carry} heads={pinned} spares={spare}: "
+                            f"{last['status']} in "
                             f"{last['wall_s']:.1f} s",
                             file=sys.stderr,
                             flush=True,

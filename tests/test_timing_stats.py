@@ -326,13 +326,13 @@ class FakeMonitor:
     def __init__(self, throttled_blocks):
         self.throttled_blocks, self.reads = set(throttled_blocks), 0
 
-    def snapshot(self):
-        self.reads += 1
-        block = (self.reads - 1) // 2
-        return {"block": block, "sm_mhz": 1400 if block in self.throttled_blocks else 1980}
+    def snapshot(self):  # the n-th reading is the boundary before block n (and after block n - 1)
+        boundary, self.reads = self.reads, self.reads + 1
+        return {"boundary": boundary, "sm_mhz": 1400 if boundary - 1 in self.throttled_blocks else 1980}
 
     def throttled(self, before, after):
-        return ["sw_power_cap"] if before["block"] in self.throttled_blocks else []
+        assert after["boundary"] == before["boundary"] + 1  # the two ends of one block
+        return ["sw_power_cap"] if before["boundary"] in self.throttled_blocks else []
 
 
 class SlowDuringBlocks(NoisySide):
@@ -354,11 +354,13 @@ def test_blocks_timed_while_throttled_are_flagged_and_left_out():
         "candidate": SlowDuringBlocks(clock, 0.5, {2, 3}, seed=1),
         "reference": NoisySide(clock, 1.0, seed=2),
     }
-    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock, FakeMonitor({1, 2}))
+    monitor = FakeMonitor({1, 2})
+    timing = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock, monitor)
     assert timing.clocks["throttled_blocks"] == [1, 2] and timing.clocks["reasons"] == ["sw_power_cap"]
     assert timing.clocks["throttled_dropped"] is True and timing.clocks["sm_mhz_min"] == 1400
     assert timing.block_ratios[1] == pytest.approx(2.0 / 3.0) and timing.speedup == pytest.approx(2.0)
     assert len(timing.block_ratios) == 7  # two more blocks replace the ones left out
+    assert monitor.reads == 7 + 1  # one reading a boundary between blocks, not two a block
     unmonitored = run_interleaved(sides, [None], TimingPlan(), "cuda", random.Random(0), clock)
     assert unmonitored.clocks == {"monitor": None}
 

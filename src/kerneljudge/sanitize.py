@@ -40,7 +40,7 @@ EXIT_WAIT_S = 120.0  # for the tool's summary, printed once the worker has exite
 # nothing wrote. Line tables in a torch extension's kernels come with every worker's builds (sandbox/process.py).
 # The worker ends through the interpreter's teardown, not os._exit (worker/main.py): the tool may flush its
 # reports as the CUDA context and its libraries are torn down, which os._exit skips.
-SANITIZED_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "KJ_WORKER_TEARDOWN": "1"}
+SANITIZED_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "KJ_WORKER_TEARDOWN": "1", "KJ_PINNED_HEADS": "0"}
 CUSTOM_CUDA_KINDS = ("cuda", "cuda_source")  # a __global__ in a source string; load_inline, cupy.RawKernel, ...
 NOT_FOUND = f"{TOOL_NAME} not found (PATH, $CUDA_HOME/bin, next to nvcc, /usr/local/cuda*/bin)"
 

@@ -44,6 +44,7 @@ INHERITED_ENV = (
     "CUDA_PATH",
     "LD_LIBRARY_PATH",
     "NVIDIA_VISIBLE_DEVICES",
+    "KJ_PINNED_HEADS",  # "0": no registered channel heads (worker/pinned.py), for a measurement without them
     "NVIDIA_DRIVER_CAPABILITIES",
     *MULTICAST_OFF_ENV,
     "OMP_NUM_THREADS",

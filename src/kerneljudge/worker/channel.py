@@ -16,17 +16,20 @@ oracle's outputs lie. A reader trusts nothing it is told: a description is check
 capacity, the dtype against a list, the byte count against the shape, before a byte is read.
 
 Windows of the file are mapped one at a time (`WINDOW_BYTES`): a worker's address-space limit never has to
-cover a whole tensor twice.
+cover a whole tensor twice. A CUDA worker copies a device tensor that lies in a channel's first HEAD_BYTES
+through that channel's registered head instead (worker/pinned.py): mapped once, page-locked as it is used.
 """
 
 from __future__ import annotations
 
-import ctypes
+import fcntl
 import mmap
 import os
 import warnings
 from dataclasses import dataclass
 from typing import Any
+
+from kerneljudge.worker import pinned
 
 WINDOW_BYTES = 256 * 2**20
 ALIGN = mmap.ALLOCATIONGRANULARITY
@@ -50,8 +53,6 @@ DTYPES = (
     "float8_e4m3fnuz",
     "float8_e5m2fnuz",
 )
-
-_FALLOC_PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 
 
 class ChannelError(Exception):
@@ -77,9 +78,12 @@ class Endpoint:
 
 
 def create(name: str, capacity_bytes: int) -> Endpoint:
-    """A new channel (the parent's read-write endpoint): sparse, so capacity costs nothing until written."""
-    fd = os.memfd_create(f"kerneljudge-{name}", os.MFD_CLOEXEC)
+    """A new channel (the parent's read-write endpoint): sparse, so capacity costs nothing until written, and
+    sealed against shrinking, so that no process holding it can take pages from under another's mapping or
+    registered head (worker/pinned.py)."""
+    fd = os.memfd_create(f"kerneljudge-{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, capacity_bytes)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
     return Endpoint(name, fd, True, capacity_bytes)
 
 
@@ -87,17 +91,6 @@ def reader(endpoint: Endpoint) -> Endpoint:
     """A read-only descriptor of the same channel (to hand to a process that must not write it)."""
     fd = os.open(f"/proc/self/fd/{endpoint.fd}", os.O_RDONLY | os.O_CLOEXEC)
     return Endpoint(endpoint.name, fd, False, endpoint.capacity_bytes)
-
-
-def release(endpoint: Endpoint) -> None:
-    """Give the channel's memory back (its content is gone; the capacity stays)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.fallocate(
-        ctypes.c_int(endpoint.fd),
-        ctypes.c_int(_FALLOC_PUNCH_HOLE),
-        ctypes.c_long(0),
-        ctypes.c_long(endpoint.capacity_bytes),
-    )
 
 
 def _align(offset: int) -> int:
@@ -111,10 +104,12 @@ def _byte_view(torch: Any, t: Any) -> Any:
 
 
 class Channels:
-    """The channels one process holds, by name; writes and reads of described tensors."""
+    """The channels one process holds, by name; writes and reads of described tensors. With `heads` (a CUDA
+    worker's), device tensors in a channel's head cross through its registered mapping (worker/pinned.py)."""
 
-    def __init__(self, endpoints: list[Endpoint]) -> None:
+    def __init__(self, endpoints: list[Endpoint], heads: bool = False) -> None:
         self.endpoints = {e.name: e for e in endpoints}
+        self.heads = pinned.Heads() if heads else None
 
     def _endpoint(self, name: Any, write: bool) -> Endpoint:
         endpoint = self.endpoints.get(name) if isinstance(name, str) else None
@@ -161,8 +156,10 @@ class Channels:
                     f"channel {name} holds {endpoint.capacity_bytes} bytes; {offset + nbytes} needed"
                     " (raise max_message_bytes)"
                 )
-            if nbytes:
-                source = _byte_view(torch, t.contiguous())
+            source = _byte_view(torch, t.contiguous()) if nbytes else None
+            if source is not None and not (
+                source.is_cuda and self.heads is not None and self.heads.copy(endpoint, offset, source, write=True)
+            ):
                 self._each_window(
                     endpoint,
                     offset,
@@ -230,12 +227,16 @@ class Channels:
                     raise ChannelError(f"channel {endpoint.name} ended before byte {offset + done}")
                 done += got
             return out
+        if target.is_cuda and self.heads is not None and self.heads.copy(endpoint, offset, target, write=False):
+            return out
         self._each_window(
             endpoint, offset, nbytes, False, lambda window, at: target[at : at + window.numel()].copy_(window)
         )
         return out
 
     def close(self) -> None:
+        if self.heads is not None:
+            self.heads.close()
         for endpoint in self.endpoints.values():
             try:
                 os.close(endpoint.fd)

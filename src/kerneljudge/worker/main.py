@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.parent_pid is not None:
         die_with_parent(ns.parent_pid)
-    channels = channel.Channels([channel.Endpoint.parse(text) for text in ns.channel])
+    # A CUDA worker's device tensors cross the channels' registered heads (worker/pinned.py); a sanitized
+    # worker's do not (sanitize.SANITIZED_ENV), so that the tool sees the copies it always saw.
+    heads = ns.device != "cpu" and os.environ.get("KJ_PINNED_HEADS") != "0"
+    channels = channel.Channels([channel.Endpoint.parse(text) for text in ns.channel], heads=heads)
     if ns.role == "reference":
         from kerneljudge.worker.reference import ReferenceWorker as cls
     else:
