@@ -120,13 +120,15 @@ class Compare(Request):
 @dataclass(frozen=True)
 class Stage(Request):
     """The timing pool: the reference makes `sets` (their seeds and variants) and sends them where
-    `inputs_to` says; the candidate's worker stages what its inbox holds, or makes `made` again."""
+    `inputs_to` says; the candidate's worker stages what its inbox holds, or makes `made` again. With
+    `tolerances` (as `compare` takes them), the reference makes its checks of timed outputs ready too."""
 
     op: ClassVar[str] = "stage"
     sets: list | None = None
     made: list | None = None
     on_device: bool = False
     inputs_to: str | None = None
+    tolerances: list | None = None
 
 
 @dataclass(frozen=True)

@@ -136,21 +136,26 @@ def tolerances(state: JudgmentState, native: bool = False) -> list[Tolerance]:
     return chosen
 
 
+def tolerance_specs(state: JudgmentState, native: bool = False) -> list[dict[str, Any]]:
+    """The tolerances of `tolerances` as a comparison request carries them."""
+    return [
+        {"atol": t.atol, "rtol": t.rtol, "ref_error_factor": t.ref_error_factor, "name": t.name}
+        for t in tolerances(state, native=native)
+    ]
+
+
 def compare(
     state: JudgmentState, slot: str, cand: dict[str, Any], method: str, keep: bool = False, key: str = "values"
 ) -> list:
     """The reference worker's comparison of the candidate's outputs (`cand`, its response: the outputs lie
     in its outbox) with slot `slot`; a list of results, one per output."""
-    tols = tolerances(state, native=method == "native")
     request = protocol.Compare(
         slot=slot,
         method=method,
         keep=keep,
         task_check=state.task_check,
         container=state.signature.get("container", "Tensor"),
-        tolerances=[
-            {"atol": t.atol, "rtol": t.rtol, "ref_error_factor": t.ref_error_factor, "name": t.name} for t in tols
-        ],
+        tolerances=tolerance_specs(state, native=method == "native"),
     )
     names = wire.tensor_names(cand[key])
     placed = (cand[key], {n: cand["tensors"][n] for n in names})

@@ -14,7 +14,7 @@ from kerneljudge import protocol
 from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes
 from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
-from kerneljudge.stages.calls import compare
+from kerneljudge.stages.calls import compare, tolerance_specs
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
@@ -132,7 +132,11 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     candidate's inbox, or has the candidate's worker make them again (`JudgmentState.inputs_made`); every
     timing request then names the pool."""
     made = state.inputs_made(shape)
-    staging = protocol.Stage(sets=sets, on_device=not state.native, inputs_to="made" if made else "candidate")
+    # The checks of timed outputs made ready with the pool, beside the other lanes, not in the measuring hold
+    checked = not (state.native or state.task_check or state.draws_random) and state.signature
+    tolerances = tolerance_specs(state) if checked else None
+    inputs_to = "made" if made else "candidate"
+    staging = protocol.Stage(sets=sets, on_device=not state.native, inputs_to=inputs_to, tolerances=tolerances)
     response, _ = ask(state, "reference", staging)
     if response.get("type") != "staged":
         task_failed(state, response, "the reference worker could not stage the timing inputs")

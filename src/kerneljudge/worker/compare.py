@@ -53,6 +53,16 @@ class Comparisons:
             passed, message = False, f"the check raised {type(exc).__name__}: {exc}"
         return {"passed": bool(passed), "message": str(message)[:2000]}
 
+    def timed_checks(self, slot: dict[str, Any], tolerances: list[dict[str, Any]]) -> list[Any]:
+        """The slot's checks of timed outputs by these tolerances (correctness.OracleCheck, one per output),
+        made once: at staging, where the parent sends the tolerances with the pool, else at the first check."""
+        if slot.get("checks") is None or slot.get("checks_for") != tolerances:
+            refs, oracles = items_of(slot["out"]), items_of(slot["oracle"])
+            tols = [correctness.Tolerance(**t) for t in tolerances]
+            slot["checks"] = [correctness.OracleCheck(r, o, t) for r, o, t in zip(refs, oracles, tols, strict=True)]
+            slot["checks_for"] = tolerances
+        return slot["checks"]
+
     def op_compare(self, request: protocol.Compare, args: Any) -> None:
         """Compare the candidate's outputs (`args`, read from its outbox) with slot `slot`.
 
@@ -114,12 +124,7 @@ class Comparisons:
                 elif method == "replay":
                     cmp = replay.compare_replay(slot["kept"][i], c, r, o, tol)
                 elif method == "timed":
-                    if slot["checks"] is None:
-                        slot["checks"] = [
-                            correctness.OracleCheck(r2, o2, t2)
-                            for r2, o2, t2 in zip(refs, oracles, tolerances, strict=True)
-                        ]
-                    cmp = slot["checks"][i].compare(c)
+                    cmp = self.timed_checks(slot, request.tolerances)[i].compare(c)
                 else:
                     cmp = correctness.compare_to_oracle(c, r, o, tol)
                 results.append(

@@ -22,6 +22,7 @@ class TimingPool:
     model: Any
     channels: Any
     slots: dict[str, dict[str, Any]]
+    timed_checks: Any  # worker/compare.py
 
     def op_stage(self, request: protocol.Stage, args: Any) -> None:
         """The timing pool: the input sets of `sets` (each a trial's seed and variant) made again, kept here
@@ -57,6 +58,11 @@ class TimingPool:
                     "checks": None,
                     "inputs": self.kept_for_check(inputs),
                 }
+                if request.tolerances and oracle_out is not None:  # made now, outside the measuring hold
+                    try:
+                        self.timed_checks(self.slots[f"pool{k}"], request.tolerances)
+                    except Exception:  # left to the first check, which reports what is wrong as a comparison
+                        self.slots[f"pool{k}"]["checks"] = None
                 pool.append(inputs)
                 if made or request.inputs_to == "here":
                     continue
