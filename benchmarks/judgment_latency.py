@@ -190,7 +190,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def profile_take() -> cProfile.Profile:
-    """A profiler of the parent's part of every measuring hold: `stages/timing.py`'s `take`, wrapped."""
+    """A profiler of the parent's part of every measuring hold and of the first calibration requests before it:
+    `stages/timing.py`'s `take`, wrapped."""
     from kerneljudge.stages import timing as timing_stage
 
     profiler, take = cProfile.Profile(), timing_stage.take

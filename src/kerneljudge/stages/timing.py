@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,19 +159,29 @@ def measure(
 ) -> None:
     """Stage the pool and make the sides ready beside the other lanes, time them with every other lane
     paused, then check the kept outputs and read the findings beside the other lanes again: the gate is
-    held for the samples (and their calibration), not for the staging or the checks (issue 20)."""
+    held for the samples and their calibration, not for the staging, the checks (issue 20) or each side's
+    first calibration request, where a fresh worker's JIT compiles the kernel on its first call and whose
+    figures only size the samples (the probes after it size them again, in the hold)."""
     with at_gate(state, measuring=False):
         prepared = prepare(state, regime, shape)
     if prepared is None:
         return
-    with at_gate(state, measuring=True):
-        began = time.monotonic()
+    held_since: list[float] = []
+    with ExitStack() as gate:
+        gate.enter_context(at_gate(state, measuring=False))
+
+        def hold() -> None:  # from working beside the other lanes to measuring with them paused
+            gate.close()
+            gate.enter_context(at_gate(state, measuring=True))
+            held_since.append(time.monotonic())
+
         try:
             state.progress("timing candidate and reference")
-            take(state, prepared, regime, budget_s)
+            take(state, prepared, regime, budget_s, hold)
         finally:  # how long every other lane was held back: `stages_s["timing.held"]`
-            held = state.stages_s.get("timing.held", 0.0) + time.monotonic() - began
-            state.stages_s["timing.held"] = round(held, 3)
+            if held_since:
+                held = state.stages_s.get("timing.held", 0.0) + time.monotonic() - held_since[0]
+                state.stages_s["timing.held"] = round(held, 3)
     with at_gate(state, measuring=False):
         read(state, prepared)
 
@@ -220,8 +231,11 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
     return prepared
 
 
-def take(state: JudgmentState, prepared: Prepared, regime: str, budget_s: float | None) -> None:
-    """The samples: calibration and the interleaved blocks (timing/basic.py), with the clocks watched."""
+def take(
+    state: JudgmentState, prepared: Prepared, regime: str, budget_s: float | None, hold: Callable[[], None]
+) -> None:
+    """The samples: calibration and the interleaved blocks (timing/basic.py), with the clocks watched; `hold`
+    pauses the other lanes once the first calibration requests are answered."""
     config, method = state.config, prepared.method
     plan = TimingPlan(
         blocks=config.timing_blocks,
@@ -235,7 +249,13 @@ def take(state: JudgmentState, prepared: Prepared, regime: str, budget_s: float 
     )
     state.drain_left = []
     state.timing = run_interleaved(
-        prepared.sides, prepared.pool, plan, state.device or "cpu", monitor=prepared.monitor, cached=prepared.cached
+        prepared.sides,
+        prepared.pool,
+        plan,
+        state.device or "cpu",
+        monitor=prepared.monitor,
+        cached=prepared.cached,
+        hold=hold,
     )
     state.timing.timed_busy_s = timed_busy_s(state.timing, measured=list(prepared.sides))
 

@@ -94,15 +94,22 @@ def run_interleaved(
     clock: Callable[[], float] = time.perf_counter,
     monitor: ClockMonitor | None = None,
     cached: dict[str, CachedSide] | None = None,
+    hold: Callable[[], None] | None = None,
 ) -> Timing:
     """Time `candidate` and `reference` (and `compiled`, when present: the reference under torch.compile)
     and return the timing section of a record.
 
     A side in `cached` (interleaved method only) is not timed: its cached block figures stand in for its
-    blocks, in turn, and the record says where they came from (`reference_source`)."""
+    blocks, in turn, and the record says where they came from (`reference_source`). `hold` is called once
+    every side's first calibration request is answered (a fresh worker's first call, where a JIT compiles,
+    which only sizes the samples) and before anything else: the caller pauses the other lanes there
+    (stages/timing.py)."""
     rng = rng or random.Random()
     cached = cached or {}
+    hold = hold or (lambda: None)
     session = _Session(sides, clock, untimed=list(cached))
+    if plan.method in (KERNELBENCH, DO_BENCH):
+        hold()
     if plan.method == KERNELBENCH:
         return _single_figure(session, plan, device, TimeRequest(inputs[0], 1, plan.native_trials, 3))
     if plan.method == DO_BENCH:
@@ -124,6 +131,8 @@ def run_interleaved(
             calls_for(statistics.median(first.times_ms), plan.target_sample_ms),
             calls_within(session.last_ms, first.paced_ms(), made, plan.target_sample_ms),
         )
+    hold()  # each worker still sees its requests in the same order: first, probes, blocks
+    for name in sides:
         if busy:  # how long the host takes to issue one sample's calls (with a graph: capture it first)
             probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False, graph=graph))
             for _ in range(MAX_RECALIBRATIONS):
