@@ -1,7 +1,9 @@
 """The channels' registered heads on CUDA (worker/pinned.py), with the driver's registration: device tensors
 cross a head both ways, read-only where the reader holds the channel read-only, and a write that lands where
 an earlier one did is read fresh (a registration that had pinned pages the file no longer held would move the
-old bytes), in one process and across two, as a candidate worker writes and the reference worker reads."""
+old bytes), in one process and across two, as a candidate worker writes and the reference worker reads; and a
+reader's registration that ran past the bytes written (a grain is registered whole) sees what is written
+there later through windows, as the parent writes a worker's inbox."""
 
 import json
 import os
@@ -87,3 +89,21 @@ def test_another_process_reads_each_write_fresh(ends):
         child.stdin.close()
         child.wait(timeout=60)
         sender.close()
+
+
+def test_bytes_written_later_where_a_registration_ran_ahead_are_read_fresh(ends):
+    """The reader registers a whole grain when it reads a small tensor at its start, pinning pages nobody had
+    written yet; the parent (no heads: windows) then writes another tensor inside that grain. The reader must
+    see it: the pages it pinned are the file's, not a zero page of its own."""
+    writer, reader = ends
+    parent = channel.Channels([writer])  # the parent's way: windows mapped per copy
+    receiver = channel.Channels([reader], heads=True)
+    try:
+        first = parent.write("candidate_out", {"t": torch.arange(1024.0)})["t"]
+        assert torch.equal(receiver.read(first, device="cuda").cpu(), torch.arange(1024.0))
+        assert receiver.heads.state()["candidate_out"]["registered"] == pinned.GRAIN  # past the 4 KiB written
+        later = torch.randn(2**20)  # 4 MiB at 8 MiB: inside the registered grain, never written before
+        described = parent.write("candidate_out", {"t": later}, start=8 * 2**20)["t"]
+        assert torch.equal(receiver.read(described, device="cuda").cpu(), later)
+    finally:
+        receiver.close()
