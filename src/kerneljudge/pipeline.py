@@ -47,7 +47,6 @@ from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.source import Task
 from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Capability, Failure, Record, Timing
-from kerneljudge.worker.prepare import AFTER_HELLO
 
 __all__ = [
     "COMPILE_ERROR_TYPES",
@@ -145,10 +144,7 @@ class Judgment(JudgmentState):
                 # Both interpreters start at once (imports take seconds); the candidate's is only told
                 # to import the candidate once the reference has settled the device.
                 self.progress("starting workers")
-                # A Triton candidate's worker readies Triton while the reference loads (worker/prepare.py)
-                triton = any(d.get("kind") == "triton" for d in self.declared_kernels)
-                ready = AFTER_HELLO if triton and self.config.device != "cpu" else ""
-                self.workers = new_pair(self, self.config.device, prepare_triton=ready)
+                self.workers = new_pair(self, self.config.device)
                 build.start_reference(self, self._sanitizer_decision)
                 if self.unsupported():
                     return

@@ -31,8 +31,6 @@ def test_the_timing_worker_finds_the_checked_workers_kernels():
     assert plain.timing.carried_caches is None
     for record in (plain, carried):  # its timing worker, started ahead, computed Triton's own key as it started
         assert record.stages_s["timing.candidate.hello:triton"] > 0, record.stages_s
-        # and its checked worker after its hello, while the reference loaded (said with the load's answer)
-        assert record.stages_s["build.candidate.load:triton"] > 0, record.stages_s
 
 
 def test_a_cuda_extension_candidate_is_timed_and_verified_with_the_carry():

@@ -13,7 +13,6 @@ from kerneljudge.sandbox import cache_carry
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import close_workers, new_pair
-from kerneljudge.worker.prepare import AT_START
 
 
 def boot(state: JudgmentState) -> None:
@@ -26,8 +25,7 @@ def boot(state: JudgmentState) -> None:
     (worker/prepare.py), which its first call in the hold would otherwise do.
     """
     triton = any(d.get("kind") == "triton" for d in state.declared_kernels)
-    ready = AT_START if triton and state.device == "cuda" else ""
-    state.booting = new_pair(state, state.device or "cpu", prepare_triton=ready)
+    state.booting = new_pair(state, state.device or "cpu", prepare_triton=triton and state.device == "cuda")
 
 
 def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:

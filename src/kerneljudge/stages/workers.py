@@ -22,17 +22,15 @@ from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.verdict import Failure, WorkerLog
-from kerneljudge.worker.prepare import AT_START, PREPARE_TRITON_ENV
+from kerneljudge.worker.prepare import PREPARE_TRITON_ENV
 
 
-def new_pair(state: JudgmentState, device: str, prepare_triton: str = "") -> dict[str, WorkerProcess]:
+def new_pair(state: JudgmentState, device: str, prepare_triton: bool = False) -> dict[str, WorkerProcess]:
     """A reference and a candidate worker for this judgment: a spare one where the judge keeps spares
-    (stages/spare_pairs.py), given its sources now, or else one started here. `prepare_triton`: when the
-    candidate's worker readies Triton (`PREPARE_TRITON_ENV`, worker/prepare.py): AT_START for a pair started
-    ahead of its use, AFTER_HELLO for the checked pair; spares, started ahead too, always do at their start
-    off the CPU (a worker that finds itself on the CPU skips it)."""
-    ahead = AT_START if device != "cpu" else ""
-    start = partial(start_pair, device, state.gpu, state.sandbox, state.limits, prepare_triton=ahead)
+    (stages/spare_pairs.py), given its sources now, or else one started here. `prepare_triton`: the
+    candidate's worker readies Triton as it starts (`PREPARE_TRITON_ENV`), for a pair started ahead of its
+    use; spares, started ahead too, always do off the CPU (a worker that finds itself on the CPU skips it)."""
+    start = partial(start_pair, device, state.gpu, state.sandbox, state.limits, prepare_triton=device != "cpu")
     pair = state.spares.take((device, state.gpu, state.sandbox, state.limits), start) if state.spares else None
     if pair is not None:
         pair["reference"].assign(state.task.text)
@@ -49,13 +47,13 @@ def start_pair(
     limits: WorkerLimits,
     task_text: str | None = None,
     candidate_text: str | None = None,
-    prepare_triton: str = "",
+    prepare_triton: bool = False,
 ) -> dict[str, WorkerProcess]:
     """Start a reference and a candidate worker (with no sources: a spare pair); the reference holds the
     candidate's channels (it writes the candidate's inputs and reads its outputs), never the other way round."""
     channels = WorkerChannels("candidate", limits.max_message_bytes)
     pair: dict[str, WorkerProcess] = {}
-    ready = {PREPARE_TRITON_ENV: prepare_triton} if prepare_triton else {}
+    ready = {PREPARE_TRITON_ENV: "1"} if prepare_triton else {}
     try:
         pair["reference"] = WorkerProcess("reference", device, task_text, limits, policy=policy, gpu=gpu, peer=channels)
         pair["candidate"] = WorkerProcess(

@@ -17,7 +17,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.worker import channel, evidence, wire
-from kerneljudge.worker.prepare import AFTER_HELLO, prepare_triton
+from kerneljudge.worker.prepare import prepare_triton
 from kerneljudge.worker.timer import Timer
 
 TEXT_CAP = 4096
@@ -149,11 +149,8 @@ class Worker(Timer):
             # judgment's admission waits there), so this import runs beside that, not before the hello. No
             # code of the candidate's has run yet; what torch's import starts or sets is the baseline.
             evidence.load_torch_wrappers()
-            readied = prepare_triton(AFTER_HELLO)  # Triton's key, for the checked pair (worker/prepare.py)
             self.pinned_flags = evidence.numerics_flags()
             self.threads_baseline = evidence.python_threads()
-        else:
-            readied = None
         while True:
             header = wire.read_frame(self.req_fd)
             try:
@@ -164,8 +161,6 @@ class Worker(Timer):
                 if handler is None:
                     raise LookupError(f"the {self.role} worker does not serve {request.op!r}")
                 self.clock = {}
-                if readied is not None:  # said with the first answer, the load's: `<stage>.candidate.load:triton`
-                    self.clock["triton"], readied = readied, None
                 began = time.perf_counter()
                 args = self.channels.get(header.get("args", []), header.get("tensors") or {}, self.device)
                 if header.get("tensors"):

@@ -1,8 +1,5 @@
-"""Readying Triton in a candidate's worker before any candidate code: as it starts, for a worker started ahead
-of its use (the timing pair, booted while the checked pair works; a spare pair), or just after its hello, for
-the checked pair's worker of a candidate that declares a Triton kernel, while the parent loads the reference
-(since session s: the work the candidate's first call would do, moved off the judgment's path by as much as
-the reference's load takes).
+"""Readying Triton in a candidate's worker as it starts, before any candidate code: for a worker started
+ahead of its use (the timing pair, booted while the checked pair works; a spare pair).
 
 Before its first compile or cache lookup, Triton computes once per process a key of its own installation
 (`triton.runtime.cache.triton_key`): a sha256 of its compiler's sources and of `libtriton.so`, about 500 MB
@@ -25,13 +22,11 @@ import os
 import time
 
 PREPARE_TRITON_ENV = "KJ_PREPARE_TRITON"
-AT_START, AFTER_HELLO = "1", "hello"  # its values: when the parent asks the worker to ready Triton
 
 
-def prepare_triton(when: str = AT_START) -> float | None:
-    """Seconds spent readying Triton where the parent asked for it at this point (PREPARE_TRITON_ENV = `when`),
-    else None."""
-    if os.environ.get(PREPARE_TRITON_ENV) != when or os.environ.get("TRITON_INTERPRET") == "1":
+def prepare_triton() -> float | None:
+    """Seconds spent readying Triton where the parent asked for it (PREPARE_TRITON_ENV), else None."""
+    if os.environ.get(PREPARE_TRITON_ENV) != "1" or os.environ.get("TRITON_INTERPRET") == "1":
         return None
     began = time.perf_counter()
     try:
