@@ -133,12 +133,13 @@ def counted(state: JudgmentState, role: str, op: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if state.stage is not None:
+        if state.stage is not None:  # to the microsecond: sums of many sub-millisecond round trips rounded to
+            # the millisecond at each step lost them (a CPU judgment's `captured` fetches summed to 0.0)
             key = f"{state.stage}.{role}.{op}"
-            state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 3)
+            state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 6)
             for part, seconds in (worker.last_clock if worker is not None else {}).items():
                 name = f"{key}:{part}"
-                state.stages_s[name] = round(state.stages_s.get(name, 0.0) + seconds, 3)
+                state.stages_s[name] = round(state.stages_s.get(name, 0.0) + seconds, 6)
 
 
 @contextmanager
