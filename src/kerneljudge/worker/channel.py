@@ -117,6 +117,12 @@ class Channels:
             raise ChannelError(f"no {'writable ' if write else ''}channel {name!r} here")
         return endpoint
 
+    def _through_head(self, endpoint: Endpoint, offset: int, device_bytes: Any, write: bool) -> bool:
+        """A device tensor's bytes copied through the channel's registered head, where this process has heads
+        and the head takes them; False: the caller maps windows."""
+        heads = self.heads
+        return device_bytes.is_cuda and heads is not None and heads.copy(endpoint, offset, device_bytes, write)
+
     def _each_window(self, endpoint: Endpoint, offset: int, nbytes: int, write: bool, copy: Any) -> None:
         """Call copy(window, at) for mapped windows (uint8 tensors) covering bytes [offset, offset + nbytes);
         `at` is the window's position in the tensor's bytes. Each window is unmapped once copy returns."""
@@ -157,9 +163,7 @@ class Channels:
                     " (raise max_message_bytes)"
                 )
             source = _byte_view(torch, t.contiguous()) if nbytes else None
-            if source is not None and not (
-                source.is_cuda and self.heads is not None and self.heads.copy(endpoint, offset, source, write=True)
-            ):
+            if source is not None and not self._through_head(endpoint, offset, source, write=True):
                 self._each_window(
                     endpoint,
                     offset,
@@ -227,7 +231,7 @@ class Channels:
                     raise ChannelError(f"channel {endpoint.name} ended before byte {offset + done}")
                 done += got
             return out
-        if target.is_cuda and self.heads is not None and self.heads.copy(endpoint, offset, target, write=False):
+        if self._through_head(endpoint, offset, target, write=False):
             return out
         self._each_window(
             endpoint, offset, nbytes, False, lambda window, at: target[at : at + window.numel()].copy_(window)
