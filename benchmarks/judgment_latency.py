@@ -20,6 +20,11 @@ workers then copy every tensor through windows mapped per copy, as before them),
 outputs' crossings: the candidate's writes, the reference's reads and comparisons, in correctness and in the
 timing stage's checks.
 
+`--early-triton no|both` judges with the checked pair's candidate worker not readying Triton as it starts
+(worker/prepare.py: Triton's import and installation key in a thread beside torch's import, before the
+hello), as before session t; a table splits the workers' start and the build: each worker's hello, the
+candidate's load by its parts (the task's source, the import, the build, the evidence) and its first call.
+
 `--spare-workers yes|both` judges with spare worker pairs (stages/spare_pairs.py): each judgment takes the
 pair the one before it started, which has finished starting when it comes (an idle judge), as a serving
 process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps the tasks written and
@@ -58,6 +63,20 @@ COLUMNS = {
     "correctness.reference.compare": "comparisons",
     "correctness": "correctness",
     "timing": "timing",
+}
+
+# The workers' start and the build, and the candidate's first call (which compiles), by `stages_s` key
+BUILD_PARTS = {
+    "reference hello": ("build.reference.hello",),
+    "candidate hello": ("build.candidate.hello",),
+    "Triton readied (thread)": ("build.candidate.hello:triton",),
+    "load: task": ("build.candidate.load:task",),
+    "load: import": ("build.candidate.load:import",),
+    "load: build": ("build.candidate.load:build",),
+    "load: evidence": ("build.candidate.load:evidence",),
+    "load": ("build.candidate.load",),
+    "build": ("build",),
+    "candidate calls (first compiles)": ("correctness.candidate.call:call",),
 }
 
 # The outputs' crossings (worker clocks, `stages_s["<stage>.<worker>.<op>:<part>"]`): the column of each
@@ -113,6 +132,7 @@ def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: 
         "timing_warm": config.timing and config.timing_warm,
         "timing_carry": config.timing and config.timing_carry,
         "pinned_heads": os.environ.get("KJ_PINNED_HEADS") != "0",
+        "early_triton": EARLY_TRITON[0],
         "carried_caches": record.timing.carried_caches,
         "status": record.status,
         "verified": record.verified,
@@ -138,6 +158,7 @@ def way(row: dict[str, Any]) -> str:
     """How a judgment was made, as a name's suffix: " (warm)", " (carry)", " (warm, carry)", " (no heads)"..."""
     chosen = [name for name in ("warm", "carry") if row.get(f"timing_{name}")]
     chosen += [] if row.get("pinned_heads", True) else ["no heads"]
+    chosen += [] if row.get("early_triton", True) else ["no early Triton"]
     return f" ({', '.join(chosen)})" if chosen else ""
 
 
@@ -163,6 +184,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             held = r["stages_s"].get("timing.held")
             busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
             lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
+    head = ["task", "timed", *BUILD_PARTS]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        parts = [cell(sum(r["stages_s"].get(key, 0.0) for key in keys), 2) for keys in BUILD_PARTS.values()]
+        lines.append(f"| {r['task']}{way(r)} | {yes(r['timing'])} | " + " | ".join(parts) + " |")
     head = ["task", "timed", *CROSSINGS]
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -187,6 +213,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"{median_busy} |"
         )
     return "\n".join(lines) + "\n"
+
+
+EARLY_TRITON = [True]  # whether the checked pair's candidate worker readies Triton as it starts (the default)
+
+
+def checked_pair_without_early_triton() -> None:
+    """The checked pair started as before session t, its candidate worker not readying Triton (worker/prepare.py);
+    the timing pair and spares as always."""
+    from kerneljudge import pipeline
+    from kerneljudge.stages import workers
+
+    def new_pair(state: Any, device: str, prepare_triton: bool = False) -> Any:
+        return workers.new_pair(state, device, prepare_triton and EARLY_TRITON[0])
+
+    pipeline.new_pair = new_pair
 
 
 def profile_take() -> cProfile.Profile:
@@ -218,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         ("--timing-warm", "timed judgments with one untimed call of each side before the measuring hold"),
         ("--timing-carry", "timed judgments with the candidate's compiler caches carried to its timing worker"),
         ("--pinned-heads", "workers copying device tensors through the channels' registered heads"),
+        ("--early-triton", "the checked pair's candidate worker readying Triton beside torch's import"),
     ):
-        default = "yes" if flag == "--pinned-heads" else "no"
+        default = "yes" if flag in ("--pinned-heads", "--early-triton") else "no"
         parser.add_argument(flag, choices=("no", "yes", "both"), default=default, help=f"{what}: no, yes or each way")
     parser.add_argument(
         "--profile-timing",
@@ -229,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    if args.pinned_heads == "both" and args.spare_workers != "no":  # a spare pair keeps the setting it started in
-        parser.error("--pinned-heads both needs --spare-workers no")
+    for flag in ("pinned_heads", "early_triton"):  # a spare pair keeps the setting it started in
+        if getattr(args, flag) != "yes" and args.spare_workers != "no":
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} needs --spare-workers no")
     device = args.device
     if device == "auto":
         import torch
@@ -245,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     choices = [(True, warm, carry) for warm in either[args.timing_warm] for carry in either[args.timing_carry]]
     choices += [] if args.no_untimed else [(False, False, False)]
     heads = either[args.pinned_heads]
+    early = either[args.early_triton]
+    if early != (True,):
+        checked_pair_without_early_triton()
     ways = either[args.spare_workers]
     jobs = work(device, args.only, out)
     profiler = profile_take() if args.profile_timing else None
@@ -253,15 +299,17 @@ def main(argv: list[str] | None = None) -> int:
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)
         for name, task, candidate in jobs:
-            for (timed, warm, carry), pinned in itertools.product(choices, heads):
+            for (timed, warm, carry), pinned, readied in itertools.product(choices, heads, early):
                 os.environ["KJ_PINNED_HEADS"] = "1" if pinned else "0"  # inherited by the workers started next
+                EARLY_TRITON[0] = readied
                 for spare in ways:
                     for _ in range(args.repeats):
                         chosen = config.with_(timing=timed, timing_warm=warm, timing_carry=carry)
                         rows.append(judged(name, task, candidate, chosen, spares if spare else None))
                         last = rows[-1]
                         print(
-                            f"{name} timed={timed} warm={warm} carry={carry} heads={pinned} spares={spare}: "
+                            f"{name} timed={timed} warm={warm} carry={carry} heads={pinned} early={readied} "
+                            f"spares={spare}: "
                             f"{last['status']} in "
                             f"{last['wall_s']:.1f} s",
                             file=sys.stderr,

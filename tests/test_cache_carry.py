@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import CANDIDATES
+from helpers import CANDIDATES, TASKS
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
 from kerneljudge.sandbox import cache_carry
@@ -104,6 +104,33 @@ def test_a_worker_started_ahead_computes_tritons_own_key_before_any_candidate_co
         assert out.stdout.strip() == expected, (extra, out.stderr[-500:])
 
 
+def test_a_candidate_worker_readies_triton_in_a_thread_beside_torchs_import():
+    """worker/prepare.py's `begin`, as worker/main.py calls it before torch is imported: Triton's import and key
+    in a thread, over (and its seconds said) by the time `prepare_triton` returns, with no thread of its own left
+    for the worker's count; nothing begun where not asked, under the interpreter, or for "auto" without a GPU."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, threading; from kerneljudge.worker import prepare; prepare.begin(sys.argv[1]); "
+        "began = 'kerneljudge-prepare-triton' in [t.name for t in threading.enumerate()]; import torch; "
+        "seconds = prepare.prepare_triton(); from triton.runtime import cache; "
+        "print(began, type(seconds).__name__, cache.triton_key.cache_info().currsize, threading.active_count())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    gpu = os.path.exists("/dev/nvidiactl")
+    for device, extra, expected in (
+        ("cuda", {"KJ_PREPARE_TRITON": "1"}, "True float 1 1"),
+        ("cuda", {}, "False NoneType 0 1"),
+        ("cuda", {"KJ_PREPARE_TRITON": "1", "TRITON_INTERPRET": "1"}, "False NoneType 0 1"),
+        ("cpu", {"KJ_PREPARE_TRITON": "1"}, "False float 1 1"),  # not begun: computed when waited for
+        ("auto", {"KJ_PREPARE_TRITON": "1"}, "True float 1 1" if gpu else "False float 1 1"),
+    ):
+        command = [sys.executable, "-c", probe, device]
+        out = subprocess.run(command, env=env | extra, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected, (device, extra, out.stderr[-500:])
+
+
 class FakeWorker:
     """What timing_pair.start asks of a worker: its exit, its close (with the carry), its logs and workspace."""
 
@@ -180,3 +207,28 @@ def test_a_cache_folder_replaced_by_a_link_carries_nothing_from_where_it_points(
     carried = cache_carry.carry(source, dest, owner=None)
     assert carried.files == 0 and carried.left_behind == 3
     assert not any((dest / "cache").rglob("parent_only.txt"))
+
+
+@pytest.mark.parametrize(
+    ("candidate", "device", "readied"),
+    [
+        ("scale_relu_unmasked.py", "auto", True),
+        ("scale_relu_unmasked.py", "cpu", False),
+        ("honest_torch.py", "auto", False),
+    ],
+)
+def test_the_checked_pair_readies_triton_for_a_triton_candidate(monkeypatch, candidate, device, readied):
+    """The checked pair's candidate worker is asked to ready Triton as it starts (worker/prepare.py) where the
+    candidate declares a Triton kernel and the judgment may run on a GPU ("auto": the worker tells)."""
+    from kerneljudge import pipeline
+
+    asked: list[bool] = []
+
+    def new_pair(state, device, prepare_triton=False):
+        asked.append(prepare_triton)
+        raise pipeline.JudgeFailed("stopped here")
+
+    monkeypatch.setattr(pipeline, "new_pair", new_pair)
+    record = judge(TASKS / "sized_scale_relu.py", CANDIDATES / candidate, device=device)
+    assert record.failure is not None and record.failure.summary == "stopped here"
+    assert asked == [readied]

@@ -144,7 +144,9 @@ class Judgment(JudgmentState):
                 # Both interpreters start at once (imports take seconds); the candidate's is only told
                 # to import the candidate once the reference has settled the device.
                 self.progress("starting workers")
-                self.workers = new_pair(self, self.config.device)
+                # Triton's import and key beside torch's, in the candidate's worker (worker/prepare.py).
+                prepare = self.declares_triton and self.config.device != "cpu"
+                self.workers = new_pair(self, self.config.device, prepare_triton=prepare)
                 build.start_reference(self, self._sanitizer_decision)
                 if self.unsupported():
                     return

@@ -1,7 +1,7 @@
 """The compiler-cache carry on CUDA (sandbox/cache_carry.py): a Triton candidate's timing worker, given the
 kernels its checked worker compiled, compiles none of its own (it writes nothing new in its Triton cache),
 where without the carry it compiles them again; both judgments verified. Either way that worker, started
-ahead, readied Triton as it started (worker/prepare.py)."""
+ahead, readied Triton as it started (worker/prepare.py), as the checked worker did beside torch's import."""
 
 import pytest
 
@@ -31,6 +31,8 @@ def test_the_timing_worker_finds_the_checked_workers_kernels():
     assert plain.timing.carried_caches is None
     for record in (plain, carried):  # its timing worker, started ahead, computed Triton's own key as it started
         assert record.stages_s["timing.candidate.hello:triton"] > 0, record.stages_s
+        # and so did its checked worker, in a thread beside torch's import, before its hello
+        assert record.stages_s["build.candidate.hello:triton"] > 0, record.stages_s
 
 
 def test_a_cuda_extension_candidate_is_timed_and_verified_with_the_carry():

@@ -71,7 +71,9 @@ class WorkerChannels:
 
 
 CLOCK_PARTS = 8  # a worker's report of where a request's time went: at most this many parts, known names only
-CLOCK_NAMES = frozenset({"read", "write", "inputs", "place", "reference", "compare", "task_check", "call", "evidence"})
+CLOCK_NAMES = frozenset(
+    {"read", "write", "inputs", "place", "reference", "compare", "task_check", "call", "evidence", "task", "import", "build"}
+)
 
 
 def clock_parts(reported: Any) -> dict[str, float]:

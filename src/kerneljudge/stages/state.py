@@ -112,6 +112,12 @@ class JudgmentState:
         """KernelBench's own evaluation (`--mode off`, stages/native.py): none of the hardened stages' work."""
         return self.config.mode == "off"
 
+    @property
+    def declares_triton(self) -> bool:
+        """The candidate's source declares a Triton kernel (preflight): its worker readies Triton as it starts
+        (worker/prepare.py)."""
+        return any(d.get("kind") == "triton" for d in self.declared_kernels)
+
     def add_findings(self, findings: list[Finding]) -> None:
         """Record findings, one per code: a repeat only counts its occurrences."""
         for new in findings:

@@ -68,6 +68,7 @@ class CandidateWorker(Worker):
         `task`: the task's source, loaded first (before any candidate code runs), to make trials' inputs
         here; what its import sets (flags, threads) is the baseline the candidate's evidence is read against.
         """
+        began = time.perf_counter()  # the parts as this worker clocks them: task, import, build, evidence
         if request.task is not None and self.module is None and self.task is None:
             try:
                 self.task = seeded.load_text(request.task, "kj_task")
@@ -75,9 +76,13 @@ class CandidateWorker(Worker):
                 self.task_error = f"{type(exc).__name__}: {exc}"[:TEXT_CAP]
             self.pinned_flags = evidence.numerics_flags()
             self.threads_baseline = evidence.python_threads()
+            self.clocked("task", began)
+        began = time.perf_counter()
         if not self.import_source("kj_candidate"):
             return
+        self.clocked("import", began)
         self.prev_inputs, self.prev_outputs, self.returned = [], [], []
+        began = time.perf_counter()
         try:
             cls = getattr(self.module, "ModelNew", None)
             if cls is None:
@@ -86,7 +91,11 @@ class CandidateWorker(Worker):
         except BaseException as exc:
             self.send(self.describe_exception("init", exc))
             return
-        self.send({"type": "loaded", "evidence": evidence.import_evidence(self.pinned_flags, self.threads_baseline)})
+        self.clocked("build", began)
+        began = time.perf_counter()
+        found = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
+        self.clocked("evidence", began)
+        self.send({"type": "loaded", "evidence": found})
 
     def poison(self, nbytes: int) -> None:
         """Fill memory the allocator will hand out next with NaN, so unwritten output cannot look plausible."""

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from kerneljudge.worker import channel, wire
+from kerneljudge.worker import channel, prepare, wire
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.parent_pid is not None:
         die_with_parent(ns.parent_pid)
+    if ns.role == "candidate":  # Triton's import and key beside torch's import (worker/prepare.py)
+        prepare.begin(ns.device)
     # A CUDA worker's device tensors cross the channels' registered heads (worker/pinned.py); a sanitized
     # worker's do not (sanitize.SANITIZED_ENV), so that the tool sees the copies it always saw.
     heads = ns.device != "cpu" and os.environ.get("KJ_PINNED_HEADS") != "0"

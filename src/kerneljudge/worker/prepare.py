@@ -10,24 +10,68 @@ first call falls inside the measuring hold. Computed here, it is done while the 
 timing worker finds them among the carried caches, and building them at every start would cost seconds of
 CPU where they are not needed.)
 
+The work begins in a thread as the worker's process starts (`begin`, from worker/main.py), beside torch's
+import and CUDA's start, which take longer (about 2.7 s against Triton's import and key, 2.0 s, on the
+2-core machine; both together 2.9 s): hashing releases the interpreter's lock. The worker waits for it
+(`prepare_triton`) before it says hello, so it is over before any candidate code runs and before the
+worker counts its own threads (the baseline of KJ-R026). Triton does not import torch, nor torch Triton,
+so the two imports take no lock of each other's. So the checked pair's candidate worker does it too, for a
+candidate that declares a Triton kernel: its first call then compiles without the key, and its import finds
+Triton imported.
+
 Only Triton's own code runs here, as torch's does at every worker's start; the candidate's import of triton
-then finds it imported. That tells a candidate its worker was started ahead, which a timing worker's
-requests tell it anyway; its timed calls' outputs are checked all the same. Any failure leaves things as
-they were: the candidate's first call does the work.
+then finds it imported. That tells a candidate that it declared a Triton kernel, which it knows; its calls'
+outputs are checked all the same. Any failure leaves things as they were: the candidate's first call does
+the work.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 PREPARE_TRITON_ENV = "KJ_PREPARE_TRITON"
 
+_begun: dict[str, object] = {}  # the thread `begin` started ("thread") and, once it is over, its figure ("seconds")
+
+
+def wanted(device: str) -> bool:
+    """Whether to ready Triton: asked by the parent (PREPARE_TRITON_ENV), not under Triton's interpreter, and on
+    a GPU (a worker of device "auto" on a machine without NVIDIA's device nodes is a CPU worker)."""
+    if os.environ.get(PREPARE_TRITON_ENV) != "1" or os.environ.get("TRITON_INTERPRET") == "1":
+        return False
+    return device != "cpu" and (device != "auto" or os.path.exists("/dev/nvidiactl"))
+
+
+def begin(device: str) -> None:
+    """Start readying Triton in a thread where it is wanted; `prepare_triton` waits for it."""
+    if not wanted(device) or "thread" in _begun:
+        return
+
+    def run() -> None:
+        _begun["seconds"] = ready()
+
+    thread = threading.Thread(target=run, name="kerneljudge-prepare-triton", daemon=True)
+    _begun["thread"] = thread
+    thread.start()
+
 
 def prepare_triton() -> float | None:
-    """Seconds spent readying Triton where the parent asked for it (PREPARE_TRITON_ENV), else None."""
+    """Seconds spent readying Triton where the parent asked for it (PREPARE_TRITON_ENV), else None: the thread
+    `begin` started, waited for, or the work done here where none was started."""
+    thread = _begun.get("thread")
+    if isinstance(thread, threading.Thread):
+        thread.join()
+        seconds = _begun.get("seconds")
+        return seconds if isinstance(seconds, float) else None
     if os.environ.get(PREPARE_TRITON_ENV) != "1" or os.environ.get("TRITON_INTERPRET") == "1":
         return None
+    return ready()
+
+
+def ready() -> float | None:
+    """Import Triton and compute its installation key; the seconds it took, or None where it could not."""
     began = time.perf_counter()
     try:
         from triton.runtime import cache
