@@ -112,23 +112,49 @@ def test_a_candidate_worker_readies_triton_in_a_thread_beside_torchs_import():
     import sys
 
     probe = (
-        "import sys, threading; from kerneljudge.worker import prepare; prepare.begin(sys.argv[1]); "
+        "import sys, threading; from kerneljudge.worker import prepare; prepare.begin(sys.argv[1], sys.argv[2]); "
         "began = 'kerneljudge-prepare-triton' in [t.name for t in threading.enumerate()]; import torch; "
         "seconds = prepare.prepare_triton(); from triton.runtime import cache; "
         "print(began, type(seconds).__name__, cache.triton_key.cache_info().currsize, threading.active_count())"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     gpu = os.path.exists("/dev/nvidiactl")
-    for device, extra, expected in (
-        ("cuda", {"KJ_PREPARE_TRITON": "1"}, "True float 1 1"),
-        ("cuda", {}, "False NoneType 0 1"),
-        ("cuda", {"KJ_PREPARE_TRITON": "1", "TRITON_INTERPRET": "1"}, "False NoneType 0 1"),
-        ("cpu", {"KJ_PREPARE_TRITON": "1"}, "False float 1 1"),  # not begun: computed when waited for
-        ("auto", {"KJ_PREPARE_TRITON": "1"}, "True float 1 1" if gpu else "False float 1 1"),
+    for device, role, extra, expected in (
+        ("cuda", "candidate", {"KJ_PREPARE_TRITON": "1"}, "True float 1 1"),
+        ("cuda", "reference", {"KJ_PREPARE_TRITON": "1"}, "False float 1 1"),  # not begun: computed when waited for
+        ("cuda", "candidate", {}, "False NoneType 0 1"),
+        ("cuda", "candidate", {"KJ_PREPARE_TRITON": "1", "TRITON_INTERPRET": "1"}, "False NoneType 0 1"),
+        ("cpu", "candidate", {"KJ_PREPARE_TRITON": "1"}, "False float 1 1"),
+        ("auto", "candidate", {"KJ_PREPARE_TRITON": "1"}, "True float 1 1" if gpu else "False float 1 1"),
     ):
-        command = [sys.executable, "-c", probe, device]
+        command = [sys.executable, "-c", probe, device, role]
         out = subprocess.run(command, env=env | extra, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected, (device, extra, out.stderr[-500:])
+
+
+def test_a_candidate_worker_imports_torchs_wrappers_in_a_thread_where_cuda_is():
+    """worker/prepare.py's `begin_wrappers`, as the worker's constructor calls it once torch is imported: a thread
+    importing torch._dynamo on a GPU, waited for by `torch_wrappers_loaded`; where CUDA is not available (this
+    machine, or a device of "cpu") nothing is imported, and the evidence's own import stays where it was."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, threading, torch; from kerneljudge.worker import prepare; prepare.begin_wrappers(sys.argv[1]); "
+        "began = 'kerneljudge-prepare-torch_wrappers' in [t.name for t in threading.enumerate()]; "
+        "seconds = prepare.torch_wrappers_loaded(); "
+        "print(began or prepare._begun.get('torch_wrappers') is not None, type(seconds).__name__, "
+        "'torch._dynamo' in sys.modules, threading.active_count())"
+    )
+    cuda = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True, text=True
+    ).stdout.strip()
+    for device, expected in (
+        ("cuda", "True float True 1" if cuda == "True" else "True NoneType False 1"),
+        ("cpu", "False NoneType False 1"),
+    ):
+        out = subprocess.run([sys.executable, "-c", probe, device], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected, (device, out.stderr[-500:])
 
 
 class FakeWorker:

@@ -72,7 +72,20 @@ class WorkerChannels:
 
 CLOCK_PARTS = 8  # a worker's report of where a request's time went: at most this many parts, known names only
 CLOCK_NAMES = frozenset(
-    {"read", "write", "inputs", "place", "reference", "compare", "task_check", "call", "evidence", "task", "import", "build"}
+    {
+        "read",
+        "write",
+        "inputs",
+        "place",
+        "reference",
+        "compare",
+        "task_check",
+        "call",
+        "evidence",
+        "task",
+        "import",
+        "build",
+    }
 )
 
 

@@ -16,8 +16,7 @@ import traceback
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import channel, evidence, wire
-from kerneljudge.worker.prepare import prepare_triton
+from kerneljudge.worker import channel, evidence, prepare, wire
 from kerneljudge.worker.timer import Timer
 
 TEXT_CAP = 4096
@@ -87,6 +86,8 @@ class Worker(Timer):
         import torch
 
         self.torch = torch
+        if self.role == "candidate":  # torch._dynamo imported beside CUDA's start and the hello (worker/prepare.py)
+            prepare.begin_wrappers(device)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
             if device == "cpu":
@@ -107,7 +108,7 @@ class Worker(Timer):
         self.pinned_flags = evidence.numerics_flags()
         Timer.__init__(self)
         self.warm_up()
-        self.triton_prepared_s = prepare_triton()  # a worker started ahead of its use (worker/prepare.py)
+        self.triton_prepared_s = prepare.prepare_triton()  # a worker started ahead of its use (worker/prepare.py)
         self.threads_baseline = evidence.python_threads()
 
     # ------------------------------------------------------------ plumbing

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 import torch.profiler  # noqa: F401  (the profiler's identity is watched)
 
+from kerneljudge.worker import prepare
+
 # Dotted paths of APIs whose identity matters: timers, synchronisation, comparison, data movement.
 WATCHED_APIS = (
     "time.perf_counter",
@@ -80,10 +82,13 @@ def load_torch_wrappers() -> None:
     functions (torch.manual_seed) as it loads; so does a candidate's own torch.compile. Loaded first,
     torch's own wrapping is not mistaken for the candidate's. Only a candidate's worker on CUDA needs it
     (traces are taken there): the import (Triton, sympy, some 900 modules) is seconds of every other
-    worker's start that it no longer pays (benchmarks/worker_start.py).
+    worker's start that it no longer pays (benchmarks/worker_start.py). A thread begun as the worker started
+    may have imported it already (worker/prepare.py): it is waited for here, and the originals taken again.
     """
-    if torch.cuda.is_available() and "torch._dynamo" not in sys.modules:
-        importlib.import_module("torch._dynamo")
+    prepare.torch_wrappers_loaded()
+    if torch.cuda.is_available():
+        if "torch._dynamo" not in sys.modules:
+            importlib.import_module("torch._dynamo")
         ORIGINALS.update({path: _lookup(path) for path in WATCHED_APIS})
 
 

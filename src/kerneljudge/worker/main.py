@@ -40,8 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.parent_pid is not None:
         die_with_parent(ns.parent_pid)
-    if ns.role == "candidate":  # Triton's import and key beside torch's import (worker/prepare.py)
-        prepare.begin(ns.device)
+    prepare.begin(ns.device, ns.role)  # a candidate's worker: Triton's import and key beside torch's import
     # A CUDA worker's device tensors cross the channels' registered heads (worker/pinned.py); a sanitized
     # worker's do not (sanitize.SANITIZED_ENV), so that the tool sees the copies it always saw.
     heads = ns.device != "cpu" and os.environ.get("KJ_PINNED_HEADS") != "0"
