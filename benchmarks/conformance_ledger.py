@@ -10,8 +10,10 @@ A row answers for a judgment only for the same problem text, the same candidate 
 choice and the same judge version (`kerneljudge.__version__`, raised with every change that can alter a
 verdict: docs/batch.md, "The key"), as a store's record does, with one exception: a judgment without timing
 is answered by a row of an earlier version where every raise since changed only timed judgments
-(`kerneljudge.UNTIMED_SAME_AS`: 0.3.2 added a check after the timing's measurement). Rows of other
-versions stay in the file as history and count for nothing.
+(`kerneljudge.UNTIMED_SAME_AS`: 0.3.2 added a check after the timing's measurement), and a judgment that
+passed is answered by a passing row of an earlier version where every raise since changed only judgments
+that fail in enforce mode (`kerneljudge.PASSED_SAME_AS`: 0.3.3 stopped timing a candidate whose CUDA graph
+capture showed unjoined work). Rows of other versions stay in the file as history and count for nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kerneljudge import UNTIMED_SAME_AS
+from kerneljudge import PASSED_SAME_AS, UNTIMED_SAME_AS
 
 KEY_FIELDS = ("task_sha256", "candidate_sha256", "timing", "kerneljudge_version")
 # The outcomes a rerun keeps (`--again` judges the others again).
@@ -67,12 +69,16 @@ class Ledger:
     def get(self, task_sha256: str, candidate_sha256: str, timings: Iterable[bool], version: str) -> dict | None:
         """The row that answers for this judgment with any of `timings`, in their order; None where none does.
         Without timing, a row of an earlier version answers too where every raise since changed only timed
-        judgments (`kerneljudge.UNTIMED_SAME_AS`)."""
+        judgments (`kerneljudge.UNTIMED_SAME_AS`), and a passing row of an earlier version where every raise
+        since changed only judgments that fail in enforce mode (`kerneljudge.PASSED_SAME_AS`)."""
         for timing in timings:
-            for answering in versions_answering(version, timing):
-                row = self.rows.get(key(task_sha256, candidate_sha256, timing, answering))
-                if row is not None:
-                    return row
+            passing_only, current = False, version
+            while current is not None:
+                for answering in versions_answering(current, timing):
+                    row = self.rows.get(key(task_sha256, candidate_sha256, timing, answering))
+                    if row is not None and (not passing_only or row.get("status") == "PASS"):
+                        return row
+                passing_only, current = True, PASSED_SAME_AS.get(current)
         return None
 
     def add(self, row: dict[str, Any]) -> None:

@@ -146,3 +146,37 @@ def test_an_untimed_row_of_the_version_before_a_timing_only_raise_still_answers(
     assert ledger.get("t", "c", (True,), "9.0.2") is None  # a timed judgment is judged again
     assert ledger.get("u", "c", (False,), "9.0.2") is None  # a raise that changed more breaks the chain
     assert ledger.get("t", "c", (True,), "9.0.1") == rows[1]
+
+
+def test_a_passing_row_of_the_version_before_a_raise_for_failing_judgments_still_answers(tmp_path, monkeypatch):
+    """0.3.3 changed only judgments that enforce fails (kerneljudge.PASSED_SAME_AS): a PASS of 0.3.2, timed or
+    not, answers for 0.3.3; a FAIL of 0.3.2 does not (that judgment may differ), nor does a raise of another
+    kind break into the chain."""
+    import conformance_ledger
+
+    monkeypatch.setattr(conformance_ledger, "UNTIMED_SAME_AS", {"9.0.3": "9.0.2", "9.0.2": "9.0.1"})
+    monkeypatch.setattr(conformance_ledger, "PASSED_SAME_AS", {"9.0.3": "9.0.2"})
+    path = tmp_path / "ledger.jsonl"
+
+    def row(task, timing, version, status):
+        return {
+            "task_sha256": task,
+            "candidate_sha256": "c",
+            "timing": timing,
+            "kerneljudge_version": version,
+            "status": status,
+            "outcome": "ok",
+        }
+
+    rows = [
+        row("t", True, "9.0.2", "PASS"),
+        row("f", True, "9.0.2", "FAIL"),
+        row("u", False, "9.0.1", "FAIL"),
+        row("o", True, "9.0.1", "PASS"),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ledger = Ledger(path)
+    assert ledger.get("t", "c", (True,), "9.0.3") == rows[0]  # a timed pass carried over
+    assert ledger.get("f", "c", (True,), "9.0.3") is None  # a timed FAIL is judged again
+    assert ledger.get("u", "c", (False,), "9.0.3") == rows[2]  # untimed: the timing-only chain, whatever it said
+    assert ledger.get("o", "c", (True,), "9.0.3") is None  # 9.0.2 changed more than failing judgments

@@ -43,3 +43,34 @@ def test_the_same_state_assembles_the_same_record(tiny_task):
     state = state_of(tiny_task)
     first, second = (assemble(state, {}, 0.5, "2024-01-01T00:00:00+00:00", {}) for _ in range(2))
     assert first.model_dump() == second.model_dump()
+
+
+def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed_again_in_audit(tiny_task, monkeypatch):
+    """stages/timing.py: a CUDA graph capture of the candidate's calls that fails on unjoined work raises KJ-R024;
+    in enforce the verdict is FAIL already, so nothing more is timed (no fresh pair, no precursor regime) and the
+    record says why; audit times it again behind a busy precursor, as before."""
+    from kerneljudge.stages import timing
+    from kerneljudge.timing.sides import GraphUnsupported
+
+    for mode in ("enforce", "audit"):
+        state = state_of(tiny_task)
+        state.config = JudgeConfig(device="cpu", mode=mode)
+        regimes, fresh = [], []
+
+        def measure(state, regime, shape=None, budget_s=None, regimes=regimes):
+            regimes.append(regime)
+            if len(regimes) == 1:
+                raise GraphUnsupported(
+                    "the candidate side: CUDA error: capturing stream has unjoined work", "candidate"
+                )
+
+        monkeypatch.setattr(timing, "measure", measure)
+        timing.run(state, lambda fresh=fresh: fresh.append(True))
+        assert [f.code for f in state.findings] == ["KJ-R024"], mode
+        if mode == "enforce":
+            assert regimes == [state.config.timing_regime] and fresh == []
+            assert not state.timing.measured
+            assert state.timing.reason == "not timed: enforce fails the candidate on KJ-R024"
+        else:
+            assert regimes == [state.config.timing_regime, timing.BUSY_PRECURSOR] and fresh == [True]
+            assert state.timing.graph_fallback.endswith("unjoined work")

@@ -157,13 +157,7 @@ class Judgment(JudgmentState):
                     self._boot_timing_pair()
             with clocked(self, "correctness"):
                 correctness.run(self, self._sanitizer_decision)
-            voiding = sorted({f.code for f in self.findings if f.severity == "error"})
-            if self.config.timing and self.config.mode == "enforce" and voiding:
-                # Fail-closed: the verdict is already FAIL and no figure could stand; timing it would only spend
-                # device time, and work hidden from the timed stream (H20) can make that minutes.
-                self.timing = Timing(
-                    measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}"
-                )
+            if self.config.timing and self.fails_closed():
                 return
             if not self.config.timing:
                 self.timing = Timing(measured=False, reason="timing disabled by configuration")

@@ -129,6 +129,17 @@ class JudgmentState:
                 if new.severity == "error" and old.severity != "error":
                     old.severity = "error"
 
+    def fails_closed(self) -> bool:
+        """In enforce mode, whether an error finding already makes the verdict FAIL, so that nothing more is
+        timed (the record's timing says why): no figure could stand, and timing would only spend device time,
+        which work hidden from the timed stream (H20) can make minutes. Before timing, and at a failed CUDA
+        graph capture that shows unjoined work (stages/timing.py)."""
+        voiding = sorted({f.code for f in self.findings if f.severity == "error"})
+        if self.config.mode != "enforce" or not voiding:
+            return False
+        self.timing = Timing(measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}")
+        return True
+
     def inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
         """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened
         modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""

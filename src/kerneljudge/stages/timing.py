@@ -113,16 +113,18 @@ def run(state: JudgmentState, fresh_pair: Callable[[], None]) -> None:
     fallback = None
     for shape in shapes:
         state.progress(f"timing at {describe_shape(shape)}")
-        timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair)
+        if not timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair):
+            return  # a failed capture's finding failed it (enforce): no shape is timed after it
         fallback = fallback or state.timing.graph_fallback
         measured.append((shape, state.timing))
     state.timing = combined_timing(measured)
     state.timing.graph_fallback = fallback
 
 
-def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, fresh_pair: Callable[[], None]) -> None:
+def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, fresh_pair: Callable[[], None]) -> bool:
     """One measurement in the configured regime, or behind a busy precursor in a fresh pair when a CUDA
-    graph cannot be captured."""
+    graph cannot be captured; False where the capture showed unjoined work and enforce fails the candidate
+    on it (nothing more is timed)."""
     regime = BUSY_PRECURSOR if state.timing.graph_fallback else state.config.timing_regime
     try:
         measure(state, regime, shape, budget_s)
@@ -130,12 +132,15 @@ def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, f
         unjoined = unjoined_capture(str(exc)) if exc.side == "candidate" else None
         if unjoined is not None and not state.native:
             state.add_findings([unjoined])
+            if state.fails_closed():  # enforce: FAIL already; timed again behind a precursor, 1-11 s held (H200)
+                return False
         # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
         state.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
         with at_gate(state, measuring=False):
             fresh_pair()
         measure(state, BUSY_PRECURSOR, shape, budget_s)
         state.timing.graph_fallback = str(exc)
+    return True
 
 
 @dataclass
