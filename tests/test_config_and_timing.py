@@ -152,7 +152,7 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
 
 
 def test_the_timed_busy_time_counts_the_sides_measured_here_and_sums_over_timing_shapes():
-    from kerneljudge.stages.timing import combined_timing, timed_busy_s
+    from kerneljudge.timing.figures import combined_timing, timed_busy_s
     from kerneljudge.verdict import Timing, TimingStats
 
     def stats(samples):

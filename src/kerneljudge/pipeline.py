@@ -39,12 +39,13 @@ from kerneljudge.stages.replays import perturbations
 from kerneljudge.stages.spare_pairs import SparePairs
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
-from kerneljudge.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUSH_BYTES, combined_timing, l2_flush_bytes
+from kerneljudge.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUSH_BYTES, l2_flush_bytes
 from kerneljudge.stages.trials import task_check_disagrees
 from kerneljudge.stages.workers import at_gate, clocked, close_workers, new_pair
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.source import Task
+from kerneljudge.timing.figures import combined_timing
 from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Capability, Failure, Record, Timing
 
