@@ -24,9 +24,9 @@ def workers_started(monkeypatch):
     started = []
     real = pipeline.new_pair
 
-    def recording(state, device):
+    def recording(state, device, prepare_triton=False):
         started.append(device)
-        return real(state, device)
+        return real(state, device, prepare_triton)
 
     monkeypatch.setattr(pipeline, "new_pair", recording)
     return started
