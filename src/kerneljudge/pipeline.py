@@ -146,8 +146,7 @@ class Judgment(JudgmentState):
                 # to import the candidate once the reference has settled the device.
                 self.progress("starting workers")
                 # Triton's import and key beside torch's, in the candidate's worker (worker/prepare.py).
-                prepare = self.declares_triton and self.config.device != "cpu"
-                self.workers = new_pair(self, self.config.device, prepare_triton=prepare)
+                self.workers = new_pair(self, self.config.device, prepare_triton=self.readies_triton)
                 build.start_reference(self, self._sanitizer_decision)
                 if self.unsupported():
                     return

@@ -113,10 +113,12 @@ class JudgmentState:
         return self.config.mode == "off"
 
     @property
-    def declares_triton(self) -> bool:
-        """The candidate's source declares a Triton kernel (preflight): its worker readies Triton as it starts
-        (worker/prepare.py)."""
-        return any(d.get("kind") == "triton" for d in self.declared_kernels)
+    def readies_triton(self) -> bool:
+        """Whether the candidate's worker readies Triton as it starts (worker/prepare.py): its source declares a
+        Triton kernel (preflight), off the CPU as far as is known (the device settled, else the one asked;
+        a worker of "auto" tells for itself)."""
+        triton = any(d.get("kind") == "triton" for d in self.declared_kernels)
+        return triton and (self.device or self.config.device) != "cpu"
 
     def add_findings(self, findings: list[Finding]) -> None:
         """Record findings, one per code: a repeat only counts its occurrences."""

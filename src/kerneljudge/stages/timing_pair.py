@@ -24,8 +24,7 @@ def boot(state: JudgmentState) -> None:
     candidate code. For a candidate that declares a Triton kernel its worker readies Triton as it starts
     (worker/prepare.py), which its first call in the hold would otherwise do.
     """
-    prepare = state.declares_triton and state.device == "cuda"
-    state.booting = new_pair(state, state.device or "cpu", prepare_triton=prepare)
+    state.booting = new_pair(state, state.device or "cpu", prepare_triton=state.readies_triton)
 
 
 def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:

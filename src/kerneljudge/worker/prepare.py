@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import threading
 import time
+from collections.abc import Callable
 
 PREPARE_TRITON_ENV = "KJ_PREPARE_TRITON"
 
@@ -48,12 +48,14 @@ def on_gpu(device: str) -> bool:
     return device != "cpu" and (device != "auto" or os.path.exists("/dev/nvidiactl"))
 
 
+def asked() -> bool:
+    """Whether the parent asked this worker to ready Triton (PREPARE_TRITON_ENV), not under Triton's interpreter."""
+    return os.environ.get(PREPARE_TRITON_ENV) == "1" and os.environ.get("TRITON_INTERPRET") != "1"
+
+
 def wanted(device: str) -> bool:
-    """Whether to ready Triton: asked by the parent (PREPARE_TRITON_ENV), not under Triton's interpreter, on
-    a GPU."""
-    if os.environ.get(PREPARE_TRITON_ENV) != "1" or os.environ.get("TRITON_INTERPRET") == "1":
-        return False
-    return on_gpu(device)
+    """Whether to ready Triton in a thread as the worker starts: asked, on a GPU."""
+    return asked() and on_gpu(device)
 
 
 def begin(device: str, role: str) -> None:
@@ -70,9 +72,9 @@ def begin_wrappers(device: str) -> None:
         start("torch_wrappers", load_wrappers)
 
 
-def start(name: str, work: object) -> None:
+def start(name: str, work: Callable[[], float | None]) -> None:
     def run() -> None:
-        _seconds[name] = work()  # type: ignore[operator]
+        _seconds[name] = work()
 
     _begun[name] = threading.Thread(target=run, name=f"kerneljudge-prepare-{name}", daemon=True)
     _begun[name].start()
@@ -92,9 +94,7 @@ def prepare_triton() -> float | None:
     `begin` started, waited for, or the work done here where none was started."""
     if waited("triton"):
         return _seconds.get("triton")
-    if os.environ.get(PREPARE_TRITON_ENV) != "1" or os.environ.get("TRITON_INTERPRET") == "1":
-        return None
-    return ready()
+    return ready() if asked() else None
 
 
 def torch_wrappers_loaded() -> float | None:
@@ -127,7 +127,6 @@ def load_wrappers() -> float | None:
         if not torch.cuda.is_available():
             return None
         importlib.import_module("torch._dynamo")
-    except Exception:  # left to evidence.load_torch_wrappers, after the hello, as before
-        sys.modules.pop("torch._dynamo", None)
-        return None
+    except Exception:  # left to evidence.load_torch_wrappers, after the hello, as before (a failed import
+        return None  # leaves nothing in sys.modules)
     return round(time.perf_counter() - began, 3)
