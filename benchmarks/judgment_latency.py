@@ -230,21 +230,35 @@ def checked_pair_without_early_triton() -> None:
     pipeline.new_pair = new_pair
 
 
-def profile_take() -> cProfile.Profile:
-    """A profiler of the parent's part of every measuring hold and of the first calibration requests before it:
-    `stages/timing.py`'s `take`, wrapped."""
+def profile_parent(whole_stage: bool) -> cProfile.Profile:
+    """A profiler of the parent's part of the timing stage: of every measuring hold and of the first calibration
+    requests before it (`stages/timing.py`'s `take`), or, `whole_stage`, of all of it (the fresh pair's start
+    and load, the checked pair's close, staging, the hold, the checks after it: `Judgment._start_timing_pair`
+    and `Judgment._timing`)."""
+    from kerneljudge import pipeline
     from kerneljudge.stages import timing as timing_stage
 
-    profiler, take = cProfile.Profile(), timing_stage.take
+    profiler, depth = cProfile.Profile(), [0]  # a fresh pair started inside `_timing` (a failed capture) nests
+    targets = (
+        [(pipeline.Judgment, "_start_timing_pair"), (pipeline.Judgment, "_timing")]
+        if whole_stage
+        else [(timing_stage, "take")]
+    )
+    for owner, name in targets:
+        original = getattr(owner, name)
 
-    def profiled(*args: Any, **kwargs: Any) -> None:
-        profiler.enable()
-        try:
-            take(*args, **kwargs)
-        finally:
-            profiler.disable()
+        def profiled(*args: Any, _original: Any = original, **kwargs: Any) -> None:
+            depth[0] += 1
+            if depth[0] == 1:
+                profiler.enable()
+            try:
+                _original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    profiler.disable()
 
-    timing_stage.take = profiled
+        setattr(owner, name, profiled)
     return profiler
 
 
@@ -268,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="profile the parent while it holds the others back to measure (stages/timing.py's take): "
         "OUT/timing_profile.txt",
+    )
+    parser.add_argument(
+        "--profile-stage",
+        action="store_true",
+        help="profile the parent over the whole timing stage (the fresh pair's start, staging, the hold, the checks "
+        "after it): OUT/timing_profile.txt",
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -293,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         checked_pair_without_early_triton()
     ways = either[args.spare_workers]
     jobs = work(device, args.only, out)
-    profiler = profile_take() if args.profile_timing else None
+    profiler = profile_parent(args.profile_stage) if args.profile_timing or args.profile_stage else None
     with SparePairs() as spares:
         if True in ways and jobs:  # the judgment that starts the first spare is not counted
             name, task, candidate = jobs[0]
