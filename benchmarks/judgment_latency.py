@@ -89,6 +89,17 @@ CROSSINGS = {
     "compares ": ("timing.reference.compare:compare",),
 }
 
+# Staging the timing pool, by the reference's parts and the candidate's read (worker clocks)
+STAGING = {
+    "reference makes inputs": ("timing.reference.stage:inputs",),
+    "its outputs and the oracle's": ("timing.reference.stage:reference",),
+    "timed checks made": ("timing.reference.stage:checks",),
+    "writes them to the candidate": ("timing.reference.stage:write",),
+    "reference's round trip": ("timing.reference.stage",),
+    "candidate reads them": ("timing.candidate.stage:read",),
+    "candidate's round trip": ("timing.candidate.stage",),
+}
+
 # The timing stage's round trips (`stages_s["timing.<worker>.<op>"]`), grouped: the ops of each column
 TIMING_PARTS = {
     "fresh pair's start and load": ("hello", "load"),
@@ -184,6 +195,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             held = r["stages_s"].get("timing.held")
             busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
             lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
+        head = ["task", *STAGING]
+        lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in timed_rows:
+            parts = [cell(sum(r["stages_s"].get(key, 0.0) for key in keys), 3) for keys in STAGING.values()]
+            lines.append(f"| {r['task']}{way(r)} | " + " | ".join(parts) + " |")
     head = ["task", "timed", *BUILD_PARTS]
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -232,27 +248,23 @@ def checked_pair_without_early_triton() -> None:
 
 def profile_parent(whole_stage: bool) -> cProfile.Profile:
     """A profiler of the parent's part of the timing stage: of every measuring hold and of the first calibration
-    requests before it (`stages/timing.py`'s `take`), or, `whole_stage`, of all of it (the fresh pair's start
-    and load, the checked pair's close, staging, the hold, the checks after it: `Judgment._start_timing_pair`
-    and `Judgment._timing`)."""
+    requests before it (`stages/timing.py`'s `take`), or, `whole_stage`, of whole judgments (`Judgment.run`),
+    whose dump (OUT/timing_profile.prof) splits the timing stage by its callees (`_start_timing_pair`: the
+    checked pair's close and the fresh pair's load; `_timing`: staging, the hold, the checks after it)."""
     from kerneljudge import pipeline
     from kerneljudge.stages import timing as timing_stage
 
-    profiler, depth = cProfile.Profile(), [0]  # a fresh pair started inside `_timing` (a failed capture) nests
-    targets = (
-        [(pipeline.Judgment, "_start_timing_pair"), (pipeline.Judgment, "_timing")]
-        if whole_stage
-        else [(timing_stage, "take")]
-    )
+    profiler, depth = cProfile.Profile(), [0]  # a call inside another (a fresh pair in `_timing`) is profiled once
+    targets = [(pipeline.Judgment, "run")] if whole_stage else [(timing_stage, "take")]
     for owner, name in targets:
         original = getattr(owner, name)
 
-        def profiled(*args: Any, _original: Any = original, **kwargs: Any) -> None:
+        def profiled(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
             depth[0] += 1
             if depth[0] == 1:
                 profiler.enable()
             try:
-                _original(*args, **kwargs)
+                return _original(*args, **kwargs)
             finally:
                 depth[0] -= 1
                 if depth[0] == 0:
@@ -286,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-stage",
         action="store_true",
-        help="profile the parent over the whole timing stage (the fresh pair's start, staging, the hold, the checks "
-        "after it): OUT/timing_profile.txt",
+        help="profile the parent over whole judgments, the timing stage split by its callees: "
+        "OUT/timing_profile.txt and OUT/timing_profile.prof",
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -337,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
     if profiler is not None:
+        profiler.dump_stats(out / "timing_profile.prof")
         with open(out / "timing_profile.txt", "w") as report:
             pstats.Stats(profiler, stream=report).sort_stats("cumulative").print_stats(40)
             pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(25)

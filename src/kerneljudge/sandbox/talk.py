@@ -79,6 +79,7 @@ CLOCK_NAMES = frozenset(
         "place",
         "reference",
         "compare",
+        "checks",
         "task_check",
         "call",
         "evidence",

@@ -7,6 +7,7 @@ Trusted code: it runs in the reference worker (worker/reference.py), which never
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kerneljudge import protocol
@@ -42,7 +43,8 @@ class TimingPool:
             self.staged, self.graphs = [], {}
             self.release_cached()
             pool, trees, described, start, made = [], [], {}, 0, []
-            for k, spec in enumerate(request.sets):
+            for k, spec in enumerate(request.sets):  # clocked by parts: `stage:inputs`, `:reference`, ...
+                began = time.perf_counter()
                 seed = int(spec["seed"])
                 inputs = self.make_inputs(seed, request.on_device)
                 variant = spec.get("variant") or {"kind": "standard"}
@@ -50,7 +52,11 @@ class TimingPool:
                 if request.inputs_to == "made":
                     made.append(self.place_inputs(inputs, "made", seed, variant)["made"])
                 inputs = self.to_device(inputs)
+                self.clocked("inputs", began)
+                began = time.perf_counter()
                 out, _, oracle_out = self.run_reference(wire.cloned(inputs), True)
+                self.clocked("reference", began)
+                began = time.perf_counter()
                 self.slots[f"pool{k}"] = {
                     "out": out,
                     "oracle": oracle_out,
@@ -63,12 +69,15 @@ class TimingPool:
                         self.timed_checks(self.slots[f"pool{k}"], request.tolerances)
                     except Exception:  # none made: left to the first check, which reports what is wrong
                         pass
+                self.clocked("checks", began)
                 pool.append(inputs)
                 if made or request.inputs_to == "here":
                     continue
+                began = time.perf_counter()
                 tree, tensors = wire.pack_values(inputs)
                 renamed = {f"s{k}.{name}": t for name, t in tensors.items()}
                 written = self.channels.write("candidate_in", renamed, start)
+                self.clocked("write", began)
                 start = max((d["offset"] + d["nbytes"] for d in written.values()), default=start)
                 described |= written
                 trees.append(wire.prefixed(tree, f"s{k}."))
