@@ -113,11 +113,13 @@ TIMING_PARTS = {
 
 
 def timing_split(stages: dict[str, float]) -> list[float]:
-    """The timing stage's seconds by TIMING_PARTS (both workers), then what no round trip holds (the parent)."""
+    """The timing stage's seconds by TIMING_PARTS (both workers), the checked pair's close, then what no round
+    trip holds (the parent)."""
     parts = [
         sum(stages.get(f"timing.{role}.{op}", 0.0) for role in ("reference", "candidate") for op in ops)
         for ops in TIMING_PARTS.values()
     ]
+    parts.append(stages.get("timing.checked_pair.close", 0.0))
     return [*parts, max(0.0, stages.get("timing", 0.0) - sum(parts))]
 
 
@@ -187,7 +189,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         )
     timed_rows = [r for r in rows if r["timing"] and "timing" in r["stages_s"]]
     if timed_rows:
-        head = ["task", "timing", *TIMING_PARTS, "the parent's own", "held (others paused)", "busy while held"]
+        head = [
+            "task",
+            "timing",
+            *TIMING_PARTS,
+            "the checked pair's close",
+            "the parent's own",
+            "held (others paused)",
+            "busy while held",
+        ]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
             split = " | ".join(cell(v, 2) for v in timing_split(r["stages_s"]))

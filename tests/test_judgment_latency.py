@@ -28,6 +28,11 @@ def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says
     assert all(part >= 0 for part in split) and split[3] > 0  # the measured requests took time
     assert abs(sum(split) - timed["stages_s"]["timing"]) < 0.01
     assert "| task | timing | fresh pair's start and load |" in table
+    assert split[-2] > 0  # the checked pair closed inside the stage (`timing.checked_pair.close`)
+    # staging by the reference's clocked parts: the sets made, their outputs and the oracle's, the checks
+    stage = timed["stages_s"]
+    assert all(stage[f"timing.reference.stage:{part}"] > 0 for part in ("inputs", "reference", "checks"))
+    assert "| task | reference makes inputs | its outputs and the oracle's |" in table
 
 
 def test_with_spare_workers_the_build_no_longer_waits_for_the_workers_start(tmp_path, capsys):

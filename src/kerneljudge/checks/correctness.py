@@ -112,16 +112,25 @@ def _finite(c: torch.Tensor, o: torch.Tensor) -> torch.Tensor | None:
     return None if bool(mask.all()) else mask
 
 
-def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
-    """Error statistics of cand and ref against oracle (same shape; computed in the work dtype of the
-    candidate's), over the positions where cand and oracle are both finite.
+@dataclass(frozen=True)
+class BoundTerms:
+    """What the rule's bound depends on besides the candidate's values: over the positions where the candidate
+    and the oracle are both finite, their count, the reference's largest error and its RMS error, the oracle's
+    RMS and norm, and from them the slack (the reference's error times its factor) and the absolute floor."""
 
-    Two passes of pieces: the first finds what the rule's bound depends on (the reference's largest error,
-    the oracle's RMS), the second counts against it. Sums and norms accumulate in float64.
-    """
-    work = work_dtype(cand.dtype)
+    count: int
+    ref_max: float
+    ref_rmse: float
+    oracle_rms: float
+    oracle_norm: float
+    slack: float
+    atol: float
+
+
+def bound_terms(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> BoundTerms:
+    """The first pass of `error_metrics` (in the work dtype of the candidate's; sums in float64)."""
     count, ref_max, o_sq, ref_sq = 0, 0.0, 0.0, 0.0
-    for _, (c, o, r) in pieces(cand, oracle, ref, work=work):
+    for _, (c, o, r) in pieces(cand, oracle, ref, work=work_dtype(cand.dtype)):
         mask = _finite(c, o)
         if mask is not None:
             o, r = o[mask], r[mask]
@@ -131,10 +140,23 @@ def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, t
             ref_max = max(ref_max, float(ref_err.max()))
             ref_sq += float(torch.linalg.vector_norm(ref_err, dtype=torch.float64)) ** 2
             o_sq += float(torch.linalg.vector_norm(o, dtype=torch.float64)) ** 2
-    slack = tol.ref_error_factor * ref_max
     oracle_rms = (o_sq / count) ** 0.5 if count else 0.0
     ref_rmse = (ref_sq / count) ** 0.5 if count else 0.0
     atol = min(tol.atol, SCALE_FLOOR * oracle_rms)
+    return BoundTerms(count, ref_max, ref_rmse, oracle_rms, o_sq**0.5, tol.ref_error_factor * ref_max, atol)
+
+
+def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
+    """Error statistics of cand and ref against oracle (same shape; computed in the work dtype of the
+    candidate's), over the positions where cand and oracle are both finite.
+
+    Two passes of pieces: the first finds what the rule's bound depends on (`bound_terms`: the reference's
+    largest error, the oracle's RMS), the second counts against it. Sums and norms accumulate in float64.
+    """
+    work = work_dtype(cand.dtype)
+    terms = bound_terms(cand, oracle, ref, tol)
+    count, ref_max, slack, atol = terms.count, terms.ref_max, terms.slack, terms.atol
+    oracle_rms, ref_rmse = terms.oracle_rms, terms.ref_rmse
     mismatches, max_err, max_rel, sum_err, err_sq, c_sq, dot, sum_diff, spread = 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0
     worst: tuple[float, int, float, float] | None = None  # (excess over the bound, flat index, cand, expected)
     for start, (c, o) in pieces(cand, oracle, work=work):
@@ -166,7 +188,7 @@ def error_metrics(cand: torch.Tensor, oracle: torch.Tensor, ref: torch.Tensor, t
             if worst is None or float(excess[k]) > worst[0]:
                 index = start + (int(positions[k]) if positions is not None else k)
                 worst = (float(excess[k]), index, float(c[k]), float(o[k]))
-    o_norm, c_norm = o_sq**0.5, c_sq**0.5
+    o_norm, c_norm = terms.oracle_norm, c_sq**0.5
     rmse = (err_sq / count) ** 0.5 if count else 0.0
     cosine = 1.0 if c_norm == o_norm == 0.0 else dot / max(c_norm * o_norm, 1e-300)
     metrics: dict[str, Any] = {
@@ -241,8 +263,8 @@ class OracleCheck:
         self.rounded = oracle.to(ref.dtype)
         self.fast = all(bool(torch.isfinite(o).all()) for _, (o,) in pieces(self.rounded))
         if self.fast:  # the slack and the absolute floor as compare_to_oracle computes them for a finite output
-            probe = error_metrics(self.rounded, self.rounded, ref, tol)
-            self.constant = probe["atol"] + probe["slack"]
+            terms = bound_terms(self.rounded, self.rounded, ref, tol)
+            self.constant = terms.atol + terms.slack
 
     def compare(self, cand: torch.Tensor) -> Comparison:
         if self.fast and cand.dtype == self.ref.dtype and cand.shape == self.ref.shape:

@@ -40,7 +40,10 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     carry = {"candidate": partial(carry_caches, state)} if carried(state) else {}
     if carry and not state.booting:  # the carry's destination is started before the checked workspace goes
         boot_pair()
+    began = time.monotonic()
     state.closed_logs.update(close_workers(state, carry))
+    closed = state.stages_s.get("timing.checked_pair.close", 0.0) + time.monotonic() - began  # or a timing pair
+    state.stages_s["timing.checked_pair.close"] = round(closed, 6)
     if not state.booting:  # a second pair, after a failed graph capture
         boot_pair()
     state.workers, state.booting = state.booting, {}
