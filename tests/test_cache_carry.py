@@ -195,6 +195,7 @@ def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_re
         workers=first,
         booting={},
         closed_logs={},
+        closing=None,
         memory_peaks={},
         stages_s={},
         timing_pairs=1,

@@ -41,7 +41,7 @@ from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
 from kerneljudge.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUSH_BYTES, l2_flush_bytes
 from kerneljudge.stages.trials import task_check_disagrees
-from kerneljudge.stages.workers import at_gate, clocked, close_workers, new_pair
+from kerneljudge.stages.workers import at_gate, clocked, close_workers, join_closing, new_pair
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.source import Task
@@ -122,6 +122,7 @@ class Judgment(JudgmentState):
             for worker in self.booting.values():  # never told to load anything: no candidate code ran there
                 worker.close()
             self.booting = {}
+            join_closing(self)  # a checked pair closed beside its timing pair (stages/workers.py)
             logs = {**self.closed_logs, **close_workers(self)}
             self.held.close()
         if any(self.memory_peaks.values()):  # the reservation checked against what was held (a stage log line)

@@ -8,6 +8,7 @@ them starts empty and is filled by the stages in order.
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -67,6 +68,9 @@ class JudgmentState:
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
     closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
+    # A pair being closed in a thread (stages/workers.close_beside): the thread and the logs it fills
+    closing: tuple[threading.Thread, dict[str, WorkerLog]] | None = None
+    closing_s: float = 0.0  # how long that close took, in its thread
     carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
     correctness_passed: bool = False

@@ -20,7 +20,7 @@ from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, recheck_last, stage, time_side
 from kerneljudge.stages.timing_pair import carried
-from kerneljudge.stages.workers import at_gate
+from kerneljudge.stages.workers import at_gate, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain
 from kerneljudge.timing.basic import run_interleaved
@@ -127,6 +127,7 @@ def measure(
         gate.enter_context(at_gate(state, measuring=False))
 
         def hold() -> None:  # from working beside the other lanes to measuring with them paused
+            join_closing(state)  # the checked pair, closed beside the fresh pair's start, is gone
             gate.close()
             gate.enter_context(at_gate(state, measuring=True))
             held_since.append(time.monotonic())

@@ -12,7 +12,7 @@ from pathlib import Path
 from kerneljudge.sandbox import cache_carry
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.workers import close_workers, new_pair
+from kerneljudge.stages.workers import close_beside, close_workers, join_closing, new_pair
 
 
 def boot(state: JudgmentState) -> None:
@@ -37,19 +37,42 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     did not. A fresh pair times both sides in the same state. Its logs are kept as `<role>_timing`. With
     `timing_carry`, the candidate's compiled kernels go with it (sandbox/cache_carry.py).
     """
+    join_closing(state)
     carry = {"candidate": partial(carry_caches, state)} if carried(state) else {}
     if carry and not state.booting:  # the carry's destination is started before the checked workspace goes
         boot_pair()
-    began = time.monotonic()
-    state.closed_logs.update(close_workers(state, carry))
-    closed = state.stages_s.get("timing.checked_pair.close", 0.0) + time.monotonic() - began  # or a timing pair
-    state.stages_s["timing.checked_pair.close"] = round(closed, 6)
+    if state.booting and not carry and closes_beside(state):
+        close_beside(state)  # joined before the measuring hold (stages/timing.py) and before the record
+    else:
+        began = time.monotonic()
+        state.closed_logs.update(close_workers(state, carry))
+        closed = state.stages_s.get("timing.checked_pair.close", 0.0) + time.monotonic() - began  # or a timing pair
+        state.stages_s["timing.checked_pair.close"] = round(closed, 6)
     if not state.booting:  # a second pair, after a failed graph capture
         boot_pair()
     state.workers, state.booting = state.booting, {}
     reference_hello(state)
     state.timing_pairs += 1
     start_candidate(state, load_reference(state))
+
+
+# The most device memory the closing pair may still hold while the fresh one stages its pool: a sixteenth of the
+# GPU's, beside the one reservation the gate made for both pairs (gate.memory_need, the larger of the two).
+BESIDE_SHARE = 16
+
+
+def closes_beside(state: JudgmentState) -> bool:
+    """Whether the checked pair may end while the fresh pair is greeted, loaded and staged (the carry needs its
+    workspace whole first): on the CPU, or where NVML saw it hold at most a BESIDE_SHARE-th of the GPU, and
+    the gate reserved no more than that for the judgment."""
+    if state.device != "cuda":
+        return True
+    total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
+    watches = [worker.gpu_watch for worker in state.workers.values()]
+    peaks = [watch.peak_bytes if watch is not None else 0 for watch in watches]
+    if not total or not all(peaks) or state.reserved_bytes > total // BESIDE_SHARE:  # 0: NVML did not see it
+        return False
+    return sum(peaks) <= total // BESIDE_SHARE
 
 
 def carried(state: JudgmentState) -> bool:

@@ -7,6 +7,7 @@ outputs), never the other way round (docs/process-model.md).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -169,14 +170,58 @@ def close_workers(
 ) -> dict[str, WorkerLog]:
     """Close the current pair; its logs, named by role and by which timing pair it was. `before_removal`: by
     role, what is done with a worker's workspace once that worker is gone (the compiler-cache carry)."""
+    pair, state.workers = state.workers, {}
+    return closed(state, pair, state.timing_pairs, before_removal or {})
+
+
+def closed(
+    state: JudgmentState,
+    pair: dict[str, WorkerProcess],
+    pairs: int,
+    before_removal: dict[str, Callable[[Path], None]],
+) -> dict[str, WorkerLog]:
+    """Close `pair`, the judgment's pair number `pairs` (0: the checked pair); its logs and peaks by name."""
     logs = {}
-    pairs = state.timing_pairs
     suffix = "" if pairs == 0 else "_timing" if pairs == 1 else f"_timing{pairs}"
-    for worker in state.workers.values():
+    for worker in pair.values():
         worker.ask_exit()
-    for role, worker in state.workers.items():
-        worker.close((before_removal or {}).get(role))
+    for role, worker in pair.items():
+        worker.close(before_removal.get(role))
         logs[role + suffix] = WorkerLog(**worker.logs())
         state.memory_peaks[role + suffix] = worker.gpu_peak_bytes
-    state.workers = {}
     return logs
+
+
+def close_beside(state: JudgmentState) -> None:
+    """Close the current pair in a thread while the judgment goes on with the next (the fresh timing pair
+    greeted, loaded and its pool staged): its exit, on CUDA a context's teardown, took 0.2-0.25 s of an H200's
+    timing stage (docs/batch.md). `join_closing` waits for it and files its logs; before the measuring hold
+    and before the record, so that nothing of the closed pair runs while a sample is taken."""
+    pair, state.workers = state.workers, {}
+    for worker in pair.values():  # asked now: they end while the next pair starts
+        worker.ask_exit()
+    logs: dict[str, WorkerLog] = {}
+    pairs = state.timing_pairs
+
+    def close() -> None:
+        began = time.monotonic()
+        logs.update(closed(state, pair, pairs, {}))
+        state.closing_s = time.monotonic() - began
+
+    thread = threading.Thread(target=close, name="kj-close-pair", daemon=True)
+    thread.start()
+    state.closing = (thread, logs)
+
+
+def join_closing(state: JudgmentState) -> None:
+    """Wait for a pair closed beside (`close_beside`) and file its logs; the wait counts in
+    `stages_s["timing.checked_pair.close"]`, and the close's own seconds in `...close:beside`."""
+    if state.closing is None:
+        return
+    (thread, logs), state.closing = state.closing, None
+    began = time.monotonic()
+    thread.join()
+    state.closed_logs.update(logs)
+    for key, seconds in (("close", time.monotonic() - began), ("close:beside", state.closing_s)):
+        name = f"timing.checked_pair.{key}"
+        state.stages_s[name] = round(state.stages_s.get(name, 0.0) + seconds, 6)

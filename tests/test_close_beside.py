@@ -1,0 +1,71 @@
+"""The checked pair closed beside the fresh timing pair's start (stages/workers.close_beside, issue 20): it
+ends while the fresh pair is greeted, loaded and staged, is gone before the measuring hold, and its logs
+still reach the record; where it may hold much device memory, or the carry needs its workspace, it is
+closed first, as before."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from helpers import CANDIDATES
+from kerneljudge.config import JudgeConfig
+from kerneljudge.gate import LaneGate
+from kerneljudge.pipeline import judge
+from kerneljudge.stages import timing_pair, workers
+
+GIB = 2**30
+
+
+def test_the_checked_pair_ends_beside_the_fresh_pairs_start_and_is_gone_before_the_hold(tiny_task, monkeypatch):
+    closing, at_hold = [], []
+
+    def beside(state):
+        closing.append(dict(state.workers))  # the checked pair, as it is handed to the thread
+        real_beside(state)
+
+    real_beside = workers.close_beside
+    monkeypatch.setattr(timing_pair, "close_beside", beside)
+
+    class NotingGate(LaneGate):
+        def measure(self, gpu=None):  # as the hold begins: is any process of the checked pair left?
+            at_hold.append([worker.proc.poll() is None for pair in closing for worker in pair.values()])
+            return super().measure(gpu)
+
+    config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config, gate=NotingGate())
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert len(closing) == 1 and sorted(closing[0]) == ["candidate", "reference"]
+    assert at_hold and at_hold[0] == [False, False]  # both had ended before the first sample
+    assert {"reference", "candidate", "reference_timing", "candidate_timing"} <= set(record.logs)
+    assert record.stages_s["timing.checked_pair.close:beside"] > 0  # the close's own time, in its thread
+    assert record.stages_s["timing.checked_pair.close"] < record.stages_s["timing"]  # the wait for it
+
+
+def test_with_the_carry_the_checked_pair_is_closed_first(tiny_task, monkeypatch):
+    monkeypatch.setattr(timing_pair, "close_beside", lambda state: (_ for _ in ()).throw(AssertionError("beside")))
+    config = JudgeConfig(
+        device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5, timing_carry=True
+    )
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config)
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert "timing.checked_pair.close:beside" not in record.stages_s
+    assert record.stages_s["timing.checked_pair.close"] > 0 and "candidate" in record.logs
+
+
+def state_on_gpu(peaks, reserved=0, total=144 * GIB):
+    """A judgment's state as `closes_beside` reads it: a CUDA device, its size, the pair's NVML peaks."""
+    pair = {
+        role: SimpleNamespace(gpu_watch=None if peak is None else SimpleNamespace(peak_bytes=peak))
+        for role, peak in zip(("reference", "candidate"), peaks, strict=True)
+    }
+    return SimpleNamespace(device="cuda", hello={"gpu_memory_bytes": total}, workers=pair, reserved_bytes=reserved)
+
+
+def test_only_a_pair_that_held_little_device_memory_is_closed_beside():
+    assert timing_pair.closes_beside(state_on_gpu([2 * GIB, 3 * GIB]))  # the built-in suite's sizes
+    assert not timing_pair.closes_beside(state_on_gpu([6 * GIB, 4 * GIB]))  # over a sixteenth of 144 GiB
+    assert not timing_pair.closes_beside(state_on_gpu([2 * GIB, 0]))  # NVML did not see one: unknown
+    assert not timing_pair.closes_beside(state_on_gpu([2 * GIB, None]))  # no watch at all
+    assert not timing_pair.closes_beside(state_on_gpu([GIB, GIB], reserved=40 * GIB))  # the gate knew better
+    assert not timing_pair.closes_beside(state_on_gpu([GIB, GIB], total=0))
+    assert timing_pair.closes_beside(SimpleNamespace(device="cpu"))
