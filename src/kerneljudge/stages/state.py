@@ -68,8 +68,8 @@ class JudgmentState:
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
     closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
-    # A pair being closed in a thread (stages/workers.close_beside): the thread and the logs it fills
-    closing: tuple[threading.Thread, dict[str, WorkerLog]] | None = None
+    # A pair being closed in a thread (stages/workers.close_beside): the thread, the logs it fills, what it raised
+    closing: tuple[threading.Thread, dict[str, WorkerLog], list[Exception]] | None = None
     closing_s: float = 0.0  # how long that close took, in its thread
     carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early

@@ -201,16 +201,20 @@ def close_beside(state: JudgmentState) -> None:
     for worker in pair.values():  # asked now: they end while the next pair starts
         worker.ask_exit()
     logs: dict[str, WorkerLog] = {}
+    failed: list[Exception] = []  # raised again where it is joined, as a close in line would raise it
     pairs = state.timing_pairs
 
     def close() -> None:
         began = time.monotonic()
-        logs.update(closed(state, pair, pairs, {}))
+        try:
+            logs.update(closed(state, pair, pairs, {}))
+        except Exception as exc:
+            failed.append(exc)
         state.closing_s = time.monotonic() - began
 
     thread = threading.Thread(target=close, name="kj-close-pair", daemon=True)
     thread.start()
-    state.closing = (thread, logs)
+    state.closing = (thread, logs, failed)
 
 
 def join_closing(state: JudgmentState) -> None:
@@ -218,9 +222,11 @@ def join_closing(state: JudgmentState) -> None:
     `stages_s["timing.checked_pair.close"]`, and the close's own seconds in `...close:beside`."""
     if state.closing is None:
         return
-    (thread, logs), state.closing = state.closing, None
+    (thread, logs, failed), state.closing = state.closing, None
     began = time.monotonic()
     thread.join()
+    if failed:
+        raise failed[0]
     state.closed_logs.update(logs)
     for key, seconds in (("close", time.monotonic() - began), ("close:beside", state.closing_s)):
         name = f"timing.checked_pair.{key}"
