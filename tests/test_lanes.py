@@ -139,6 +139,9 @@ class RecordingGate(LaneGate):
     def work(self):
         return self._span("work", super().work())
 
+    def work_beside(self):  # a pair closing in a thread while its lane goes on (stages/workers.close_beside)
+        return self._span("work beside", super().work_beside())
+
     def measure(self, gpu=None):
         return self._span("measure", super().measure(gpu))
 
@@ -168,6 +171,7 @@ def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_w
     # measure only while samples are taken (stages/timing.py).
     # (more work spans where a lane let the other measure between two of its trials: gate.let_measure)
     assert len(measures) == 3 and len(gate.spans) >= 12
+    assert sum(span[0] == "work beside" for span in gate.spans) == 3  # each checked pair closed beside
     for kind, began, ended in measures:
         overlapping = [s for s in gate.spans if s[1:] != (began, ended) and s[1] < ended and began < s[2]]
         assert not overlapping, (kind, began, ended, overlapping)

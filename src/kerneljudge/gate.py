@@ -121,6 +121,8 @@ class Gate(Protocol):
 
     def work(self) -> AbstractContextManager[None]: ...
 
+    def work_beside(self) -> AbstractContextManager[None]: ...
+
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
 
     def let_measure(self) -> float: ...
@@ -132,6 +134,9 @@ class _OpenGate:
     """One judgment on its own: nothing to wait for."""
 
     def work(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def work_beside(self) -> AbstractContextManager[None]:
         return nullcontext()
 
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
@@ -175,6 +180,20 @@ class LaneGate:
     def work(self) -> Iterator[None]:
         with self._cond:
             self._cond.wait_for(lambda: not self._measuring and not self._waiting)
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._working -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def work_beside(self) -> Iterator[None]:
+        """More work of a lane that holds `work()` now, counted at once, without waiting (its own hold could
+        not end while it waited): work that goes on in a thread after the step that began it, such as a
+        pair closing while the next starts (stages/workers.close_beside). Until it ends no lane measures."""
+        with self._cond:
             self._working += 1
         try:
             yield

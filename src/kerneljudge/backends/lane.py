@@ -89,6 +89,9 @@ class Alone:
     def work(self) -> AbstractContextManager[None]:
         return self.gate.work()
 
+    def work_beside(self) -> AbstractContextManager[None]:
+        return self.gate.work_beside()
+
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return self.gate.measure(gpu)
 

@@ -203,6 +203,10 @@ def close_beside(state: JudgmentState) -> None:
     logs: dict[str, WorkerLog] = {}
     failed: list[Exception] = []  # raised again where it is joined, as a close in line would raise it
     pairs = state.timing_pairs
+    # Counted as this lane's work until the pair is gone, as it was when closed in line inside the work hold:
+    # no other lane measures while these processes end (gate.py).
+    beside = state.gate.work_beside()
+    beside.__enter__()
 
     def close() -> None:
         began = time.monotonic()
@@ -210,6 +214,8 @@ def close_beside(state: JudgmentState) -> None:
             logs.update(closed(state, pair, pairs, {}))
         except Exception as exc:
             failed.append(exc)
+        finally:
+            beside.__exit__(None, None, None)
         state.closing_s = time.monotonic() - began
 
     thread = threading.Thread(target=close, name="kj-close-pair", daemon=True)
