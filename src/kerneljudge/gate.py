@@ -176,24 +176,20 @@ class LaneGate:
         self._tickets = itertools.count()
         self.waits: list[tuple[str | None, int, float]] = []  # (gpu, need, seconds waited) of each admission
 
-    @contextmanager
-    def work(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._measuring and not self._waiting)
-            self._working += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._working -= 1
-                self._cond.notify_all()
+    def work(self) -> AbstractContextManager[None]:
+        return self._work(wait=True)
 
-    @contextmanager
-    def work_beside(self) -> Iterator[None]:
+    def work_beside(self) -> AbstractContextManager[None]:
         """More work of a lane that holds `work()` now, counted at once, without waiting (its own hold could
         not end while it waited): work that goes on in a thread after the step that began it, such as a
         pair closing while the next starts (stages/workers.close_beside). Until it ends no lane measures."""
+        return self._work(wait=False)
+
+    @contextmanager
+    def _work(self, wait: bool) -> Iterator[None]:
         with self._cond:
+            if wait:  # behind every lane that measures or waits to
+                self._cond.wait_for(lambda: not self._measuring and not self._waiting)
             self._working += 1
         try:
             yield
