@@ -264,23 +264,18 @@ def profile_parent(whole_stage: bool) -> cProfile.Profile:
     from kerneljudge import pipeline
     from kerneljudge.stages import timing as timing_stage
 
-    profiler, depth = cProfile.Profile(), [0]  # a call inside another (a fresh pair in `_timing`) is profiled once
-    targets = [(pipeline.Judgment, "run")] if whole_stage else [(timing_stage, "take")]
-    for owner, name in targets:
-        original = getattr(owner, name)
+    profiler = cProfile.Profile()
+    owner, name = (pipeline.Judgment, "run") if whole_stage else (timing_stage, "take")
+    original = getattr(owner, name)
 
-        def profiled(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            depth[0] += 1
-            if depth[0] == 1:
-                profiler.enable()
-            try:
-                return _original(*args, **kwargs)
-            finally:
-                depth[0] -= 1
-                if depth[0] == 0:
-                    profiler.disable()
+    def profiled(*args: Any, **kwargs: Any) -> Any:
+        profiler.enable()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            profiler.disable()
 
-        setattr(owner, name, profiled)
+    setattr(owner, name, profiled)
     return profiler
 
 

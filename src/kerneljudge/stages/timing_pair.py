@@ -12,7 +12,7 @@ from pathlib import Path
 from kerneljudge.sandbox import cache_carry
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.workers import close_beside, close_workers, join_closing, new_pair
+from kerneljudge.stages.workers import add_seconds, close_beside, close_workers, join_closing, new_pair
 
 
 def boot(state: JudgmentState) -> None:
@@ -46,8 +46,7 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     else:
         began = time.monotonic()
         state.closed_logs.update(close_workers(state, carry))
-        closed = state.stages_s.get("timing.checked_pair.close", 0.0) + time.monotonic() - began  # or a timing pair
-        state.stages_s["timing.checked_pair.close"] = round(closed, 6)
+        add_seconds(state, "timing.checked_pair.close", time.monotonic() - began)  # or a first timing pair
     if not state.booting:  # a second pair, after a failed graph capture
         boot_pair()
     state.workers, state.booting = state.booting, {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,11 @@ def ask_candidate(state: JudgmentState, request: protocol.Request, phase: str, o
         return candidate_step(lambda: state.workers["candidate"].request(request, **kw), phase=phase)
 
 
+def add_seconds(state: JudgmentState, key: str, seconds: float) -> None:
+    """Add `seconds` to `stages_s[key]`, to the microsecond (a part of a stage, summed over its occurrences)."""
+    state.stages_s[key] = round(state.stages_s.get(key, 0.0) + seconds, 6)
+
+
 def add_waiting(state: JudgmentState, seconds: float) -> None:
     """Count `seconds` spent at the lane gate in `stages_s["waiting"]` (which `clocked` leaves out of a stage)."""
     state.stages_s["waiting"] = round(state.stages_s.get("waiting", 0.0) + seconds, 3)
@@ -137,10 +142,9 @@ def counted(state: JudgmentState, role: str, op: str) -> Iterator[None]:
         if state.stage is not None:  # to the microsecond: sums of many sub-millisecond round trips rounded to
             # the millisecond at each step lost them (a CPU judgment's `captured` fetches summed to 0.0)
             key = f"{state.stage}.{role}.{op}"
-            state.stages_s[key] = round(state.stages_s.get(key, 0.0) + time.monotonic() - began, 6)
+            add_seconds(state, key, time.monotonic() - began)
             for part, seconds in (worker.last_clock if worker is not None else {}).items():
-                name = f"{key}:{part}"
-                state.stages_s[name] = round(state.stages_s.get(name, 0.0) + seconds, 6)
+                add_seconds(state, f"{key}:{part}", seconds)
 
 
 @contextmanager
@@ -198,24 +202,21 @@ def close_beside(state: JudgmentState) -> None:
     timing stage (docs/batch.md). `join_closing` waits for it and files its logs; before the measuring hold
     and before the record, so that nothing of the closed pair runs while a sample is taken."""
     pair, state.workers = state.workers, {}
-    for worker in pair.values():  # asked now: they end while the next pair starts
-        worker.ask_exit()
     logs: dict[str, WorkerLog] = {}
     failed: list[Exception] = []  # raised again where it is joined, as a close in line would raise it
     pairs = state.timing_pairs
     # Counted as this lane's work until the pair is gone, as it was when closed in line inside the work hold:
-    # no other lane measures while these processes end (gate.py).
-    beside = state.gate.work_beside()
-    beside.__enter__()
+    # no other lane measures while these processes end (gate.py). Taken here, released by the thread.
+    beside = ExitStack()
+    beside.enter_context(state.gate.work_beside())
 
     def close() -> None:
         began = time.monotonic()
-        try:
-            logs.update(closed(state, pair, pairs, {}))
-        except Exception as exc:
-            failed.append(exc)
-        finally:
-            beside.__exit__(None, None, None)
+        with beside:
+            try:
+                logs.update(closed(state, pair, pairs, {}))  # asks both to exit at once, then closes them
+            except Exception as exc:
+                failed.append(exc)
         state.closing_s = time.monotonic() - began
 
     thread = threading.Thread(target=close, name="kj-close-pair", daemon=True)
@@ -234,6 +235,5 @@ def join_closing(state: JudgmentState) -> None:
     if failed:
         raise failed[0]
     state.closed_logs.update(logs)
-    for key, seconds in (("close", time.monotonic() - began), ("close:beside", state.closing_s)):
-        name = f"timing.checked_pair.{key}"
-        state.stages_s[name] = round(state.stages_s.get(name, 0.0) + seconds, 6)
+    add_seconds(state, "timing.checked_pair.close", time.monotonic() - began)
+    add_seconds(state, "timing.checked_pair.close:beside", state.closing_s)
