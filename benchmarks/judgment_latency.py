@@ -25,6 +25,10 @@ timing stage's checks.
 hello), as before session t; a table splits the workers' start and the build: each worker's hello, the
 candidate's load by its parts (the task's source, the import, the build, the evidence) and its first call.
 
+`--timing-ahead yes|both` times with the fresh timing pair made ready while correctness runs (loaded, its pool
+staged, each side's first call made: stages/timing_ahead.py); a table shows what the thread spent, beside which
+correctness stage, and how long the timing stage waited for it.
+
 `--spare-workers yes|both` judges with spare worker pairs (stages/spare_pairs.py): each judgment takes the
 pair the one before it started, which has finished starting when it comes (an idle judge), as a serving
 process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps the tasks written and
@@ -89,15 +93,24 @@ CROSSINGS = {
     "compares ": ("timing.reference.compare:compare",),
 }
 
-# Staging the timing pool, by the reference's parts and the candidate's read (worker clocks)
+# Staging the timing pool, by the reference's parts and the candidate's read (worker clocks), in the timing
+# stage or ahead (`stages_s["ahead.<worker>.<op>"]`, stages/timing_ahead.py)
 STAGING = {
-    "reference makes inputs": ("timing.reference.stage:inputs",),
-    "its outputs and the oracle's": ("timing.reference.stage:reference",),
-    "timed checks made": ("timing.reference.stage:checks",),
-    "writes them to the candidate": ("timing.reference.stage:write",),
-    "reference's round trip": ("timing.reference.stage",),
-    "candidate reads them": ("timing.candidate.stage:read",),
-    "candidate's round trip": ("timing.candidate.stage",),
+    "reference makes inputs": ("reference.stage:inputs",),
+    "its outputs and the oracle's": ("reference.stage:reference",),
+    "timed checks made": ("reference.stage:checks",),
+    "writes them to the candidate": ("reference.stage:write",),
+    "reference's round trip": ("reference.stage",),
+    "candidate reads them": ("candidate.stage:read",),
+    "candidate's round trip": ("candidate.stage",),
+}
+
+# With --timing-ahead: what the thread made ready while correctness ran (its round trips, both workers), its own
+# wall time, and the timing stage's wait for it
+AHEAD_PARTS = {
+    "greeting and loading": ("hello", "load"),
+    "staging": ("stage",),
+    "first calls": ("warm",),
 }
 
 # The timing stage's round trips (`stages_s["timing.<worker>.<op>"]`), grouped: the ops of each column
@@ -120,7 +133,18 @@ def timing_split(stages: dict[str, float]) -> list[float]:
         for ops in TIMING_PARTS.values()
     ]
     parts.append(stages.get("timing.checked_pair.close", 0.0))
+    parts.append(stages.get("timing.ahead", 0.0))
     return [*parts, max(0.0, stages.get("timing", 0.0) - sum(parts))]
+
+
+def ahead_split(stages: dict[str, float]) -> list[float]:
+    """What the thread of --timing-ahead spent (AHEAD_PARTS, both workers), its wall time, the correctness stage's
+    wall time it ran beside, and the timing stage's wait for it."""
+    parts = [
+        sum(stages.get(f"ahead.{role}.{op}", 0.0) for role in ("reference", "candidate") for op in ops)
+        for ops in AHEAD_PARTS.values()
+    ]
+    return [*parts, stages.get("ahead", 0.0), stages.get("correctness", 0.0), stages.get("timing.ahead", 0.0)]
 
 
 def work(device: str, only: list[str] | None, out: Path) -> list[tuple[str, Path, Path]]:
@@ -144,6 +168,8 @@ def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: 
         "spare_workers": spares is not None,
         "timing_warm": config.timing and config.timing_warm,
         "timing_carry": config.timing and config.timing_carry,
+        "timing_ahead": config.timing and config.timing_ahead,
+        "ahead": record.timing.ahead,
         "pinned_heads": os.environ.get("KJ_PINNED_HEADS") != "0",
         "early_triton": EARLY_TRITON[0],
         "carried_caches": record.timing.carried_caches,
@@ -169,7 +195,7 @@ def cell(value: float | None, digits: int = 1) -> str:
 
 def way(row: dict[str, Any]) -> str:
     """How a judgment was made, as a name's suffix: " (warm)", " (carry)", " (warm, carry)", " (no heads)"..."""
-    chosen = [name for name in ("warm", "carry") if row.get(f"timing_{name}")]
+    chosen = [name for name in ("warm", "carry", "ahead") if row.get(f"timing_{name}")]
     chosen += [] if row.get("pinned_heads", True) else ["no heads"]
     chosen += [] if row.get("early_triton", True) else ["no early Triton"]
     return f" ({', '.join(chosen)})" if chosen else ""
@@ -194,6 +220,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             "timing",
             *TIMING_PARTS,
             "the checked pair's close",
+            "waiting for the pair made ahead",
             "the parent's own",
             "held (others paused)",
             "busy while held",
@@ -208,8 +235,18 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         head = ["task", *STAGING]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
-            parts = [cell(sum(r["stages_s"].get(key, 0.0) for key in keys), 3) for keys in STAGING.values()]
+            stages = r["stages_s"]
+            parts = [
+                cell(sum(stages.get(f"{at}.{key}", 0.0) for key in keys for at in ("timing", "ahead")), 3)
+                for keys in STAGING.values()
+            ]
             lines.append(f"| {r['task']}{way(r)} | " + " | ".join(parts) + " |")
+        ahead_rows = [r for r in timed_rows if r.get("timing_ahead")]
+        if ahead_rows:
+            head = ["task", *AHEAD_PARTS, "the thread's wall", "correctness beside it", "timing's wait for it"]
+            lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for r in ahead_rows:
+                lines.append(f"| {r['task']} | " + " | ".join(cell(v, 2) for v in ahead_split(r["stages_s"])) + " |")
     head = ["task", "timed", *BUILD_PARTS]
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -289,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         ("--spare-workers", "judge with spare worker pairs started ahead (stages/spare_pairs.py)"),
         ("--timing-warm", "timed judgments with one untimed call of each side before the measuring hold"),
         ("--timing-carry", "timed judgments with the candidate's compiler caches carried to its timing worker"),
+        ("--timing-ahead", "timed judgments with the timing pair made ready while correctness runs"),
         ("--pinned-heads", "workers copying device tensors through the channels' registered heads"),
         ("--early-triton", "the checked pair's candidate worker readying Triton beside torch's import"),
     ):
@@ -321,9 +359,11 @@ def main(argv: list[str] | None = None) -> int:
     config = JudgeConfig(device=device, mode="enforce", policy="practical")
     rows: list[dict[str, Any]] = []
     either = {"no": (False,), "yes": (True,), "both": (False, True)}
-    # (timing, warm, carry) of each judgment of a candidate: the last two only matter where there is timing
-    choices = [(True, warm, carry) for warm in either[args.timing_warm] for carry in either[args.timing_carry]]
-    choices += [] if args.no_untimed else [(False, False, False)]
+    # (timing, warm, carry, ahead) of each judgment of a candidate: the last three only matter where there is
+    # timing; the carry and ahead never together (JudgeConfig)
+    ways_to_time = itertools.product(either[args.timing_warm], either[args.timing_carry], either[args.timing_ahead])
+    choices = [(True, warm, carry, ahead) for warm, carry, ahead in ways_to_time if not (carry and ahead)]
+    choices += [] if args.no_untimed else [(False, False, False, False)]
     heads = either[args.pinned_heads]
     early = either[args.early_triton]
     if early != (True,):
@@ -336,16 +376,17 @@ def main(argv: list[str] | None = None) -> int:
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)
         for name, task, candidate in jobs:
-            for (timed, warm, carry), pinned, readied in itertools.product(choices, heads, early):
+            for (timed, warm, carry, ahead), pinned, readied in itertools.product(choices, heads, early):
                 os.environ["KJ_PINNED_HEADS"] = "1" if pinned else "0"  # inherited by the workers started next
                 EARLY_TRITON[0] = readied
                 for spare in ways:
                     for _ in range(args.repeats):
-                        chosen = config.with_(timing=timed, timing_warm=warm, timing_carry=carry)
+                        chosen = config.with_(timing=timed, timing_warm=warm, timing_carry=carry, timing_ahead=ahead)
                         rows.append(judged(name, task, candidate, chosen, spares if spare else None))
                         last = rows[-1]
                         print(
-                            f"{name} timed={timed} warm={warm} carry={carry} heads={pinned} early={readied} "
+                            f"{name} timed={timed} warm={warm} carry={carry} ahead={ahead} heads={pinned} "
+                            f"early={readied} "
                             f"spares={spare}: "
                             f"{last['status']} in "
                             f"{last['wall_s']:.1f} s",

@@ -28,7 +28,10 @@ def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says
     assert all(part >= 0 for part in split) and split[3] > 0  # the measured requests took time
     assert abs(sum(split) - timed["stages_s"]["timing"]) < 0.01
     assert "| task | timing | fresh pair's start and load |" in table
-    assert split[-2] > 0  # the checked pair closed inside the stage (`timing.checked_pair.close`)
+    # the checked pair's close: the stage's wait for it (none left, where its thread ended first), its own time
+    assert split[-3] == timed["stages_s"]["timing.checked_pair.close"] >= 0
+    assert timed["stages_s"]["timing.checked_pair.close:beside"] > 0
+    assert split[-2] == 0  # no pair made ready ahead to wait for (`timing.ahead`)
     # staging by the reference's clocked parts: the sets made, their outputs and the oracle's, the checks
     stage = timed["stages_s"]
     assert all(stage[f"timing.reference.stage:{part}"] > 0 for part in ("inputs", "reference", "checks"))
@@ -46,3 +49,20 @@ def test_with_spare_workers_the_build_no_longer_waits_for_the_workers_start(tmp_
     # the spare had started before the judgment came: the build no longer holds the interpreters' start
     assert with_spares["stages_s"]["build.reference.hello"] < without["stages_s"]["build.reference.hello"]
     assert "| yes | yes | 1 |" in capsys.readouterr().out
+
+
+def test_with_the_timing_pair_made_ready_ahead_the_stage_no_longer_stages_and_a_table_says_what_went_ahead(
+    tmp_path, capsys
+):
+    args = ["--device", "cpu", "--no-untimed", "--timing-ahead", "both", "--out", str(tmp_path)]
+    assert judgment_latency.main(args) == 0
+    plain, ahead = json.loads((tmp_path / "latency.json").read_text())
+    assert (plain["timing_ahead"], ahead["timing_ahead"]) == (False, True)
+    assert ahead["status"] == "PASS" and ahead["verified"] and ahead["ahead"]["staged"]
+    assert ahead["stages_s"]["ahead.reference.stage"] > 0 and "timing.reference.stage" not in ahead["stages_s"]
+    assert plain["stages_s"]["timing.reference.stage"] > 0 and "ahead" not in plain["stages_s"]
+    split = judgment_latency.ahead_split(ahead["stages_s"])
+    assert split[1] > 0 and split[3] >= sum(split[:3]) - 0.01  # the thread's wall holds its round trips
+    table = capsys.readouterr().out
+    assert "| task | greeting and loading | staging | first calls |" in table
+    assert "| yes (ahead) | no | 1 |" in table

@@ -297,6 +297,7 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
     the other lanes; only the rest of the calibration and the interleaved samples hold every other lane back
     (issue 20's lever: the gate held for samples)."""
     from kerneljudge.pipeline import judge
+    from kerneljudge.stages import timed_calls
     from kerneljudge.stages import timing as timing_stage
     from kerneljudge.stages.timed_calls import time_op
 
@@ -319,7 +320,7 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
             return Held()
 
     gate, seen, requests = FlagGate(), [], []
-    for name in ("stage", "run_interleaved", "recheck_last", "recheck_graph"):
+    for name in ("make_ready", "run_interleaved", "recheck_last", "recheck_graph"):
         real = getattr(timing_stage, name)
 
         def noted(*args, _name=name, _real=real, **kwargs):
@@ -339,11 +340,12 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
         return timed
 
     monkeypatch.setattr(timing_stage, "time_side", side_noted)
+    monkeypatch.setattr(timed_calls, "time_side", side_noted)  # the first calls' (make_ready)
     config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
     record = judge(tiny_task, CANDIDATES / "honest_torch.py", config, gate=gate)
     assert record.status == "PASS" and record.timing.measured, record.failure
     # run_interleaved starts beside the other lanes (its first calibration requests) and pauses them itself
-    assert seen == [("stage", False), ("run_interleaved", False), ("recheck_last", False)], seen
+    assert seen == [("make_ready", False), ("run_interleaved", False), ("recheck_last", False)], seen
     assert {op for op, _ in requests} == {"calibrate", "time"}, requests
     # Each side's first calibration request (a fresh worker's first call: a JIT's compile) beside the other
     # lanes; every request after them with the others paused.
@@ -358,3 +360,15 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
     assert requests[:4] == [("warm", False), ("warm", False), ("calibrate", False), ("calibrate", False)], requests
     assert all(held for _, held in requests[4:]) and len(requests) > 4, requests
     assert {"timing.candidate.warm", "timing.reference.warm"} <= set(record.stages_s), record.stages_s
+
+    # With timing_ahead the pool is staged and the first calls made in a thread while correctness still runs
+    # (stages/timing_ahead.py), beside the other lanes; the timing stage starts at the calibration.
+    requests.clear()
+    seen.clear()
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config.with_(timing_ahead=True), gate=gate)
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert seen == [("run_interleaved", False), ("recheck_last", False)], seen  # nothing staged in the stage
+    assert requests[:4] == [("warm", False), ("warm", False), ("calibrate", False), ("calibrate", False)], requests
+    assert all(held for _, held in requests[4:]) and len(requests) > 4, requests
+    assert {"ahead.candidate.warm", "ahead.reference.warm", "ahead.reference.stage"} <= set(record.stages_s)
+    assert not {"timing.candidate.warm", "timing.reference.stage", "timing.candidate.load"} & set(record.stages_s)

@@ -63,6 +63,12 @@ class JudgeConfig:
     # made of fresh hidden draws (`HiddenPlan.timing_seeds`), never of inputs a checked worker saw
     # (sandbox/cache_carry.py, docs/batch.md). Off by default: it changes what a timed judgment times on.
     timing_carry: bool = False
+    # Make the fresh timing pair ready while correctness still runs: once the trials have passed, a thread greets
+    # and loads it, stages its pool (fresh hidden draws, as with the carry) and makes each side's first call,
+    # beside the hidden shapes and the sanitizer, so that the timing stage is the samples and their checks
+    # (stages/timing_ahead.py, docs/batch.md). Off by default: it changes what a timed judgment times on and
+    # adds each side's untimed first call, as `timing_warm` does.
+    timing_ahead: bool = False
     timing_baseline: str = "paired"  # or "cached" (a batch's option; docs/batch.md)
     sandbox: str = "auto"
     reread_delay_s: float = 0.02
@@ -100,6 +106,11 @@ class JudgeConfig:
                 raise ConfigError(f"{name} must be at least 1")
         if self.timing_max_blocks < self.timing_blocks:
             raise ConfigError("timing_max_blocks must be at least timing_blocks")
+        if self.timing_ahead and self.timing_carry:
+            raise ConfigError(
+                "timing_ahead and timing_carry do not go together: the carry copies the checked worker's caches "
+                "once it is gone, and ahead the timing worker loads while it still runs"
+            )
         if self.timing_baseline == "cached" and self.resolved_timing_method() != "interleaved":
             raise ConfigError(
                 f"cached baselines need the interleaved timer; this configuration times with "

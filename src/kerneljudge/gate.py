@@ -36,9 +36,12 @@ MIN_POOL_SETS = 2  # the fewest that still give consecutive timed calls differen
 OVERHEAD = 3 * GIB  # per judgment, beside its tensors: cuBLAS and cuDNN workspaces, the allocator's rounding
 
 
-def memory_need(footprint: dict[str, Any] | None, timed: bool = False, pool_sets: int = POOL_SETS) -> int:
+def memory_need(
+    footprint: dict[str, Any] | None, timed: bool = False, pool_sets: int = POOL_SETS, beside: bool = False
+) -> int:
     """The device bytes a judgment's two workers hold at most, from the task's one-call footprint; `timed`:
-    the most of that and of what the fresh pair that times it on `pool_sets` input sets holds (`timing_need`).
+    the most of that and of what the fresh pair that times it on `pool_sets` input sets holds (`timing_need`),
+    or with `beside` (the timing pair made ready while the checked one works: stages/timing_ahead.py) their sum.
 
     P, I, O: the parameters, inputs and output; A: the forward's working set (worker/footprint.py), at least
     the output. The reference worker holds the model and its float64 copy (3P), the inputs, the previous
@@ -61,7 +64,21 @@ def memory_need(footprint: dict[str, Any] | None, timed: bool = False, pool_sets
     reference = 3 * parameters + 4 * inputs + 2 * outputs + 2 * max(working, inputs)
     candidate = parameters + 2 * inputs + working + 4 * outputs
     need = int(MARGIN * (reference + candidate)) + OVERHEAD
-    return max(need, timing_need(sizes, pool_sets)) if timed else need
+    if not timed:
+        return need
+    return need + timing_need(sizes, pool_sets) if beside else max(need, timing_need(sizes, pool_sets))
+
+
+# The most of a GPU that both pairs of a judgment may need, side by side, for its timing pair to be made ready
+# while the checked pair works (stages/timing_ahead.py); a task that needs more loads its timing pair after.
+AHEAD_SHARE = 4
+
+
+def ahead_fits(footprint: dict[str, Any] | None, total: int, pool_sets: int = POOL_SETS) -> bool:
+    """Whether the checked and the timing pair of a task of this footprint fit side by side in an
+    `AHEAD_SHARE`-th of a GPU of `total` bytes, as `memory_need` sizes them (False where nothing is known)."""
+    need = memory_need(footprint, True, pool_sets, beside=True)
+    return bool(need and total) and need <= total // AHEAD_SHARE
 
 
 def _sizes(footprint: dict[str, Any] | None) -> tuple[int, int, int, int] | None:

@@ -23,7 +23,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint, host_hello
 from kerneljudge.gate import OPEN_GATE, Gate
 from kerneljudge.progress import Progress, progress_of
-from kerneljudge.stages import build, correctness, integrity, record, sanitizer, timing, timing_pair
+from kerneljudge.stages import build, correctness, integrity, record, sanitizer, timing, timing_ahead, timing_pair
 from kerneljudge.stages.build import sandbox_capability
 from kerneljudge.stages.calls import draws_random_note
 from kerneljudge.stages.failures import (
@@ -117,13 +117,14 @@ class Judgment(JudgmentState):
         except Exception as exc:  # a bug in the judge must not become the candidate's verdict
             self.failure = Failure(kind="judge_error", phase="judge", summary=f"{type(exc).__name__}: {exc}")
         finally:
+            ahead_logs = timing_ahead.end(self)  # a timing pair made ready ahead that timing did not take
             for worker in [*self.booting.values(), *self.workers.values()]:  # all end together
                 worker.ask_exit()
             for worker in self.booting.values():  # never told to load anything: no candidate code ran there
                 worker.close()
             self.booting = {}
             join_closing(self)  # a checked pair closed beside its timing pair (stages/workers.py)
-            logs = {**self.closed_logs, **close_workers(self)}
+            logs = {**self.closed_logs, **ahead_logs, **close_workers(self)}
             self.held.close()
         if any(self.memory_peaks.values()):  # the reservation checked against what was held (a stage log line)
             held = ", ".join(f"{role} {peak / 2**30:.1f}" for role, peak in self.memory_peaks.items())

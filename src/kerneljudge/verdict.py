@@ -160,6 +160,9 @@ class Timing(Model):
     # With `timing_carry`: the candidate's compiler caches copied from its checked worker to its timing worker
     # (files, bytes, entries left behind, why none were, seconds; sandbox/cache_carry.py)
     carried_caches: dict[str, Any] | None = None
+    # With `timing_ahead`: whether the timing pair was made ready while correctness ran (loaded; its pool staged
+    # and which sides' first calls made), in how many seconds of its thread, or why not (stages/timing_ahead.py)
+    ahead: dict[str, Any] | None = None
 
 
 class Reward(Model):

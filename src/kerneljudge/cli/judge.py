@@ -52,6 +52,10 @@ TIMING_CARRY_HELP = (
     "carry the candidate's compiled kernels (Triton, Inductor, the driver's caches) to its fresh timing worker, "
     "which then times on fresh hidden inputs that no checked worker saw (docs/batch.md)"
 )
+TIMING_AHEAD_HELP = (
+    "make the fresh timing pair ready while correctness still runs (loaded, its pool staged on fresh hidden "
+    "inputs, each side's first call made), so that the timing stage is the samples and their checks (docs/batch.md)"
+)
 
 
 def add_lane_options(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +63,7 @@ def add_lane_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spare-workers", action="store_true", help=SPARE_WORKERS_HELP)
     parser.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
     parser.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
+    parser.add_argument("--timing-ahead", action="store_true", help=TIMING_AHEAD_HELP)
 
 
 EXTRACTED_NOTE = "candidate: extracted from a model's response (its last fenced Python block; extracted_from_response)"
@@ -99,6 +104,7 @@ def add_judge_parser(sub: Any) -> None:
     j.add_argument("--compile-baseline", action="store_true", help="also time the reference under torch.compile")
     j.add_argument("--timing-warm", action="store_true", help=TIMING_WARM_HELP)
     j.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
+    j.add_argument("--timing-ahead", action="store_true", help=TIMING_AHEAD_HELP)
     j.add_argument(
         "--sandbox",
         choices=SANDBOX_MODES,
@@ -128,6 +134,7 @@ def config_of(args: argparse.Namespace) -> JudgeConfig:
         timing_baseline="cached" if getattr(args, "cached_baselines", False) else "paired",
         timing_warm=getattr(args, "timing_warm", False),
         timing_carry=getattr(args, "timing_carry", False),
+        timing_ahead=getattr(args, "timing_ahead", False),
     )
 
 
@@ -150,6 +157,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         timing_compile=args.compile_baseline,
         timing_warm=args.timing_warm,
         timing_carry=args.timing_carry,
+        timing_ahead=args.timing_ahead,
         sandbox=args.sandbox,
         sanitizer=args.sanitizer,
     )

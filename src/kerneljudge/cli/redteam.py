@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.cli.judge import DEVICE_HELP, TIMEOUT_HELP, TIMING_CARRY_HELP
+from kerneljudge.cli.judge import DEVICE_HELP, TIMEOUT_HELP, TIMING_AHEAD_HELP, TIMING_CARRY_HELP
 from kerneljudge.cli.usage import positive_int, positive_seconds
 from kerneljudge.config import DEVICES
 from kerneljudge.errors import UsageError
@@ -28,6 +28,7 @@ def add_redteam_parser(sub: Any) -> None:
     r.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS", help=TIMEOUT_HELP)
     r.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="fixtures judged side by side")
     r.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
+    r.add_argument("--timing-ahead", action="store_true", help=TIMING_AHEAD_HELP)
 
 
 def cmd_redteam(args: argparse.Namespace) -> int:
@@ -60,7 +61,13 @@ def cmd_redteam(args: argparse.Namespace) -> int:
 
     with spinner(f"red team on {device}, mode {args.mode}"):
         outcomes, skipped = run_suite(
-            device, args.mode, args.only, args.timeout, args.jobs, heard, timing_carry=args.timing_carry
+            device,
+            args.mode,
+            args.only,
+            args.timeout,
+            args.jobs,
+            heard,
+            timing={"timing_carry": args.timing_carry, "timing_ahead": args.timing_ahead},
         )
     table = Table(title=f"kerneljudge red team: device {device}, mode {args.mode}")
     for column in ("fixture", "attack", "expected", "actual", "evidence", "match"):

@@ -57,9 +57,11 @@ def ended_by_another(fixture: Fixture, record: Record, mode: str) -> bool:
     return mode == "enforce" and record.failure_kind == "integrity_violation" and any(c in evidence for c in others)
 
 
-def judge_fixture(fixture: Fixture, device: str, mode: str, timeout_s: float, timing_carry: bool = False) -> Outcome:
+def judge_fixture(
+    fixture: Fixture, device: str, mode: str, timeout_s: float, timing: dict[str, bool] | None = None
+) -> Outcome:
     config = JudgeConfig(device=device, mode=mode, policy=fixture.policy, timing=fixture.timing, timeout_s=timeout_s)
-    config = config.with_(timing_carry=timing_carry)
+    config = config.with_(**(timing or {}))
     record = judge(TASKS_DIR / f"{fixture.task}.py", FIXTURES_DIR / f"{fixture.name}.py", config)
     evidence = evidence_of(record)
     if fixture.honest:
@@ -95,13 +97,14 @@ def run_suite(
     timeout_s: float = 120.0,
     jobs: int = 1,
     on_outcome: Callable[[Outcome, list[Outcome]], None] | None = None,
-    timing_carry: bool = False,
+    timing: dict[str, bool] | None = None,
 ) -> tuple[list[Outcome], list[str]]:
     """Judge every fixture, `jobs` at a time; returns the outcomes (in suite order) and the names
     skipped for want of CUDA. Each judgment has its own worker processes, so they run side by side.
     `on_outcome` hears of each outcome as it comes, with all that came so far (a run cut short by a
-    machine's limit still leaves them). `timing_carry`: every timed fixture judged with the compiler caches
-    carried to its timing worker (JudgeConfig.timing_carry)."""
+    machine's limit still leaves them). `timing`: how every timed fixture is timed, as JudgeConfig fields
+    (`timing_carry`: the compiler caches carried to its timing worker; `timing_ahead`: its timing pair made
+    ready while correctness runs)."""
     selected = [f for f in FIXTURES if not only or f.name in only]
     skipped = [
         f.name
@@ -111,7 +114,7 @@ def run_suite(
     runnable = [f for f in selected if f.name not in skipped]
     done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(judge_fixture, f, device, mode, timeout_s, timing_carry): f.name for f in runnable}
+        futures = {pool.submit(judge_fixture, f, device, mode, timeout_s, timing): f.name for f in runnable}
         for future in as_completed(futures):
             done[futures[future]] = outcome = future.result()
             if on_outcome is not None:

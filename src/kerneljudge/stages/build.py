@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from kerneljudge import protocol, sanitize
 from kerneljudge.checks.runtime import import_findings
 from kerneljudge.checks.support import unsupported_reason
-from kerneljudge.gate import OPEN_GATE, memory_need, timing_pool_sets
+from kerneljudge.gate import OPEN_GATE, ahead_fits, memory_need, timing_pool_sets
 from kerneljudge.preflight import preflight
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy
 from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
@@ -130,15 +130,22 @@ def task_failed(state: JudgmentState, response: dict[str, Any], what: str) -> No
 def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
     """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
     admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.admitted
-    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit)
+    # Whether both pairs fit the GPU side by side, for a timing pair to be made ready ahead (stages/timing_ahead.py)
+    ahead = state.config.timing and state.config.timing_ahead and not state.native
+    room = ahead and shape is None and state.device == "cuda" and state.ahead_fits is None
+    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room)
     response, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""
     if response.get("type") != "loaded":
         task_failed(state, response, f"the task failed to {response.get('phase')}{where}")
+    total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
+    if room:
+        footprint = response.get("footprint")
+        state.ahead_fits = ahead_fits(footprint, total, timing_pool_sets(footprint, total))
     if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
-        total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
         state.pool_sets = timing_pool_sets(response.get("footprint"), total)
-        state.reserved_bytes = memory_need(response.get("footprint"), state.config.timing, state.pool_sets)
+        timed, beside = state.config.timing, bool(state.ahead_fits)
+        state.reserved_bytes = memory_need(response.get("footprint"), timed, state.pool_sets, beside=beside)
         if state.reserved_bytes:
             state.progress(f"waiting for {state.reserved_bytes / 2**30:.1f} GiB of device memory")
         waited = time.monotonic()

@@ -14,7 +14,7 @@ from kerneljudge import plan as hidden_plan
 from kerneljudge import sanitize
 from kerneljudge.checks.screening import degenerate_outputs
 from kerneljudge.gate import POOL_SETS
-from kerneljudge.stages import hidden_shapes, native, sanitizer
+from kerneljudge.stages import hidden_shapes, native, sanitizer, timing_ahead
 from kerneljudge.stages.calls import call_candidate, reference_trial
 from kerneljudge.stages.replays import replay
 from kerneljudge.stages.state import JudgmentState
@@ -37,7 +37,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         False,
         state.device == "cuda",
         state.source,
-        timing_sets=POOL_SETS if config.timing and config.timing_carry else 0,
+        timing_sets=POOL_SETS if config.timing and (config.timing_carry or config.timing_ahead) else 0,
     )
     plan, screens = state.plan, []
     for index, trial in enumerate(plan.trials):
@@ -56,6 +56,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         if distribution.get("kind") == "standard" or "rejected" in distribution:
             state.timing_sets = (state.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
     state.add_findings(degenerate_outputs(screens))
+    timing_ahead.start(state)  # where asked: the timing pair made ready beside what follows
     hidden_shapes.run(state)
     sanitizer.run(state, sanitizer_decision())
     state.correctness_passed = True

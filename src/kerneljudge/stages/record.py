@@ -9,6 +9,7 @@ from typing import Any
 
 from kerneljudge import __version__
 from kerneljudge.reward import rewards_for
+from kerneljudge.stages import timing_ahead
 from kerneljudge.stages.failures import integrity_failure
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.verdict import Capability, Correctness, Identity, Record, WorkerLog, decide_status
@@ -54,6 +55,7 @@ def assemble(
     )
     timing_wall_s = state.stages_s.get("timing")
     state.timing.carried_caches = state.carried
+    state.timing.ahead = timing_ahead.described(state)
     if state.timing.timed_busy_s is not None and timing_wall_s:
         state.timing.busy_fraction = round(min(1.0, state.timing.timed_busy_s / timing_wall_s), 4)
     record = Record(

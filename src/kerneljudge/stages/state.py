@@ -73,6 +73,10 @@ class JudgmentState:
     closing_s: float = 0.0  # how long that close took, in its thread
     carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
+    # The timing pair made ready ahead, in a thread (stages/timing_ahead.TimingAhead), and whether the two pairs
+    # fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
+    ahead: Any = None
+    ahead_fits: bool | None = None
     correctness_passed: bool = False
     tolerances: dict[str, Any] = field(default_factory=dict)
     # The trials whose inputs the timing pool makes again (seed and distribution), and the reference

@@ -8,6 +8,7 @@ graph recheck), and outside graphs the last calls of two requests after the meas
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from kerneljudge import protocol
@@ -152,6 +153,44 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
         raise CandidateFailed(error_failure(response, "timing"))
     if response.get("type") != "staged":
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary="the candidate worker broke protocol"))
+
+
+@dataclass
+class Ready:
+    """A timing pair made ready to measure: its pool staged (the sets it was made of), the sides to time, the
+    reference's compile where asked and why it failed, the sides whose first call was made."""
+
+    sets: list[dict[str, Any]]
+    sides: list[str]
+    signature: dict[str, Any]  # of the outputs at the pool's shape, as the staging reported it
+    compile_error: str | None = None
+    warmed: list[str] = field(default_factory=list)
+
+
+def make_ready(
+    state: JudgmentState,
+    sets: list[dict[str, Any]],
+    shape: dict[str, Any] | None,
+    method: str,
+    flush_bytes: int,
+    cached: set[str],
+    warm: bool,
+) -> Ready:
+    """Stage the pool, compile the reference where a compiled side is asked for, and with `warm` make one
+    untimed call of each side (its first: a fresh worker's JIT compiles there). `cached`: the sides whose
+    figures come from cached baselines, not timed here."""
+    stage(state, sets, shape)
+    ready = Ready(sets, ["candidate"] + ([] if "reference" in cached else ["reference"]), dict(state.signature))
+    if state.config.timing_compile and method == INTERLEAVED and "compiled" not in cached:
+        ready.compile_error = compile_reference(state)
+        if ready.compile_error is None:
+            ready.sides.append("compiled")
+    if warm and method == INTERLEAVED:  # first calls (compiles) beside the other lanes
+        for name in ready.sides:
+            side = time_side(state, name, name == "compiled", method, flush_bytes, {}, {})
+            side(TimeRequest([None] * len(sets), 1, 1, 0, measured=False, warming=True))
+        ready.warmed = list(ready.sides)
+    return ready
 
 
 def compile_reference(state: JudgmentState) -> str | None:

@@ -18,7 +18,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.timed_calls import compile_reference, recheck_graph, recheck_last, stage, time_side
+from kerneljudge.stages.timed_calls import make_ready, recheck_graph, recheck_last, time_side
 from kerneljudge.stages.timing_pair import carried
 from kerneljudge.stages.workers import at_gate, join_closing
 from kerneljudge.tasks.shapes import describe_shape
@@ -35,7 +35,7 @@ from kerneljudge.timing.plan import (
     KERNELBENCH,
     TimingPlan,
 )
-from kerneljudge.timing.sides import CachedSide, GraphUnsupported, TimeRequest, TimeSide
+from kerneljudge.timing.sides import CachedSide, GraphUnsupported, TimeSide
 from kerneljudge.verdict import Timing
 
 # KernelBench flushes 256 MB; otherwise at least twice the device's L2 (a 32 MiB write did not evict an
@@ -145,47 +145,52 @@ def measure(
 
 def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> Prepared | None:
     """Build the models at the timing shape (where one is given), stage the pool, compile the reference under
-    torch.compile where asked; None (and the record's timing says why) where this method cannot time."""
+    torch.compile where asked; None (and the record's timing says why) where this method cannot time. A pair
+    made ready ahead, while correctness ran (stages/timing_ahead.py), is taken as it is."""
     config = state.config
     method = config.resolved_timing_method()
     if method == DO_BENCH and state.device != "cuda":
         state.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
         return None
     native = method == KERNELBENCH
-    sets = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
-    if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
-        build_candidate(state, load_reference(state, shape), shape)
-        sets = [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
-    elif carried(state):  # the trials' distributions, fresh draws of them (sandbox/cache_carry.py)
-        sets = [{**entry, "seed": seed} for entry, seed in zip(sets, state.plan.timing_seeds, strict=False)]
     flush_bytes = l2_flush_bytes(state.hello, native) if config.timing_l2_flush else 0
-    l2_reset: dict[str, bool | None] = {}
-    graph_keep: dict[tuple[str, int], int] = {}
-
-    def side(role: str, compiled: bool = False) -> TimeSide:
-        return time_side(state, role, compiled, method, flush_bytes, graph_keep, l2_reset)
-
-    pool = [[None] * len(sets)]  # the sets stay in the workers (`stage`); requests name them by position
-    stage(state, sets, shape)
     timed_regime = regime if state.device == "cuda" else HOST_CLOCK
     cached = {
         name: entry
         for name, entry in state.baselines.items()
         if method == INTERLEAVED and entry.launch_regime == timed_regime
     }
-    sides = {"candidate": side("candidate")} | ({} if "reference" in cached else {"reference": side("reference")})
-    compile_error = None
-    if config.timing_compile and method == INTERLEAVED and "compiled" not in cached:
-        compile_error = compile_reference(state)
-        if compile_error is None:
-            sides["compiled"] = side("compiled", compiled=True)
-    if config.timing_warm and method == INTERLEAVED:  # first calls (compiles) beside the other lanes
-        for timed_side in sides.values():
-            timed_side(TimeRequest(pool[0], 1, 1, 0, measured=False, warming=True))
-    prepared = Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, compile_error)
+    ready = state.ahead.take() if state.ahead is not None and shape is None else None
+    if ready is not None:  # staged ahead: the public shape's signature again, after the hidden shapes' (beside)
+        state.signature = dict(ready.signature)
+    else:
+        if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
+            build_candidate(state, load_reference(state, shape), shape)
+        sets = pool_sets(state, method, shape)
+        ready = make_ready(state, sets, shape, method, flush_bytes, set(cached), config.timing_warm)
+    graph_keep: dict[tuple[str, int], int] = {}
+    l2_reset: dict[str, bool | None] = {}
+    sides = {
+        name: time_side(state, name, name == "compiled", method, flush_bytes, graph_keep, l2_reset)
+        for name in ready.sides
+    }
+    pool = [[None] * len(ready.sets)]  # the sets stay in the workers (`stage`); requests name them by position
+    prepared = Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, ready.compile_error)
     if state.device == "cuda" and method == INTERLEAVED:
         prepared.monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
     return prepared
+
+
+def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The input sets of the timing pool: the last trials' (their seeds and distributions), one for a single
+    figure; at a timing shape fresh hidden draws of it; with the carry or ahead (`HiddenPlan.timing_seeds`)
+    fresh draws of the trials' distributions, which no checked worker saw (sandbox/cache_carry.py)."""
+    sets = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
+    if shape is not None:
+        return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
+    if state.plan is not None and state.plan.timing_seeds and (carried(state) or state.config.timing_ahead):
+        return [{**entry, "seed": seed} for entry, seed in zip(sets, state.plan.timing_seeds, strict=False)]
+    return sets
 
 
 def take(

@@ -38,6 +38,8 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     `timing_carry`, the candidate's compiled kernels go with it (sandbox/cache_carry.py).
     """
     join_closing(state)
+    ahead = state.ahead if not state.timing_pairs else None  # a second pair (a failed capture's) starts in line
+    loaded = ahead.join(state) if ahead is not None else False
     carry = {"candidate": partial(carry_caches, state)} if carried(state) else {}
     if carry and not state.booting:  # the carry's destination is started before the checked workspace goes
         boot_pair()
@@ -50,9 +52,10 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     if not state.booting:  # a second pair, after a failed graph capture
         boot_pair()
     state.workers, state.booting = state.booting, {}
-    reference_hello(state)
     state.timing_pairs += 1
-    start_candidate(state, load_reference(state))
+    if not loaded:  # else greeted and loaded ahead, while correctness ran (stages/timing_ahead.py)
+        reference_hello(state)
+        start_candidate(state, load_reference(state))
 
 
 # The most device memory the closing pair may still hold while the fresh one stages its pool: a sixteenth of the

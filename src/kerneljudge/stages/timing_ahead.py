@@ -1,0 +1,180 @@
+"""The timing pair made ready ahead (`JudgeConfig.timing_ahead`): while correctness still runs its hidden shapes
+and the sanitizer, a thread greets and loads the fresh timing pair, stages its pool and makes each side's first
+call, so that the timing stage is the samples and their checks (issue 20: on an H200 the pair's load, the
+pool's staging and the candidate's first call, where Triton compiles, were 1.0-1.3 s of a 1.3-1.6 s stage).
+
+What it changes for the candidate, and why that is safe (docs/batch.md, "Timing ahead"):
+- Its timing worker is loaded while its checked worker still runs. Each is confined on its own (docs/security.md:
+  no network, a private /tmp, its own uid and PID namespace), and the pool is made of fresh hidden draws
+  (`HiddenPlan.timing_seeds`, as with the carry), so that nothing the checked worker saw or kept answers a timed
+  call, whatever could pass between them. The checked pair is gone before the first sample, as before.
+- Each side's first call is made before the calibration, as with `timing_warm`.
+
+The thread starts once the trials have passed (the pool's distributions and the outputs' signature are known
+then) and works under the lane gate's `work_beside` hold, taken by the stage that starts it: no other lane
+measures while it works. Its round trips count in `stages_s` under `ahead.*`, its own wall time in `ahead`, and
+the timing stage's wait for it in `timing.ahead`. On the GPU it runs only where the two pairs' estimated device
+memory, side by side, is at most an `AHEAD_SHARE`-th of the GPU (gate.ahead_fits); a batch then reserves both.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
+from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.timed_calls import Ready, make_ready
+from kerneljudge.stages.timing import l2_flush_bytes, pool_sets
+from kerneljudge.stages.workers import add_seconds, closed
+from kerneljudge.timing.plan import HOST_CLOCK, INTERLEAVED, KERNELBENCH
+from kerneljudge.verdict import WorkerLog
+
+
+class PairView:
+    """The judgment's state as the thread that readies the timing pair sees it: the booting pair as its workers,
+    its round trips counted under `ahead`, and the outputs' signature at the public shape as the trials left it
+    (the hidden shapes, beside, set theirs); every other attribute read and set is the judgment's own."""
+
+    OWN = ("workers", "stage", "signature")
+
+    def __init__(self, state: JudgmentState, pair: dict[str, Any]) -> None:
+        object.__setattr__(self, "_state", state)
+        object.__setattr__(self, "workers", pair)
+        object.__setattr__(self, "stage", "ahead")
+        object.__setattr__(self, "signature", dict(state.signature))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._state, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._state, name, value)
+
+
+class TimingAhead:
+    """The thread that readies the timing pair, and what it made: `ready` once the pool is staged (None where
+    only the loads were made ahead: a task with timing shapes builds and stages at each of them)."""
+
+    def __init__(self, state: JudgmentState) -> None:
+        self.pair = state.booting
+        self.ready: Ready | None = None
+        self.loaded = False
+        self.failed: list[Exception] = []  # raised again where it is joined, as the same steps in line would raise
+        self.seconds = 0.0
+        self.thread: threading.Thread | None = None
+        self.taken = False
+
+    def run(self, state: JudgmentState, view: Any, hold: ExitStack) -> None:
+        began = time.monotonic()
+        with hold:
+            try:
+                reference_hello(view)
+                start_candidate(view, load_reference(view))
+                self.loaded = True
+                if not (state.family is not None and state.family.timing):
+                    self.ready = make_ready(view, *plan_of(state), warm=True)
+            except Exception as exc:
+                self.failed.append(exc)
+        self.seconds = time.monotonic() - began
+
+    def join(self, state: JudgmentState) -> bool:
+        """Wait for the thread (the wait counts in `stages_s["timing.ahead"]`) and raise what it raised; whether
+        the pair was loaded (its pool staged where `ready` says so)."""
+        began = time.monotonic()
+        if self.thread is not None:
+            self.thread.join()
+        add_seconds(state, "timing.ahead", time.monotonic() - began)
+        state.stages_s["ahead"] = round(self.seconds, 3)
+        if self.failed:
+            raise self.failed[0]
+        return self.loaded
+
+    def take(self) -> Ready | None:
+        """The pool staged ahead, for the first measurement only (a pair started after a failed graph capture
+        stages its own)."""
+        ready, self.taken = (None if self.taken else self.ready), True
+        return ready
+
+    def stop(self, state: JudgmentState) -> None:
+        """End the thread where the judgment ends before timing: its workers killed, so that a request it is
+        waiting on fails at once (the pair is closed with the others, its logs kept)."""
+        if self.thread is not None and self.thread.is_alive():
+            for worker in self.pair.values():
+                worker.kill()
+            self.thread.join()
+        state.stages_s["ahead"] = round(self.seconds, 3)
+
+
+def asked(state: JudgmentState) -> bool:
+    """Whether the judgment is to ready its timing pair ahead: timed, hardened (KernelBench's `off` keeps its
+    own order), without the carry (which needs the checked workspace whole first)."""
+    config = state.config
+    return config.timing and config.timing_ahead and not state.native and not config.timing_carry
+
+
+def start(state: JudgmentState) -> None:
+    """Start readying the booting timing pair in a thread, where asked and where it fits (on the GPU:
+    `state.ahead_fits`, from the task's footprint); called by the correctness stage once its trials passed."""
+    if not asked(state) or not state.booting or state.ahead is not None:
+        return
+    if state.config.mode == "enforce" and any(f.severity == "error" for f in state.findings):
+        return  # the verdict is FAIL already and nothing will be timed (JudgmentState.fails_closed)
+    if state.device == "cuda" and not state.ahead_fits:  # the record's `timing.ahead` says why
+        return
+    ahead = state.ahead = TimingAhead(state)
+    view: Any = PairView(state, ahead.pair)  # made here, before the hidden shapes set their signatures
+    # Counted as this lane's work until the thread ends: no other lane measures while the pair loads and stages
+    # (gate.py). Taken here, where the lane holds the gate to work; released by the thread.
+    hold = ExitStack()
+    hold.enter_context(state.gate.work_beside())
+    ahead.thread = threading.Thread(target=ahead.run, args=(state, view, hold), name="kj-timing-ahead", daemon=True)
+    ahead.thread.start()
+
+
+def end(state: JudgmentState) -> dict[str, WorkerLog]:
+    """Where the judgment ends with its timing pair still booting: the thread stopped, and the pair it loaded
+    closed with its logs (`<role>_timing`: candidate code ran there)."""
+    ahead = state.ahead
+    if ahead is None:
+        return {}
+    ahead.stop(state)
+    if not state.booting:
+        return {}
+    pair, state.booting = state.booting, {}
+    return closed(state, pair, 1, {})
+
+
+def plan_of(state: JudgmentState) -> tuple[list[dict[str, Any]], None, str, int, set[str]]:
+    """What `make_ready` is given ahead: the pool's sets, no timing shape, the method, the L2 flush's bytes and the
+    sides cached baselines stand for, in the configured regime (a failed graph capture later times again in a
+    pair started then)."""
+    config = state.config
+    method = config.resolved_timing_method()
+    flush_bytes = l2_flush_bytes(state.hello, method == KERNELBENCH) if config.timing_l2_flush else 0
+    regime = config.timing_regime if state.device == "cuda" else HOST_CLOCK
+    cached = {
+        name for name, entry in state.baselines.items() if method == INTERLEAVED and entry.launch_regime == regime
+    }
+    return pool_sets(state, method, None), None, method, flush_bytes, cached
+
+
+def described(state: JudgmentState) -> dict[str, Any] | None:
+    """The record's `timing.ahead`: what was made ready ahead and in how long, or why nothing was."""
+    if not asked(state):
+        return None
+    ahead = state.ahead
+    if ahead is None:
+        why = "the two pairs side by side would hold too much device memory" if state.device == "cuda" else ""
+        return {"made": False, "why_not": why or "the timing pair was not started"}
+    ready = ahead.ready
+    return {
+        "made": ahead.loaded,
+        "staged": ready is not None,
+        "warmed": list(ready.warmed) if ready is not None else [],
+        "seconds": round(ahead.seconds, 3),
+    }

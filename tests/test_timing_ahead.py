@@ -1,0 +1,160 @@
+"""The timing pair made ready ahead (`timing_ahead`, stages/timing_ahead.py, issue 20): greeted, loaded, its pool
+staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
+timing stage then starts at the calibration. A judgment that ends before timing stops the thread and keeps the
+pair's logs; what the thread raised is raised where timing takes the pair; in a batch no lane measures while it
+works; on the GPU it runs only where both pairs fit side by side."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from test_lanes import RecordingGate
+
+from helpers import CANDIDATES, TASKS
+from kerneljudge import batch
+from kerneljudge.batch import BatchItem, run_batch
+from kerneljudge.config import ConfigError, JudgeConfig
+from kerneljudge.gate import ahead_fits, memory_need, timing_need
+from kerneljudge.pipeline import judge
+from kerneljudge.stages import hidden_shapes, timing_ahead
+from kerneljudge.stages.failures import CandidateFailed
+from kerneljudge.verdict import Failure
+
+GIB = 2**30
+CONFIG = JudgeConfig(
+    device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5, timing_ahead=True
+)
+
+
+def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran(monkeypatch):
+    during: list[tuple[str | None, bool, bool]] = []
+    real_shapes = hidden_shapes.run
+
+    def shapes_after_the_pair_is_ready(state):  # the hidden shapes wait for the thread: it ran beside correctness
+        state.ahead.thread.join()
+        during.append((state.stage, state.ahead.ready is not None, state.ahead.thread.is_alive()))
+        real_shapes(state)
+
+    monkeypatch.setattr(hidden_shapes, "run", shapes_after_the_pair_is_ready)
+    record = judge(TASKS / "family_bias_relu.py", CANDIDATES / "honest_torch.py", CONFIG)
+    assert record.status == "PASS" and record.verified and record.timing.measured, record.failure
+    assert during == [("correctness", True, False)]  # staged and warmed before correctness ended
+    assert record.timing.ahead == {
+        "made": True,
+        "staged": True,
+        "warmed": ["candidate", "reference"],
+        "seconds": record.stages_s["ahead"],
+    }
+    stages = record.stages_s
+    assert {"ahead.reference.hello", "ahead.candidate.load", "ahead.reference.stage", "ahead.candidate.warm"} <= set(
+        stages
+    )
+    assert not [key for key in stages if key.startswith("timing.") and key.split(".")[-1] in ("load", "stage", "hello")]
+    assert stages["timing.ahead"] <= stages["timing"]  # the stage's wait for the thread, here none left
+    assert len(record.correctness.plan["timing_seeds"]) == 3  # the pool: fresh draws no checked worker saw
+    assert {"reference", "candidate", "reference_timing", "candidate_timing"} <= set(record.logs)
+
+
+def test_a_candidate_failing_after_the_trials_stops_the_thread_and_the_pairs_logs_are_kept(monkeypatch):
+    pairs, waiting = [], threading.Event()
+
+    def waits_for_ever(view, *args, **kwargs):  # the thread waits on its worker for an answer that never comes
+        pairs.append(dict(view.workers))
+        waiting.set()
+        view.workers["candidate"].receive(timeout_s=600)
+
+    real_shapes = hidden_shapes.run
+
+    def shapes_once_it_waits(state):
+        assert waiting.wait(60)
+        real_shapes(state)
+
+    monkeypatch.setattr(timing_ahead, "make_ready", waits_for_ever)
+    monkeypatch.setattr(hidden_shapes, "run", shapes_once_it_waits)
+    record = judge(TASKS / "family_listed.py", CANDIDATES / "public_shape_only.py", CONFIG)
+    assert record.status == "FAIL" and "at SHAPE=(" in record.failure.summary, record.failure
+    assert not record.timing.measured and record.duration_s < 120  # the thread's wait was cut, not waited out
+    [pair] = pairs
+    assert all(worker.proc.poll() is not None for worker in pair.values())  # none left running
+    assert {"reference_timing", "candidate_timing"} <= set(record.logs)  # candidate code ran there
+    assert record.timing.ahead == {"made": True, "staged": False, "warmed": [], "seconds": record.stages_s["ahead"]}
+
+
+def test_a_memo_the_checked_worker_writes_beside_the_timing_worker_answers_no_timed_call():
+    """Without the sandbox both candidate workers reach the host's /tmp, and ahead they run at once: the checked
+    worker's memo of the trials is there while the timing worker is timed. The pool is made of fresh draws
+    (recorded in the plan), so no timed call finds its answer there. The next judgment's checked worker, called
+    on the same public inputs, finds the first one's answers: the memo works across workers."""
+    memo = Path(f"/tmp/kj-shared-memo-{os.getuid()}")
+    shutil.rmtree(memo, ignore_errors=True)
+    try:
+        record = judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "memo_shared_tmp.py", CONFIG.with_(sandbox="off"))
+        assert record.timing.measured and record.timing.ahead["staged"], record.failure
+        assert any(memo.iterdir())  # the memo was kept where both workers reach it
+        assert "memo hit from another worker" not in record.logs["candidate_timing"].stderr_tail
+        fresh = record.correctness.plan["timing_seeds"]
+        assert len(fresh) == 3 and not set(fresh) & {trial.seed for trial in record.correctness.trials}
+        again = judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "memo_shared_tmp.py", CONFIG.with_(sandbox="off"))
+        assert "memo hit from another worker" in again.logs["candidate"].stderr_tail
+    finally:
+        shutil.rmtree(memo, ignore_errors=True)
+
+
+def test_what_the_thread_raised_is_the_verdict_once_timing_takes_the_pair(monkeypatch):
+    def broken(view, *args, **kwargs):
+        assert view.stage == "ahead"  # its round trips count under `ahead`, not under correctness
+        raise CandidateFailed(Failure(kind="crash", phase="timing", summary="the timing worker broke"))
+
+    monkeypatch.setattr(timing_ahead, "make_ready", broken)
+    record = judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "honest_torch.py", CONFIG)
+    assert record.correctness.passed  # the failure is raised where timing joins the thread, not before
+    assert record.status == "FAIL" and record.failure.summary == "the timing worker broke"
+    assert "timing.ahead" in record.stages_s
+
+
+def test_two_lanes_never_measure_while_a_pair_is_made_ready_beside(tmp_path, tiny_task, monkeypatch):
+    gates: list[RecordingGate] = []
+    monkeypatch.setattr(batch, "LaneGate", lambda lanes=None, deadline=None: gates.append(RecordingGate()) or gates[-1])
+    names = ["honest_torch.py", "import_marker.py", "print_visible_devices.py"]
+    items = [BatchItem(tiny_task, CANDIDATES / name) for name in names]
+    counts = run_batch(items, CONFIG, tmp_path / "results.db", progress=False, lanes=[None, None], log=io.StringIO())
+    assert counts.judged == 3 and counts.passed + counts.suspicious == 3, counts  # import_marker writes a file
+    [gate] = gates
+    measures = [span for span in gate.spans if span[0] == "measure"]
+    assert len(measures) == 3
+    assert sum(span[0] == "work beside" for span in gate.spans) == 6  # each judgment: its pair made ready, closed
+    for _, began, ended in measures:
+        overlapping = [s for s in gate.spans if s[1:] != (began, ended) and s[1] < ended and began < s[2]]
+        assert not overlapping, (began, ended, overlapping)
+
+
+def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
+    mib = 2**20
+    suite = {"input_bytes": 256 * mib, "output_bytes": 128 * mib, "activation_bytes": 128 * mib, "parameter_bytes": 0}
+    sizes = (0, suite["input_bytes"], suite["output_bytes"], suite["output_bytes"])
+    beside = memory_need(suite, True, beside=True)
+    assert beside == memory_need(suite, False) + timing_need(sizes) > memory_need(suite, True)
+    assert ahead_fits(suite, 144 * GIB)  # the built-in suite's sizes on an H200
+    large = {"input_bytes": 16 * GIB, "output_bytes": 16 * GIB}  # KernelBench level 1's largest
+    assert not ahead_fits(large, 144 * GIB)
+    assert not ahead_fits(None, 144 * GIB) and not ahead_fits(suite, 0)  # unknown: loaded after, as before
+    state = SimpleNamespace(
+        config=CONFIG, native=False, booting={"reference": None}, ahead=None, device="cuda", ahead_fits=False
+    )
+    timing_ahead.start(state)
+    assert state.ahead is None
+    assert timing_ahead.described(state) == {
+        "made": False,
+        "why_not": "the two pairs side by side would hold too much device memory",
+    }
+
+
+def test_ahead_and_the_carry_are_refused_together():
+    with pytest.raises(ConfigError, match="timing_ahead and timing_carry"):
+        JudgeConfig(timing_ahead=True, timing_carry=True)
