@@ -2,6 +2,8 @@
 missing layer is fatal only under a policy that requires the sandbox."""
 
 import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -9,6 +11,7 @@ import pytest
 
 from kerneljudge.sandbox import confine, probe
 from kerneljudge.sandbox.confine import Layer, SandboxPolicy, SandboxUnavailable
+from kerneljudge.sandbox.ending import Lineage, descendants
 from kerneljudge.sandbox.gpu_memory import GpuMemoryWatch, start_watch, used_bytes
 from kerneljudge.sandbox.plan import WORKER_UIDS, _uids_in_use, plan_mounts
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
@@ -172,12 +175,39 @@ class FakeNvml:
 
 def test_gpu_memory_is_summed_over_the_worker_tree():
     nvml = FakeNvml([(10, 2**30), (11, 2**29), (99, 2**33), (12, None)])
-    assert used_bytes(nvml, ["gpu0"], {10, 11, 12}) == 2**30 + 2**29
+    assert used_bytes(nvml, ["gpu0"], {10, 11, 12}.__contains__) == 2**30 + 2**29
+
+
+def test_a_process_is_of_the_worker_tree_by_its_parents_chain():
+    """`Lineage`, which the GPU memory watch asks of each process NVML lists: a grandchild descends from this
+    process and from its parent, this process from itself, no process outside the chain; asked again, a known
+    process is answered from what was learnt, and a pid whose process ended is not."""
+    script = (
+        "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+        "print(p.pid, flush=True); time.sleep(30)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(child.stdout.readline())
+        mine, childs = Lineage(os.getpid()), Lineage(child.pid)
+        assert mine(grandchild) and childs(grandchild) and mine(os.getpid())
+        assert not Lineage(grandchild)(child.pid) and not childs(os.getpid())
+        assert set(mine.known) == {grandchild, child.pid}  # its chain up to the root, remembered
+        assert mine(grandchild) and not childs(os.getpid())  # the same answers from what it knows
+        assert sorted(descendants(child.pid)) == [grandchild]  # the full scan the kill uses agrees
+        assert not mine(2**22 + 12345)  # no such process
+    finally:
+        for pid in descendants(child.pid):
+            os.kill(pid, 9)
+        child.kill()
+        child.wait()
+    assert not Lineage(child.pid)(grandchild)  # ended: no chain to read
 
 
 def test_the_gpu_memory_watch_kills_over_the_cap():
     killed = []
-    watch = GpuMemoryWatch(FakeNvml([(10, 3 * 2**30)]), ["gpu0"], lambda: {10}, lambda: killed.append(1), 2**31, 0.01)
+    nvml = FakeNvml([(10, 3 * 2**30)])
+    watch = GpuMemoryWatch(nvml, ["gpu0"], {10}.__contains__, lambda: killed.append(1), 2**31, 0.01)
     watch.start()
     watch.join(timeout=5)
     assert killed == [1] and "3.00 GiB of GPU memory, over its cap of 2.00 GiB" in watch.reason()
@@ -185,7 +215,7 @@ def test_the_gpu_memory_watch_kills_over_the_cap():
 
 def test_without_a_cap_the_watch_keeps_the_most_held_and_kills_nothing():
     killed, readings = [], [(10, 2**30)]
-    watch = GpuMemoryWatch(FakeNvml(readings), ["gpu0"], lambda: {10}, lambda: killed.append(1), None, 0.01)
+    watch = GpuMemoryWatch(FakeNvml(readings), ["gpu0"], {10}.__contains__, lambda: killed.append(1), None, 0.01)
     watch.start()
     time.sleep(0.1)
     readings[0] = (10, 5 * 2**30)

@@ -82,6 +82,44 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+class Lineage:
+    """Whether a process is `root` or one of its descendants, by the chain of its parents in /proc, each process's
+    answer remembered under its start time (a pid can be reused): about one read for a process seen before, where
+    `descendants` reads every process of the host. The GPU memory watch asks it of each process NVML lists, five
+    times a second for every CUDA worker (sandbox/gpu_memory.py); a process whose parent ended stays in the tree
+    it was found in."""
+
+    MAX_KNOWN = 4096
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.known: dict[int, tuple[str, bool]] = {}  # pid: (its start time, whether it descends from root)
+
+    def __call__(self, pid: int) -> bool:
+        chain: list[tuple[int, str]] = []
+        found = False
+        for _ in range(64):
+            if pid == self.root:
+                found = True
+                break
+            if pid <= 1:
+                break
+            try:
+                fields = Path("/proc", str(pid), "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                break
+            began, known = fields[19], self.known.get(pid)
+            if known is not None and known[0] == began:
+                found = known[1]
+                break
+            chain.append((pid, began))
+            pid = int(fields[1])
+        if len(self.known) + len(chain) > self.MAX_KNOWN:
+            self.known.clear()
+        self.known.update((link, (began, found)) for link, began in chain)
+        return found
+
+
 class WorkerEnding:
     """The kill and the exit of a `WorkerProcess`, and why it ended."""
 

@@ -5,7 +5,8 @@ reservation (kerneljudge/gate.py) is checked against, in its stage log.
 Rlimits do not see device memory, and one worker filling the GPU would starve the other worker of the
 pair (an out-of-memory error read as the reference's or the next candidate's fault). NVML lists every
 process holding a CUDA context with its used memory; the watcher sums it over the worker's process tree
-(host pids: the parent, in the host's PID namespace, sees those NVML reports). The check is a poll,
+(host pids: the parent, in the host's PID namespace, sees those NVML reports), asking of each process NVML
+lists whether it descends from the worker (`ending.Lineage`). The check is a poll,
 so a fast allocation can overshoot the cap for up to one interval before the kill.
 """
 
@@ -29,12 +30,13 @@ def open_nvml() -> tuple[Any, list[Any], str | None]:
         return None, [], f"NVML unavailable: {type(exc).__name__}: {exc}"
 
 
-def used_bytes(nvml: Any, handles: list[Any], pids: set[int]) -> int:
-    """GPU memory that the given processes hold on all devices (a process NVML cannot size counts 0)."""
+def used_bytes(nvml: Any, handles: list[Any], owns: Callable[[int], bool]) -> int:
+    """GPU memory that the processes `owns` accepts hold on all devices (a process NVML cannot size counts 0).
+    Only the processes NVML lists are asked about, a handful, not every process of the host."""
     total = 0
     for handle in handles:
         for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-            if process.pid in pids and isinstance(process.usedGpuMemory, int):
+            if isinstance(process.usedGpuMemory, int) and owns(process.pid):
                 total += process.usedGpuMemory
     return total
 
@@ -47,13 +49,13 @@ class GpuMemoryWatch(threading.Thread):
         self,
         nvml: Any,
         handles: list[Any],
-        pids: Callable[[], set[int]],
+        owns: Callable[[int], bool],
         kill: Callable[[], object],
         cap_bytes: int | None,
         interval_s: float = 0.2,
     ) -> None:
         super().__init__(daemon=True)
-        self.nvml, self.handles, self.pids, self.kill = nvml, handles, pids, kill
+        self.nvml, self.handles, self.owns, self.kill = nvml, handles, owns, kill
         self.cap_bytes = cap_bytes
         self.interval_s = interval_s
         self.exceeded_bytes: int | None = None
@@ -63,7 +65,7 @@ class GpuMemoryWatch(threading.Thread):
     def run(self) -> None:
         while not self._halt.wait(self.interval_s):
             try:
-                used = used_bytes(self.nvml, self.handles, self.pids())
+                used = used_bytes(self.nvml, self.handles, self.owns)
             except Exception:  # a transient NVML error: read again next time
                 continue
             self.peak_bytes = max(self.peak_bytes, used)
@@ -83,15 +85,16 @@ class GpuMemoryWatch(threading.Thread):
 
 
 def start_watch(
-    device: str, cap_bytes: int | None, pids: Callable[[], set[int]], kill: Callable[[], object]
+    device: str, cap_bytes: int | None, owns: Callable[[int], bool], kill: Callable[[], object]
 ) -> tuple[GpuMemoryWatch | None, Layer]:
-    """Start the watcher where it means something; always say why not where it does not."""
+    """Start the watcher where it means something (`owns`: whether a process is of the worker's tree); always say
+    why not where it does not."""
     if device == "cpu":
         return None, Layer("not_applicable", "the worker runs on the CPU")
     nvml, handles, error = open_nvml()
     watch = None
     if error is None and handles:  # with no cap, only the peak is kept
-        watch = GpuMemoryWatch(nvml, handles, pids, kill, cap_bytes)
+        watch = GpuMemoryWatch(nvml, handles, owns, kill, cap_bytes)
         watch.start()
     if cap_bytes is None:
         return watch, Layer("not_applicable", "no GPU memory cap set by the policy")

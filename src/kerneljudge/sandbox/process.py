@@ -26,7 +26,7 @@ from typing import Any
 
 from kerneljudge.sandbox import bytecode, confine, lifeline, plan
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
-from kerneljudge.sandbox.ending import StreamCapture, WorkerEnding, descendants
+from kerneljudge.sandbox.ending import Lineage, StreamCapture, WorkerEnding
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerTalk
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
@@ -187,7 +187,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
             self.close()
             raise
         self.gpu_watch, layers["gpu_memory_cap"] = start_watch(
-            device, self.policy.gpu_memory_bytes, lambda: {self.proc.pid, *descendants(self.proc.pid)}, self.kill
+            device, self.policy.gpu_memory_bytes, Lineage(self.proc.pid), self.kill
         )
         # What confined this worker, by layer name: {"status": in_force|missing|not_applicable, "detail": ...}.
         self.sandbox_layers: dict[str, dict[str, str]] = {name: layer.as_dict() for name, layer in layers.items()}
