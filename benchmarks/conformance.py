@@ -501,6 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lint-stop-after", type=float, default=None, help="start no lint after this many seconds")
     parser.add_argument("--ledger", type=Path, default=None, help="a conformance ledger to read in")
     parser.add_argument(
+        "--timing-ahead",
+        action="store_true",
+        help="time with the timing pair made ready while correctness runs (JudgeConfig.timing_ahead): a measurement "
+        "of the option, so no ledger is read or written (a ledger keys judgments by the judge's version only)",
+    )
+    parser.add_argument(
         "--no-judging",
         action="store_true",
         help="judge nothing: the tables and the ledger from the stores under --out (a run that was cut off)",
@@ -509,13 +515,17 @@ def main(argv: list[str] | None = None) -> int:
         "--again", action="store_true", help="judge again what the stores hold that was not as expected (after a fix)"
     )
     args = parser.parse_args(argv)
+    if args.timing_ahead and args.ledger is not None:
+        parser.error("--timing-ahead measures an option the ledger does not key on: leave --ledger out")
     deadline = time.monotonic() + args.stop_after if args.stop_after else None
     if args.no_judging:
         deadline, args.again, args.lint = time.monotonic(), False, False
     lint_deadline = time.monotonic() + args.lint_stop_after if args.lint_stop_after else deadline
     args.out.mkdir(parents=True, exist_ok=True)
     lanes = lanes_for(args.device, args.gpus, args.jobs)
-    config = JudgeConfig(device=args.device, mode="enforce", policy="practical", timeout_s=args.timeout)
+    config = JudgeConfig(
+        device=args.device, mode="enforce", policy="practical", timeout_s=args.timeout, timing_ahead=args.timing_ahead
+    )
     report: dict[str, Any] = {}
     ledger = Ledger(args.ledger)
     text = ["# Conformance", ""]
@@ -560,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
             text.append(timing_table(timed_rows))
         if args.lint:
             text.append(lint_table(report["lint"]))
-    ledger.write(args.out / "ledger.jsonl")
+    if not args.timing_ahead:
+        ledger.write(args.out / "ledger.jsonl")
     (args.out / "conformance.json").write_text(json.dumps(report, indent=1) + "\n")
     (args.out / "conformance.md").write_text("\n".join(text))
     sys.stdout.write("\n".join(text))

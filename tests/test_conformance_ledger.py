@@ -180,3 +180,18 @@ def test_a_passing_row_of_the_version_before_a_raise_for_failing_judgments_still
     assert ledger.get("f", "c", (True,), "9.0.3") is None  # a timed FAIL is judged again
     assert ledger.get("u", "c", (False,), "9.0.3") == rows[2]  # untimed: the timing-only chain, whatever it said
     assert ledger.get("o", "c", (True,), "9.0.3") is None  # 9.0.2 changed more than failing judgments
+
+
+def test_a_sweep_timed_ahead_keeps_its_judgments_out_of_the_ledger(tmp_path, capsys):
+    """`--timing-ahead` measures an option the ledger's key does not hold: it reads no ledger and writes none,
+    and asking for one with it is a one-line error."""
+    checkout = kernelbench_tree(tmp_path)
+    code, rows = sweep(checkout, tmp_path / "ahead", "--timing-ahead")
+    assert code == 0 and [r["outcome"] for r in rows] == ["ok"], rows
+    assert not (tmp_path / "ahead" / "ledger.jsonl").exists()
+    try:
+        sweep(checkout, tmp_path / "refused", "--timing-ahead", "--ledger", str(tmp_path / "none.jsonl"))
+    except SystemExit as exc:
+        assert exc.code == 2 and "leave --ledger out" in capsys.readouterr().err
+    else:
+        raise AssertionError("a ledger was taken with --timing-ahead")
