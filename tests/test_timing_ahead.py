@@ -151,7 +151,7 @@ def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
     assert state.ahead is None
     assert timing_ahead.described(state) == {
         "made": False,
-        "why_not": "the two pairs side by side would hold too much device memory",
+        "why_not": "the task's footprint does not show both pairs fitting a quarter of the GPU side by side",
     }
 
 

@@ -69,15 +69,16 @@ class TimingAhead:
         self.thread: threading.Thread | None = None
         self.taken = False
 
-    def run(self, state: JudgmentState, view: Any, hold: ExitStack) -> None:
+    def run(self, view: Any, plan: tuple[Any, ...] | None, hold: ExitStack) -> None:
+        """Greet and load the pair; with a `plan` (`plan_of`), stage its pool and make each side's first call."""
         began = time.monotonic()
         with hold:
             try:
                 reference_hello(view)
                 start_candidate(view, load_reference(view))
                 self.loaded = True
-                if not (state.family is not None and state.family.timing):
-                    self.ready = make_ready(view, *plan_of(state), warm=True)
+                if plan is not None:
+                    self.ready = make_ready(view, *plan, warm=True)
             except Exception as exc:
                 self.failed.append(exc)
         self.seconds = time.monotonic() - began
@@ -128,11 +129,13 @@ def start(state: JudgmentState) -> None:
         return
     ahead = state.ahead = TimingAhead(state)
     view: Any = PairView(state, ahead.pair)  # made here, before the hidden shapes set their signatures
+    shapes = state.family is not None and state.family.timing  # each timing shape is built and staged in the stage
+    plan = None if shapes else plan_of(state)
     # Counted as this lane's work until the thread ends: no other lane measures while the pair loads and stages
     # (gate.py). Taken here, where the lane holds the gate to work; released by the thread.
     hold = ExitStack()
     hold.enter_context(state.gate.work_beside())
-    ahead.thread = threading.Thread(target=ahead.run, args=(state, view, hold), name="kj-timing-ahead", daemon=True)
+    ahead.thread = threading.Thread(target=ahead.run, args=(view, plan, hold), name="kj-timing-ahead", daemon=True)
     ahead.thread.start()
 
 
@@ -169,8 +172,11 @@ def described(state: JudgmentState) -> dict[str, Any] | None:
         return None
     ahead = state.ahead
     if ahead is None:
-        why = "the two pairs side by side would hold too much device memory" if state.device == "cuda" else ""
-        return {"made": False, "why_not": why or "the timing pair was not started"}
+        if state.device == "cuda" and not state.ahead_fits:
+            why = "the task's footprint does not show both pairs fitting a quarter of the GPU side by side"
+        else:
+            why = "the judgment ended before its trials had passed, or failed closed on them"
+        return {"made": False, "why_not": why}
     ready = ahead.ready
     return {
         "made": ahead.loaded,

@@ -35,7 +35,9 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     kernel trace: on an H200 a traced process launched the same softmax 2-4% slower afterwards even
     with CUPTI torn down (the A/A control read 0.962x and 0.977x), while the reference, never traced,
     did not. A fresh pair times both sides in the same state. Its logs are kept as `<role>_timing`. With
-    `timing_carry`, the candidate's compiled kernels go with it (sandbox/cache_carry.py).
+    `timing_carry`, the candidate's compiled kernels go with it (sandbox/cache_carry.py); with `timing_ahead` it
+    was greeted and loaded (its pool staged) while correctness ran, and is taken as it is
+    (stages/timing_ahead.py).
     """
     join_closing(state)
     ahead = state.ahead if not state.timing_pairs else None  # a second pair (a failed capture's) starts in line
