@@ -76,7 +76,7 @@ def judged(
     kinds: dict[str, str],
 ) -> dict[str, Any]:
     config = JudgeConfig(device=args.device, mode=mode, policy=args.policy, timeout_s=args.timeout)
-    config = config.with_(timing_warm=args.timing_warm, timing_carry=args.timing_carry)
+    config = config.with_(timing_warm=args.timing_warm, timing_carry=args.timing_carry, timing_ahead=args.timing_ahead)
     if store_path.exists():
         raise SystemExit(f"{store_path} exists: a store that holds records would be skipped, not timed")
     began = time.monotonic()
@@ -106,6 +106,7 @@ def judged(
         "spare_workers": args.spare_workers,
         "timing_warm": args.timing_warm,
         "timing_carry": args.timing_carry,
+        "timing_ahead": args.timing_ahead,
         "gpus": gpus if args.device == "cuda" else 0,
         "candidates": counts.judged,
         "wall_s": round(wall_s, 1),
@@ -235,6 +236,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         mode = r["mode"] + (" (spare workers)" if r.get("spare_workers") else "")
         mode += " (timing warm)" if r.get("timing_warm") else ""
         mode += " (timing carry)" if r.get("timing_carry") else ""
+        mode += " (timing ahead)" if r.get("timing_ahead") else ""
         busy = "-" if r.get("gpu_busy_pct") is None else f"{r['gpu_busy_pct']:.0f}%"
         lines.append(
             f"| {mode} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
@@ -285,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--timing-carry", action="store_true", help="the candidates' compiler caches carried to the timing worker"
     )
+    parser.add_argument(
+        "--timing-ahead", action="store_true", help="the timing pair made ready while correctness runs (timing_ahead)"
+    )
     args = parser.parse_args(argv)
+    if args.timing_carry and args.timing_ahead:
+        parser.error("--timing-carry and --timing-ahead do not go together (JudgeConfig)")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.manifest == "real":
         lines = throughput_manifest.write(args.out / "real")[: args.limit]
