@@ -29,8 +29,12 @@ class Worker:
         return self.started
 
 
-def state(booting: dict[str, Worker], pause: float = 0.5, spares: object = None) -> SimpleNamespace:
-    return SimpleNamespace(gate=CountingGate(pause), booting=booting, spares=spares, stages_s={"waiting": 1.0})
+def state(
+    booting: dict[str, Worker], pause: float = 0.5, spares: object = None, ahead: object = None
+) -> SimpleNamespace:
+    return SimpleNamespace(
+        gate=CountingGate(pause), booting=booting, spares=spares, ahead=ahead, stages_s={"waiting": 1.0}
+    )
 
 
 def test_a_lane_lets_a_measurement_go_first_and_counts_the_pause_as_waiting():
@@ -46,6 +50,14 @@ def test_not_while_its_timing_pair_is_still_starting():
     lane = state({"reference": Worker(True), "candidate": Worker(False)})
     let_others_measure(lane)
     assert lane.gate.asked == 0 and lane.stages_s["waiting"] == 1.0
+
+
+def test_a_pair_made_ready_ahead_does_not_hold_the_measurement_back():
+    """Its thread read the pair's hellos (has_answered is then false) and works under a hold of its own
+    (stages/timing_ahead.py), which a measuring lane waits for anyway: the lane lets it go first as usual."""
+    lane = state({"reference": Worker(False), "candidate": Worker(False)}, ahead=object())
+    let_others_measure(lane)
+    assert lane.gate.asked == 1
 
 
 def test_not_while_a_spare_pair_is_still_starting():
