@@ -152,14 +152,8 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
     if method == DO_BENCH and state.device != "cuda":
         state.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
         return None
-    native = method == KERNELBENCH
-    flush_bytes = l2_flush_bytes(state.hello, native) if config.timing_l2_flush else 0
-    timed_regime = regime if state.device == "cuda" else HOST_CLOCK
-    cached = {
-        name: entry
-        for name, entry in state.baselines.items()
-        if method == INTERLEAVED and entry.launch_regime == timed_regime
-    }
+    flush_bytes = flush_of(state, method)
+    cached = cached_sides(state, method, regime)
     ready = state.ahead.take() if state.ahead is not None and shape is None else None
     if ready is not None:  # staged ahead: the public shape's signature again, after the hidden shapes' (beside)
         state.signature = dict(ready.signature)
@@ -179,6 +173,22 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
     if state.device == "cuda" and method == INTERLEAVED:
         prepared.monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
     return prepared
+
+
+def flush_of(state: JudgmentState, method: str) -> int:
+    """The bytes written to flush the L2 before each sample (`l2_flush_bytes`), 0 with a warm cache."""
+    return l2_flush_bytes(state.hello, method == KERNELBENCH) if state.config.timing_l2_flush else 0
+
+
+def cached_sides(state: JudgmentState, method: str, regime: str) -> dict[str, CachedSide]:
+    """The sides whose figures come from cached baselines, not timed here: the interleaved method's, where they
+    were timed in the regime this measurement times in (the host clock's on the CPU)."""
+    timed_regime = regime if state.device == "cuda" else HOST_CLOCK
+    return {
+        name: entry
+        for name, entry in state.baselines.items()
+        if method == INTERLEAVED and entry.launch_regime == timed_regime
+    }
 
 
 def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -27,9 +27,8 @@ from typing import Any
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import Ready, make_ready
-from kerneljudge.stages.timing import l2_flush_bytes, pool_sets
+from kerneljudge.stages.timing import cached_sides, flush_of, pool_sets
 from kerneljudge.stages.workers import add_seconds, closed
-from kerneljudge.timing.plan import HOST_CLOCK, INTERLEAVED, KERNELBENCH
 from kerneljudge.verdict import WorkerLog
 
 
@@ -156,14 +155,9 @@ def plan_of(state: JudgmentState) -> tuple[list[dict[str, Any]], None, str, int,
     """What `make_ready` is given ahead: the pool's sets, no timing shape, the method, the L2 flush's bytes and the
     sides cached baselines stand for, in the configured regime (a failed graph capture later times again in a
     pair started then)."""
-    config = state.config
-    method = config.resolved_timing_method()
-    flush_bytes = l2_flush_bytes(state.hello, method == KERNELBENCH) if config.timing_l2_flush else 0
-    regime = config.timing_regime if state.device == "cuda" else HOST_CLOCK
-    cached = {
-        name for name, entry in state.baselines.items() if method == INTERLEAVED and entry.launch_regime == regime
-    }
-    return pool_sets(state, method, None), None, method, flush_bytes, cached
+    method = state.config.resolved_timing_method()
+    cached = set(cached_sides(state, method, state.config.timing_regime))
+    return pool_sets(state, method, None), None, method, flush_of(state, method), cached
 
 
 def described(state: JudgmentState) -> dict[str, Any] | None:
