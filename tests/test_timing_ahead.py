@@ -90,7 +90,8 @@ def test_a_memo_the_checked_worker_writes_beside_the_timing_worker_answers_no_ti
     """Without the sandbox both candidate workers reach the host's /tmp, and ahead they run at once: the checked
     worker's memo of the trials is there while the timing worker is timed. The pool is made of fresh draws
     (recorded in the plan), so no timed call finds its answer there. The next judgment's checked worker, called
-    on the same public inputs, finds the first one's answers: the memo works across workers."""
+    on the same public inputs, finds the first one's answers: the memo works across workers. A judgment without
+    ahead, whose timing worker starts after the checked one ended, finds none either."""
     memo = Path(f"/tmp/kj-shared-memo-{os.getuid()}")
     shutil.rmtree(memo, ignore_errors=True)
     try:
@@ -100,8 +101,18 @@ def test_a_memo_the_checked_worker_writes_beside_the_timing_worker_answers_no_ti
         assert "memo hit from another worker" not in record.logs["candidate_timing"].stderr_tail
         fresh = record.correctness.plan["timing_seeds"]
         assert len(fresh) == 3 and not set(fresh) & {trial.seed for trial in record.correctness.trials}
+        # Without ahead, the timing worker starts once the checked one is gone; the memo stays in /tmp and the
+        # pool is made of fresh draws all the same (since 0.3.4: before, of the trials' inputs, and this fixture
+        # served the timing worker 2,143 answers in one CPU judgment).
         again = judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "memo_shared_tmp.py", CONFIG.with_(sandbox="off"))
         assert "memo hit from another worker" in again.logs["candidate"].stderr_tail
+        plain = judge(
+            TASKS / "tiny_bias_relu.py",
+            CANDIDATES / "memo_shared_tmp.py",
+            CONFIG.with_(sandbox="off", timing_ahead=False),
+        )
+        assert plain.timing.measured and plain.timing.ahead is None
+        assert "memo hit from another worker" not in plain.logs["candidate_timing"].stderr_tail
     finally:
         shutil.rmtree(memo, ignore_errors=True)
 

@@ -14,13 +14,15 @@ from typing import Any
 # 0.3.0: compute-sanitizer and replays under perturbation; 0.3.1: the precursor's sleep calibrated only within
 # plausible GPU clocks (a candidate whose CUDA events lie fails by the clock check, not by a timeout); 0.3.2:
 # the last calls of two requests after the measurement checked (stages/timed_calls.py, `recheck_last`); 0.3.3:
-# enforce times nothing more once a CUDA graph's capture shows unjoined work (KJ-R024, stages/timing.py).
-__version__ = "0.3.3"
+# enforce times nothing more once a CUDA graph's capture shows unjoined work (KJ-R024, stages/timing.py); 0.3.4:
+# the timing pool made of fresh hidden draws in every hardened judgment, not of the last trials' inputs
+# (stages/timing.pool_sets: a memo kept by a checked worker answers no timed call).
+__version__ = "0.3.4"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
-UNTIMED_SAME_AS = {"0.3.3": "0.3.2", "0.3.2": "0.3.1"}
+UNTIMED_SAME_AS = {"0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
 PASSED_SAME_AS = {"0.3.3": "0.3.2"}

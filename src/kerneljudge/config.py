@@ -59,15 +59,16 @@ class JudgeConfig:
     # default: the candidate then sees one more call before its calibration (docs/batch.md, the busy share).
     timing_warm: bool = False
     # Carry the candidate's compiler caches (Triton's, Inductor's, the driver's) from its checked worker to its
-    # fresh timing worker, which then loads its kernels instead of compiling them again; the timing pool is then
-    # made of fresh hidden draws (`HiddenPlan.timing_seeds`), never of inputs a checked worker saw
-    # (sandbox/cache_carry.py, docs/batch.md). Off by default: it changes what a timed judgment times on.
+    # fresh timing worker, which then loads its kernels instead of compiling them again; safe because the timing
+    # pool is made of fresh hidden draws (`HiddenPlan.timing_seeds`), never of inputs a checked worker saw
+    # (sandbox/cache_carry.py, docs/batch.md). Off by default: the timing worker then finds what its checked
+    # worker wrote in those folders, which was not measured on by default on the H200.
     timing_carry: bool = False
     # Make the fresh timing pair ready while correctness still runs: once the trials have passed, a thread greets
-    # and loads it, stages its pool (fresh hidden draws, as with the carry) and makes each side's first call,
-    # beside the hidden shapes and the sanitizer, so that the timing stage is the samples and their checks
-    # (stages/timing_ahead.py, docs/batch.md). Off by default: it changes what a timed judgment times on and
-    # adds each side's untimed first call, as `timing_warm` does.
+    # and loads it, stages its pool (fresh hidden draws, as always) and makes each side's first call, beside the
+    # hidden shapes and the sanitizer, so that the timing stage is the samples and their checks
+    # (stages/timing_ahead.py, docs/batch.md). Off by default: it adds each side's untimed first call, as
+    # `timing_warm` does, and has two pairs on the device at once; not yet measured on the H200.
     timing_ahead: bool = False
     timing_baseline: str = "paired"  # or "cached" (a batch's option; docs/batch.md)
     sandbox: str = "auto"

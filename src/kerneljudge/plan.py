@@ -11,8 +11,8 @@ What it fixes (attack classes in docs/findings.md):
   which of its calls the profiler watches;
 - the seeds of the trials at hidden shapes; the shapes themselves are drawn from the same source once
   the task's family is known (`shapes`);
-- with `timing_carry`, the timing pool's seeds: fresh inputs that no checked worker saw (H26,
-  sandbox/cache_carry.py).
+- in a timed judgment, the timing pool's seeds: fresh inputs that no checked worker saw (H26; since 0.3.4,
+  stages/timing.pool_sets).
 
 The public trials' seeds are KernelBench's, derived from the public seed. The plan is recorded
 (`correctness.plan`): after the judgment it gives nothing away, and a judgment can be followed from it.
@@ -71,7 +71,7 @@ class HiddenPlan:
     canary_at: int | None = None
     trace_at: frozenset[int] = frozenset()  # traced on CUDA only
     shape_seeds: list[int] = field(default_factory=list)
-    # The timing pool's seeds where it is made of fresh draws (JudgeConfig.timing_carry), not of trials' inputs
+    # The timing pool's seeds: fresh draws of the trials' distributions (stages/timing.pool_sets); none natively
     timing_seeds: list[int] = field(default_factory=list)
     rng: random.Random = field(default_factory=secrets.SystemRandom, repr=False, compare=False)
 

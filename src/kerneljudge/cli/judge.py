@@ -50,7 +50,7 @@ TIMING_WARM_HELP = (
 )
 TIMING_CARRY_HELP = (
     "carry the candidate's compiled kernels (Triton, Inductor, the driver's caches) to its fresh timing worker, "
-    "which then times on fresh hidden inputs that no checked worker saw (docs/batch.md)"
+    "which then compiles none of them again (docs/batch.md)"
 )
 TIMING_AHEAD_HELP = (
     "make the fresh timing pair ready while correctness still runs (loaded, its pool staged on fresh hidden "

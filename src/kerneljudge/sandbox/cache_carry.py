@@ -8,9 +8,9 @@ keyed by what was compiled, not by where, so the timing worker finds its kernels
 What it lets through, and why that is harmless (docs/batch.md): anything the checked worker wrote in these
 folders reaches the timing worker, a memo of its outputs keyed by its inputs included (H26). The carry is
 therefore only made where the timing pool is made of fresh draws that no checked worker saw
-(`HiddenPlan.timing_seeds`): a memo of the correctness trials answers none of the timed calls, and the
-kept outputs of the timed calls are checked as before. Only the candidate's own workers are linked, never
-two candidates.
+(`HiddenPlan.timing_seeds`, every hardened judgment's since 0.3.4): a memo of the correctness trials
+answers none of the timed calls, and the kept outputs of the timed calls are checked as before. Only the
+candidate's own workers are linked, never two candidates.
 
 The parent reads the checked worker's folders after that worker is gone (its processes killed, its
 workspace not yet removed) and copies regular files and folders only: a link, FIFO or device node is left

@@ -37,7 +37,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         False,
         state.device == "cuda",
         state.source,
-        timing_sets=POOL_SETS if config.timing and (config.timing_carry or config.timing_ahead) else 0,
+        timing_sets=POOL_SETS if config.timing else 0,  # the timing pool: fresh draws (stages/timing.pool_sets)
     )
     plan, screens = state.plan, []
     for index, trial in enumerate(plan.trials):

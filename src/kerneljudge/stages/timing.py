@@ -19,7 +19,6 @@ from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import make_ready, recheck_graph, recheck_last, time_side
-from kerneljudge.stages.timing_pair import carried
 from kerneljudge.stages.workers import at_gate, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain
@@ -192,13 +191,16 @@ def cached_sides(state: JudgmentState, method: str, regime: str) -> dict[str, Ca
 
 
 def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The input sets of the timing pool: the last trials' (their seeds and distributions), one for a single
-    figure; at a timing shape fresh hidden draws of it; with the carry or ahead (`HiddenPlan.timing_seeds`)
-    fresh draws of the trials' distributions, which no checked worker saw (sandbox/cache_carry.py)."""
+    """The input sets of the timing pool, one for a single figure: fresh hidden draws (`HiddenPlan.timing_seeds`)
+    of the last trials' distributions, which no checked worker saw, so that nothing a checked worker kept, in a
+    folder another worker reaches (a `/tmp` shared where the sandbox's private one is missing), a compiler cache
+    carried (sandbox/cache_carry.py) or a worker running beside (stages/timing_ahead.py), answers a timed call
+    (H26; since 0.3.4); at a timing shape fresh draws of it; natively (`off`, no hidden draws) the last trials'
+    own inputs, as KernelBench times them."""
     sets = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
     if shape is not None:
         return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
-    if state.plan is not None and state.plan.timing_seeds and (carried(state) or state.config.timing_ahead):
+    if state.plan is not None and state.plan.timing_seeds:
         return [{**entry, "seed": seed} for entry, seed in zip(sets, state.plan.timing_seeds, strict=False)]
     return sets
 

@@ -6,8 +6,9 @@ pool's staging and the candidate's first call, where Triton compiles, were 1.0-1
 What it changes for the candidate, and why that is safe (docs/batch.md, "Timing ahead"):
 - Its timing worker is loaded while its checked worker still runs. Each is confined on its own (docs/security.md:
   no network, a private /tmp, its own uid and PID namespace), and the pool is made of fresh hidden draws
-  (`HiddenPlan.timing_seeds`, as with the carry), so that nothing the checked worker saw or kept answers a timed
-  call, whatever could pass between them. The checked pair is gone before the first sample, as before.
+  (`HiddenPlan.timing_seeds`, as in every hardened judgment since 0.3.4), so that nothing the checked worker
+  saw or kept answers a timed call, whatever could pass between them. The checked pair is gone before the first
+  sample, as before.
 - Each side's first call is made before the calibration, as with `timing_warm`.
 
 The thread starts once the trials have passed (the pool's distributions and the outputs' signature are known
