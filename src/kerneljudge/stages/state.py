@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kerneljudge import plan as hidden_plan
 from kerneljudge.candidate import Candidate
@@ -27,6 +27,9 @@ from kerneljudge.tasks.shapes import ShapeFamily
 from kerneljudge.tasks.source import Task
 from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Capability, Failure, Finding, Timing, TrialRecord, WorkerLog
+
+if TYPE_CHECKING:  # the stage that makes it imports this module
+    from kerneljudge.stages.timing_ahead import TimingAhead
 
 
 @dataclass(eq=False)
@@ -75,7 +78,7 @@ class JudgmentState:
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
     # The timing pair made ready ahead, in a thread (stages/timing_ahead.TimingAhead), and whether the two pairs
     # fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
-    ahead: Any = None
+    ahead: TimingAhead | None = None
     ahead_fits: bool | None = None
     correctness_passed: bool = False
     tolerances: dict[str, Any] = field(default_factory=dict)
