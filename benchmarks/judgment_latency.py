@@ -209,7 +209,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         busy = "-" if r["busy_fraction"] is None else f"{100 * r['busy_fraction']:.0f}%"
         status = r["status"] + (" verified" if r["verified"] else "")
         lines.append(
-            f"| {r['task']} | {yes(r['timing'])} | {yes(r['spare_workers'])} | {status} | {r['wall_s']:.1f} | "
+            f"| {r['task']}{way(r)} | {yes(r['timing'])} | {yes(r['spare_workers'])} | {status} | {r['wall_s']:.1f} | "
             + " | ".join(stages)
             + f" | {busy} |"
         )
