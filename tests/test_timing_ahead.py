@@ -24,6 +24,7 @@ from kerneljudge.gate import ahead_fits, memory_need, timing_need
 from kerneljudge.pipeline import judge
 from kerneljudge.stages import hidden_shapes, timing_ahead
 from kerneljudge.stages.failures import CandidateFailed
+from kerneljudge.store import Store
 from kerneljudge.verdict import Failure
 
 GIB = 2**30
@@ -169,3 +170,17 @@ def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
 def test_ahead_and_the_carry_are_refused_together():
     with pytest.raises(ConfigError, match="timing_ahead and timing_carry"):
         JudgeConfig(timing_ahead=True, timing_carry=True)
+
+
+def test_with_cached_baselines_only_the_candidates_side_is_made_ready(tmp_path, tiny_task):
+    """A batch's cached baselines stand for the reference's side (docs/batch.md): the pair made ready ahead
+    stages its pool and makes the candidate's first call only, and the reference's figures are the cache's."""
+    config = CONFIG.with_(timing_baseline="cached")
+    items = [BatchItem(tiny_task, CANDIDATES / name) for name in ("honest_torch.py", "print_visible_devices.py")]
+    counts = run_batch(items, config, tmp_path / "results.db", progress=False, lanes=[None], log=io.StringIO())
+    assert counts.judged == 2 and counts.passed == 2, counts
+    with Store(tmp_path / "results.db") as store:
+        records = list(store)
+    for record in records:
+        assert record.verified and record.timing.reference_source.startswith("cached"), record.timing
+        assert record.timing.ahead["staged"] and record.timing.ahead["warmed"] == ["candidate"]
