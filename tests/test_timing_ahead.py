@@ -62,6 +62,37 @@ def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran
     assert {"reference", "candidate", "reference_timing", "candidate_timing"} <= set(record.logs)
 
 
+def test_staging_beside_a_hidden_shape_leaves_that_shapes_signature_alone(monkeypatch):
+    """A hidden-shape trial sets the outputs' signature to its shape's, then checks the candidate's output against
+    it; the thread stages the pool at the public shape in between (made to, here). Its staging's signature stays
+    its own (PairView), so the hidden shape is checked against its shape, the pool against the public shape."""
+    shape_set, staged, seen = threading.Event(), threading.Event(), []
+    real_trial, real_ready = hidden_shapes.reference_trial, timing_ahead.make_ready
+
+    def trial_then_wait_for_the_staging(state, *args, **kwargs):
+        answer = real_trial(state, *args, **kwargs)
+        if not shape_set.is_set():  # the first hidden shape: its signature is set, its output not yet checked
+            seen.append(dict(state.signature))
+            shape_set.set()
+            assert staged.wait(60)
+            seen.append(dict(state.signature))
+        return answer
+
+    def ready_inside_the_first_shape(view, *args, **kwargs):
+        assert shape_set.wait(60)
+        try:
+            return real_ready(view, *args, **kwargs)
+        finally:
+            staged.set()
+
+    monkeypatch.setattr(hidden_shapes, "reference_trial", trial_then_wait_for_the_staging)
+    monkeypatch.setattr(timing_ahead, "make_ready", ready_inside_the_first_shape)
+    record = judge(TASKS / "family_bias_relu.py", CANDIDATES / "honest_torch.py", CONFIG)
+    assert record.status == "PASS" and record.verified and record.timing.measured, record.failure
+    assert record.timing.ahead["staged"] and record.timing.timed_outputs_checked > 0
+    assert len(seen) == 2 and seen[0] == seen[1]  # the shape's signature, untouched by the staging beside it
+
+
 def test_a_candidate_failing_after_the_trials_stops_the_thread_and_the_pairs_logs_are_kept(monkeypatch):
     pairs, waiting = [], threading.Event()
 
