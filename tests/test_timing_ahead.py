@@ -188,7 +188,12 @@ def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
     assert not ahead_fits(large, 144 * GIB)
     assert not ahead_fits(None, 144 * GIB) and not ahead_fits(suite, 0)  # unknown: loaded after, as before
     state = SimpleNamespace(
-        config=CONFIG, native=False, booting={"reference": None}, ahead=None, device="cuda", ahead_fits=False
+        readies_ahead=True,
+        voiding_codes=list,
+        booting={"reference": None},
+        ahead=None,
+        device="cuda",
+        ahead_fits=False,
     )
     timing_ahead.start(state)
     assert state.ahead is None

@@ -131,8 +131,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
     """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
     admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.admitted
     # Whether both pairs fit the GPU side by side, for a timing pair to be made ready ahead (stages/timing_ahead.py)
-    ahead = state.config.timing and state.config.timing_ahead and not state.native
-    room = ahead and shape is None and state.device == "cuda" and state.ahead_fits is None
+    room = state.readies_ahead and shape is None and state.device == "cuda" and state.ahead_fits is None
     load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room)
     response, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""

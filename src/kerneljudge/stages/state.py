@@ -147,11 +147,24 @@ class JudgmentState:
         timed (the record's timing says why): no figure could stand, and timing would only spend device time,
         which work hidden from the timed stream (H20) can make minutes. Before timing, and at a failed CUDA
         graph capture that shows unjoined work (stages/timing.py)."""
-        voiding = sorted({f.code for f in self.findings if f.severity == "error"})
-        if self.config.mode != "enforce" or not voiding:
+        voiding = self.voiding_codes()
+        if not voiding:
             return False
         self.timing = Timing(measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}")
         return True
+
+    def voiding_codes(self) -> list[str]:
+        """In enforce mode, the codes of the error findings that already make the verdict FAIL (none otherwise)."""
+        if self.config.mode != "enforce":
+            return []
+        return sorted({f.code for f in self.findings if f.severity == "error"})
+
+    @property
+    def readies_ahead(self) -> bool:
+        """Whether the timing pair is to be made ready while correctness runs (stages/timing_ahead.py): asked for,
+        timed, hardened (KernelBench's `off` keeps its own order; the carry, which needs the checked workspace
+        whole first, is refused with it by JudgeConfig)."""
+        return self.config.timing and self.config.timing_ahead and not self.native
 
     def inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
         """Whether the candidate's worker makes this trial's inputs itself (worker/seeded.py): in the hardened

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import ExitStack
 from typing import Any
 
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import Ready, make_ready
 from kerneljudge.stages.timing import cached_sides, flush_of, pool_sets
-from kerneljudge.stages.workers import add_seconds, closed
+from kerneljudge.stages.workers import add_seconds, closed, work_beside
 from kerneljudge.verdict import WorkerLog
 
 
@@ -69,18 +68,17 @@ class TimingAhead:
         self.thread: threading.Thread | None = None
         self.taken = False
 
-    def run(self, view: Any, plan: tuple[Any, ...] | None, hold: ExitStack) -> None:
+    def run(self, view: Any, plan: tuple[Any, ...] | None) -> None:
         """Greet and load the pair; with a `plan` (`plan_of`), stage its pool and make each side's first call."""
         began = time.monotonic()
-        with hold:
-            try:
-                reference_hello(view)
-                start_candidate(view, load_reference(view))
-                self.loaded = True
-                if plan is not None:
-                    self.ready = make_ready(view, *plan, warm=True)
-            except Exception as exc:
-                self.failed.append(exc)
+        try:
+            reference_hello(view)
+            start_candidate(view, load_reference(view))
+            self.loaded = True
+            if plan is not None:
+                self.ready = make_ready(view, *plan, warm=True)
+        except Exception as exc:
+            self.failed.append(exc)
         self.seconds = time.monotonic() - began
 
     def join(self, state: JudgmentState) -> bool:
@@ -90,7 +88,6 @@ class TimingAhead:
         if self.thread is not None:
             self.thread.join()
         add_seconds(state, "timing.ahead", time.monotonic() - began)
-        state.stages_s["ahead"] = round(self.seconds, 3)
         if self.failed:
             raise self.failed[0]
         return self.loaded
@@ -102,8 +99,9 @@ class TimingAhead:
         return ready
 
     def stop(self, state: JudgmentState) -> None:
-        """End the thread where the judgment ends before timing: its workers killed, so that a request it is
-        waiting on fails at once (the pair is closed with the others, its logs kept)."""
+        """As the judgment ends: where it ends before timing, the thread ended by killing its workers, so that a
+        request it is waiting on fails at once (the pair is closed with the others, its logs kept); the
+        thread's own seconds into `stages_s["ahead"]`."""
         if self.thread is not None and self.thread.is_alive():
             for worker in self.pair.values():
                 worker.kill()
@@ -111,19 +109,12 @@ class TimingAhead:
         state.stages_s["ahead"] = round(self.seconds, 3)
 
 
-def asked(state: JudgmentState) -> bool:
-    """Whether the judgment is to ready its timing pair ahead: timed, hardened (KernelBench's `off` keeps its
-    own order), without the carry (which needs the checked workspace whole first)."""
-    config = state.config
-    return config.timing and config.timing_ahead and not state.native and not config.timing_carry
-
-
 def start(state: JudgmentState) -> None:
     """Start readying the booting timing pair in a thread, where asked and where it fits (on the GPU:
     `state.ahead_fits`, from the task's footprint); called by the correctness stage once its trials passed."""
-    if not asked(state) or not state.booting or state.ahead is not None:
+    if not state.readies_ahead or not state.booting or state.ahead is not None:
         return
-    if state.config.mode == "enforce" and any(f.severity == "error" for f in state.findings):
+    if state.voiding_codes():
         return  # the verdict is FAIL already and nothing will be timed (JudgmentState.fails_closed)
     if state.device == "cuda" and not state.ahead_fits:  # the record's `timing.ahead` says why
         return
@@ -131,12 +122,8 @@ def start(state: JudgmentState) -> None:
     view: Any = PairView(state, ahead.pair)  # made here, before the hidden shapes set their signatures
     shapes = state.family is not None and state.family.timing  # each timing shape is built and staged in the stage
     plan = None if shapes else plan_of(state)
-    # Counted as this lane's work until the thread ends: no other lane measures while the pair loads and stages
-    # (gate.py). Taken here, where the lane holds the gate to work; released by the thread.
-    hold = ExitStack()
-    hold.enter_context(state.gate.work_beside())
-    ahead.thread = threading.Thread(target=ahead.run, args=(view, plan, hold), name="kj-timing-ahead", daemon=True)
-    ahead.thread.start()
+    # Counted as this lane's work until the thread ends: no other lane measures while the pair loads and stages.
+    ahead.thread = work_beside(state, lambda: ahead.run(view, plan), "kj-timing-ahead")
 
 
 def end(state: JudgmentState) -> dict[str, WorkerLog]:
@@ -163,7 +150,7 @@ def plan_of(state: JudgmentState) -> tuple[list[dict[str, Any]], None, str, int,
 
 def described(state: JudgmentState) -> dict[str, Any] | None:
     """The record's `timing.ahead`: what was made ready ahead and in how long, or why nothing was."""
-    if not asked(state):
+    if not state.readies_ahead:
         return None
     ahead = state.ahead
     if ahead is None:

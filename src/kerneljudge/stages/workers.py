@@ -205,23 +205,33 @@ def close_beside(state: JudgmentState) -> None:
     logs: dict[str, WorkerLog] = {}
     failed: list[Exception] = []  # raised again where it is joined, as a close in line would raise it
     pairs = state.timing_pairs
-    # Counted as this lane's work until the pair is gone, as it was when closed in line inside the work hold:
-    # no other lane measures while these processes end (gate.py). Taken here, released by the thread.
-    beside = ExitStack()
-    beside.enter_context(state.gate.work_beside())
 
     def close() -> None:
         began = time.monotonic()
-        with beside:
-            try:
-                logs.update(closed(state, pair, pairs, {}))  # asks both to exit at once, then closes them
-            except Exception as exc:
-                failed.append(exc)
+        try:
+            logs.update(closed(state, pair, pairs, {}))  # asks both to exit at once, then closes them
+        except Exception as exc:
+            failed.append(exc)
         state.closing_s = time.monotonic() - began
 
-    thread = threading.Thread(target=close, name="kj-close-pair", daemon=True)
+    # Counted as this lane's work until the pair is gone, as it was when closed in line inside the work hold.
+    state.closing = (work_beside(state, close, "kj-close-pair"), logs, failed)
+
+
+def work_beside(state: JudgmentState, work: Callable[[], None], name: str) -> threading.Thread:
+    """Run `work` in a thread while the judgment goes on, counted as its lane's work until it ends (the gate's
+    `work_beside`): no other lane measures meanwhile (gate.py). The hold is taken here, where the lane holds
+    the gate to work, and released by the thread."""
+    hold = ExitStack()
+    hold.enter_context(state.gate.work_beside())
+
+    def held() -> None:
+        with hold:
+            work()
+
+    thread = threading.Thread(target=held, name=name, daemon=True)
     thread.start()
-    state.closing = (thread, logs, failed)
+    return thread
 
 
 def join_closing(state: JudgmentState) -> None:
