@@ -22,9 +22,11 @@ from kerneljudge.batch import BatchItem, run_batch
 from kerneljudge.config import ConfigError, JudgeConfig
 from kerneljudge.gate import ahead_fits, memory_need, timing_need
 from kerneljudge.pipeline import judge
-from kerneljudge.stages import hidden_shapes, timing_ahead
+from kerneljudge.stages import correctness, hidden_shapes, timing_ahead
 from kerneljudge.stages.failures import CandidateFailed
+from kerneljudge.stages.timing import pool_sets
 from kerneljudge.store import Store
+from kerneljudge.timing.plan import INTERLEAVED, KERNELBENCH
 from kerneljudge.verdict import Failure
 
 GIB = 2**30
@@ -35,7 +37,15 @@ CONFIG = JudgeConfig(
 
 def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran(monkeypatch):
     during: list[tuple[str | None, bool, bool]] = []
-    real_shapes = hidden_shapes.run
+    real_shapes, real_start, started_after = hidden_shapes.run, timing_ahead.start, []
+
+    def start_noting_the_trials(state):  # called after each trial of the task's own distribution
+        was = state.ahead
+        real_start(state)
+        if was is None and state.ahead is not None:
+            started_after.append(len(state.trials))
+
+    monkeypatch.setattr(timing_ahead, "start", start_noting_the_trials)
 
     def shapes_after_the_pair_is_ready(state):  # the hidden shapes wait for the thread: it ran beside correctness
         state.ahead.thread.join()
@@ -46,6 +56,7 @@ def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran
     record = judge(TASKS / "family_bias_relu.py", CANDIDATES / "honest_torch.py", CONFIG)
     assert record.status == "PASS" and record.verified and record.timing.measured, record.failure
     assert during == [("correctness", True, False)]  # staged and warmed before correctness ended
+    assert started_after == [1] and len(record.correctness.trials) >= 10  # beside the trials after the first
     assert record.timing.ahead == {
         "made": True,
         "staged": True,
@@ -115,6 +126,52 @@ def test_a_candidate_failing_after_the_trials_stops_the_thread_and_the_pairs_log
     [pair] = pairs
     assert all(worker.proc.poll() is not None for worker in pair.values())  # none left running
     assert {"reference_timing", "candidate_timing"} <= set(record.logs)  # candidate code ran there
+    assert record.timing.ahead == {"made": True, "staged": False, "warmed": [], "seconds": record.stages_s["ahead"]}
+
+
+FAILS_LATER = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(width))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return torch.clamp_min(x + self.bias, 0.0) * (1.0 if self.calls <= 6 else 0.5)
+"""
+
+
+def test_a_candidate_failing_a_later_trial_stops_the_thread_started_at_the_first(monkeypatch, tmp_path):
+    """The thread starts once the first trial passed: a trial that fails after it ends the judgment at once,
+    the thread's wait on its worker cut, and the pair's logs kept."""
+    pairs, waiting = [], threading.Event()
+
+    def waits_for_ever(view, *args, **kwargs):
+        pairs.append(dict(view.workers))
+        waiting.set()
+        view.workers["candidate"].receive(timeout_s=600)
+
+    real_trial = correctness.run_trial
+
+    def trial_once_the_thread_waits(state, index, *args):  # the trials after the first run beside the thread
+        assert index == 0 or waiting.wait(60)
+        return real_trial(state, index, *args)
+
+    monkeypatch.setattr(timing_ahead, "make_ready", waits_for_ever)
+    monkeypatch.setattr(correctness, "run_trial", trial_once_the_thread_waits)
+    candidate = tmp_path / "fails_later.py"
+    candidate.write_text(FAILS_LATER)
+    record = judge(TASKS / "tiny_bias_relu.py", candidate, CONFIG)
+    assert waiting.is_set() and record.status == "FAIL" and record.failure.kind == "tolerance", record.failure
+    assert 2 <= len(record.correctness.trials) < 10 and record.duration_s < 120  # failed in the trials, not waited
+    [pair] = pairs
+    assert all(worker.proc.poll() is not None for worker in pair.values())
+    assert {"reference_timing", "candidate_timing"} <= set(record.logs)
     assert record.timing.ahead == {"made": True, "staged": False, "warmed": [], "seconds": record.stages_s["ahead"]}
 
 
@@ -220,3 +277,23 @@ def test_with_cached_baselines_only_the_candidates_side_is_made_ready(tmp_path, 
     for record in records:
         assert record.verified and record.timing.reference_source.startswith("cached"), record.timing
         assert record.timing.ahead["staged"] and record.timing.ahead["warmed"] == ["candidate"]
+
+
+def test_the_pool_is_known_from_the_plan_before_the_trials_end():
+    """The pool's sets are fresh draws (the plan's timing seeds) of the task's own distribution, as many as the
+    memory allows, whatever trials were kept so far: a hidden distribution the task rejected fell back to its own
+    (worker/trials.py), so the pool the thread stages after the first trial is the one it would stage after all."""
+    plan = SimpleNamespace(timing_seeds=[11, 12, 13])
+    after_one = SimpleNamespace(timing_sets=[{"seed": 1, "variant": {"kind": "standard"}}], pool_sets=3, plan=plan)
+    rejected = {"kind": "heavy_tail", "rejected": "the reference's output is not finite on these inputs"}
+    after_all = SimpleNamespace(
+        timing_sets=[{"seed": 4, "variant": {"kind": "standard"}}, {"seed": 7, "variant": rejected}],
+        pool_sets=2,
+        plan=plan,
+    )
+    standard = {"kind": "standard"}
+    assert pool_sets(after_one, INTERLEAVED, None) == [{"seed": s, "variant": standard} for s in (11, 12, 13)]
+    assert pool_sets(after_all, INTERLEAVED, None) == [{"seed": s, "variant": standard} for s in (11, 12)]
+    assert pool_sets(after_all, KERNELBENCH, None) == [{"seed": 11, "variant": standard}]  # one set: one figure
+    native = SimpleNamespace(timing_sets=after_all.timing_sets, pool_sets=2, plan=SimpleNamespace(timing_seeds=[]))
+    assert pool_sets(native, INTERLEAVED, None) == native.timing_sets  # `off`: the trials' own inputs

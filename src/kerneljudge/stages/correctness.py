@@ -1,8 +1,9 @@
 """The correctness stage: the hidden plan drawn once from the judgment's source (plan.py), its trials run in
 order (the canary that reuses storage, the traced calls, the replays), each trial's outputs compared with
 the oracle and recorded (trials.py), the screen for degenerate outputs, then the hidden shapes and
-compute-sanitizer. The first miss fails the candidate. `off`, KernelBench's own evaluation, takes its own path
-(native.py).
+compute-sanitizer; with `timing_ahead`, the timing pair is made ready beside them from the first trial that
+passed (stages/timing_ahead.py). The first miss fails the candidate. `off`, KernelBench's own evaluation, takes
+its own path (native.py).
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
             screens.append(state.trial_screen)
         if distribution.get("kind") == "standard" or "rejected" in distribution:
             state.timing_sets = (state.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
+            timing_ahead.start(state)  # where asked, once: the timing pair made ready beside the trials that follow
     state.add_findings(degenerate_outputs(screens))
-    timing_ahead.start(state)  # where asked: the timing pair made ready beside what follows
     hidden_shapes.run(state)
     sanitizer.run(state, sanitizer_decision())
     state.correctness_passed = True

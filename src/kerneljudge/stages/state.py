@@ -106,6 +106,8 @@ class JudgmentState:
     # Where trials' inputs are made (worker/seeded.py): again in the candidate's worker from each trial's
     # seed in the hardened modes, until it cannot make the reference's; shipped from the reference's else.
     inputs: dict[str, Any] = field(init=False)
+    # Findings come from two threads where the timing pair is made ready beside the trials (timing_ahead.py).
+    findings_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         config = self.config
@@ -133,6 +135,10 @@ class JudgmentState:
 
     def add_findings(self, findings: list[Finding]) -> None:
         """Record findings, one per code: a repeat only counts its occurrences."""
+        with self.findings_lock:
+            self._add_findings(findings)
+
+    def _add_findings(self, findings: list[Finding]) -> None:
         for new in findings:
             old = next((f for f in self.findings if f.code == new.code), None)
             if old is None:

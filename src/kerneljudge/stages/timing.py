@@ -192,17 +192,20 @@ def cached_sides(state: JudgmentState, method: str, regime: str) -> dict[str, Ca
 
 def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The input sets of the timing pool, one for a single figure: fresh hidden draws (`HiddenPlan.timing_seeds`)
-    of the last trials' distributions, which no checked worker saw, so that nothing a checked worker kept, in a
+    of the task's own distribution, which no checked worker saw, so that nothing a checked worker kept, in a
     folder another worker reaches (a `/tmp` shared where the sandbox's private one is missing), a compiler cache
     carried (sandbox/cache_carry.py) or a worker running beside (stages/timing_ahead.py), answers a timed call
     (H26; since 0.3.4); at a timing shape fresh draws of it; natively (`off`, no hidden draws) the last trials'
-    own inputs, as KernelBench times them."""
-    sets = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
+    own inputs, as KernelBench times them. (The pool was always of the task's own distribution: only trials of
+    it, or of a hidden one the task rejected and that fell back to it, are kept in `state.timing_sets`; so the
+    pool is known from the plan alone, before the trials end, which timing ahead needs.)"""
+    kept = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
     if shape is not None:
-        return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in sets]
-    if state.plan is not None and state.plan.timing_seeds:
-        return [{**entry, "seed": seed} for entry, seed in zip(sets, state.plan.timing_seeds, strict=False)]
-    return sets
+        return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in kept]
+    if state.plan is not None and state.plan.timing_seeds:  # as many as kept: hardened, five trials of it at least
+        seeds = state.plan.timing_seeds[: 1 if method != INTERLEAVED else state.pool_sets]
+        return [{"seed": seed, "variant": {"kind": "standard"}} for seed in seeds]
+    return kept
 
 
 def take(

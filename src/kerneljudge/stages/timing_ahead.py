@@ -1,5 +1,5 @@
-"""The timing pair made ready ahead (`JudgeConfig.timing_ahead`): while correctness still runs its hidden shapes
-and the sanitizer, a thread greets and loads the fresh timing pair, stages its pool and makes each side's first
+"""The timing pair made ready ahead (`JudgeConfig.timing_ahead`): while correctness still runs its trials, hidden
+shapes and the sanitizer, a thread greets and loads the fresh timing pair, stages its pool and makes each side's first
 call, so that the timing stage is the samples and their checks (issue 20: on an H200 the pair's load, the
 pool's staging and the candidate's first call, where Triton compiles, were 1.0-1.3 s of a 1.3-1.6 s stage).
 
@@ -11,11 +11,13 @@ What it changes for the candidate, and why that is safe (docs/batch.md, "Timing 
   sample, as before.
 - Each side's first call is made before the calibration, as with `timing_warm`.
 
-The thread starts once the trials have passed (the pool's distributions and the outputs' signature are known
-then) and works under the lane gate's `work_beside` hold, taken by the stage that starts it: no other lane
-measures while it works. Its round trips count in `stages_s` under `ahead.*`, its own wall time in `ahead`, and
-the timing stage's wait for it in `timing.ahead`. On the GPU it runs only where the two pairs' estimated device
-memory, side by side, is at most an `AHEAD_SHARE`-th of the GPU (gate.ahead_fits); a batch then reserves both.
+The thread starts once the first trial of the task's own distribution has passed (the pool is known from the
+plan, the outputs' signature at the public shape from that trial: on the H200 a thread started after the last
+trial, 0.9-1.2 s long, outlasted what followed, and the stage waited 0.3-0.7 s for it) and works under the lane
+gate's `work_beside` hold, taken by the stage that starts it: no other lane measures while it works. Its round
+trips count in `stages_s` under `ahead.*`, its own wall time in `ahead`, and the timing stage's wait for it in
+`timing.ahead`. On the GPU it runs only where the two pairs' estimated device memory, side by side, is at most
+an `AHEAD_SHARE`-th of the GPU (gate.ahead_fits); a batch then reserves both.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from kerneljudge.verdict import WorkerLog
 
 class PairView:
     """The judgment's state as the thread that readies the timing pair sees it: the booting pair as its workers,
-    its round trips counted under `ahead`, and the outputs' signature at the public shape as the trials left it
+    its round trips counted under `ahead`, and the outputs' signature at the public shape as a passed trial left it
     (the hidden shapes, beside, set theirs); every other attribute read and set is the judgment's own."""
 
     OWN = ("workers", "stage", "signature")
@@ -111,7 +113,8 @@ class TimingAhead:
 
 def start(state: JudgmentState) -> None:
     """Start readying the booting timing pair in a thread, where asked and where it fits (on the GPU:
-    `state.ahead_fits`, from the task's footprint); called by the correctness stage once its trials passed."""
+    `state.ahead_fits`, from the task's footprint); called by the correctness stage after each trial of the task's
+    own distribution that passed, and done at the first."""
     if not state.readies_ahead or not state.booting or state.ahead is not None:
         return
     if state.voiding_codes():
@@ -157,7 +160,7 @@ def described(state: JudgmentState) -> dict[str, Any] | None:
         if state.device == "cuda" and not state.ahead_fits:
             why = "the task's footprint does not show both pairs fitting a quarter of the GPU side by side"
         else:
-            why = "the judgment ended before its trials had passed, or failed closed on them"
+            why = "the judgment ended before a trial had passed, or failed closed on one"
         return {"made": False, "why_not": why}
     ready = ahead.ready
     return {
