@@ -136,17 +136,14 @@ class JudgmentState:
     def add_findings(self, findings: list[Finding]) -> None:
         """Record findings, one per code: a repeat only counts its occurrences."""
         with self.findings_lock:
-            self._add_findings(findings)
-
-    def _add_findings(self, findings: list[Finding]) -> None:
-        for new in findings:
-            old = next((f for f in self.findings if f.code == new.code), None)
-            if old is None:
-                self.findings.append(new)
-            else:
-                old.evidence["repeats"] = int(old.evidence.get("repeats", 0)) + 1
-                if new.severity == "error" and old.severity != "error":
-                    old.severity = "error"
+            for new in findings:
+                old = next((f for f in self.findings if f.code == new.code), None)
+                if old is None:
+                    self.findings.append(new)
+                else:
+                    old.evidence["repeats"] = int(old.evidence.get("repeats", 0)) + 1
+                    if new.severity == "error" and old.severity != "error":
+                        old.severity = "error"
 
     def fails_closed(self) -> bool:
         """In enforce mode, whether an error finding already makes the verdict FAIL, so that nothing more is

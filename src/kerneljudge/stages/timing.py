@@ -199,12 +199,13 @@ def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -
     own inputs, as KernelBench times them. (The pool was always of the task's own distribution: only trials of
     it, or of a hidden one the task rejected and that fell back to it, are kept in `state.timing_sets`; so the
     pool is known from the plan alone, before the trials end, which timing ahead needs.)"""
-    kept = state.timing_sets[:1] if method != INTERLEAVED else state.timing_sets[-state.pool_sets :]
+    single = method != INTERLEAVED  # one set: one figure (natively the first trial's, as KernelBench times it)
+    count = 1 if single else state.pool_sets
+    kept = state.timing_sets[:1] if single else state.timing_sets[-count:]
     if shape is not None:
         return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in kept]
     if state.plan is not None and state.plan.timing_seeds:  # as many as kept: hardened, five trials of it at least
-        seeds = state.plan.timing_seeds[: 1 if method != INTERLEAVED else state.pool_sets]
-        return [{"seed": seed, "variant": {"kind": "standard"}} for seed in seeds]
+        return [{"seed": seed, "variant": {"kind": "standard"}} for seed in state.plan.timing_seeds[:count]]
     return kept
 
 
