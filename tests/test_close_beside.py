@@ -5,12 +5,15 @@ closed first, as before."""
 
 from __future__ import annotations
 
+import threading
+import time
 from types import SimpleNamespace
 
 from helpers import CANDIDATES
 from kerneljudge.config import JudgeConfig
 from kerneljudge.gate import LaneGate
 from kerneljudge.pipeline import judge
+from kerneljudge.sandbox.workspace import Workspace
 from kerneljudge.stages import timing_pair, workers
 
 GIB = 2**30
@@ -39,6 +42,32 @@ def test_the_checked_pair_ends_beside_the_fresh_pairs_start_and_is_gone_before_t
     assert {"reference", "candidate", "reference_timing", "candidate_timing"} <= set(record.logs)
     assert record.stages_s["timing.checked_pair.close:beside"] > 0  # the close's own time, in its thread
     assert record.stages_s["timing.checked_pair.close"] < record.stages_s["timing"]  # the wait for it
+
+
+def test_the_hold_waits_for_the_pairs_processes_not_for_the_removal_of_their_workspaces(tiny_task, monkeypatch):
+    removed, held = [], []
+    real_remove = Workspace.remove
+
+    def slow_remove(self):  # the checked pair's workspaces, removed in the closing thread, take a while
+        if threading.current_thread().name == "kj-close-pair":
+            time.sleep(1.0)
+            removed.append(time.monotonic())
+        real_remove(self)
+
+    monkeypatch.setattr(Workspace, "remove", slow_remove)
+
+    class NotingGate(LaneGate):
+        def measure(self, gpu=None):
+            held.append(time.monotonic())
+            return super().measure(gpu)
+
+    config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config, gate=NotingGate())
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert len(removed) == 2 and held and held[0] < removed[-1]  # measured while the removal went on
+    assert {"reference", "candidate"} <= set(record.logs)  # its logs still filed
+    stages = record.stages_s
+    assert stages["timing.checked_pair.close:ended"] + 1.5 < stages["timing.checked_pair.close:beside"]
 
 
 def test_with_the_carry_the_checked_pair_is_closed_first(tiny_task, monkeypatch):

@@ -261,9 +261,9 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
 
     # ------------------------------------------------------------ ending
 
-    def close(self, before_removal: Callable[[Path], None] | None = None) -> None:
-        """Ask the worker to exit, kill what remains, and remove its workspace; `before_removal` is given the
-        workspace's root once the worker is gone (the compiler-cache carry: sandbox/cache_carry.py)."""
+    def end(self) -> None:
+        """Ask the worker to exit and kill what remains: once this returns, no process of the worker's runs, on
+        CUDA its contexts are gone with them, and its uid may be reused. Its logs and workspace are `close`'s."""
         self.ask_exit()
         if not self.dead and self.proc.poll() is None:
             try:
@@ -277,6 +277,11 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         if self.gpu_watch is not None:
             self.gpu_watch.stop()
             self.gpu_peak_bytes = self.gpu_watch.peak_bytes
+
+    def close(self, before_removal: Callable[[Path], None] | None = None) -> None:
+        """End the worker (`end`), then file its output and remove its workspace; `before_removal` is given the
+        workspace's root once the worker is gone (the compiler-cache carry: sandbox/cache_carry.py)."""
+        self.end()
         self.stdout.join(timeout=5)
         self.stderr.join(timeout=5)
         for fd in (self._req_w, self._resp_r):

@@ -33,6 +33,19 @@ if TYPE_CHECKING:  # the stage that makes it imports this module
 
 
 @dataclass(eq=False)
+class Closing:
+    """A worker pair being closed in a thread (stages/workers.close_beside): `ended` is set once its processes are
+    gone (what the measuring hold waits for), the thread then files its logs and removes its workspaces."""
+
+    thread: threading.Thread
+    ended: threading.Event
+    logs: dict[str, WorkerLog] = field(default_factory=dict)
+    failed: list[Exception] = field(default_factory=list)  # raised again where it is joined, as in line
+    ended_s: float = 0.0  # from the thread's start until the processes were gone
+    seconds: float = 0.0  # the whole close, in its thread
+
+
+@dataclass(eq=False)
 class JudgmentState:
     """One judgment's state. `source` is the one source of everything a candidate must not predict: the hidden
     plan (plan.py) and, as the timing stage draws them, its pools' seeds and the calls whose outputs are kept
@@ -71,9 +84,7 @@ class JudgmentState:
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
     timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
     closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
-    # A pair being closed in a thread (stages/workers.close_beside): the thread, the logs it fills, what it raised
-    closing: tuple[threading.Thread, dict[str, WorkerLog], list[Exception]] | None = None
-    closing_s: float = 0.0  # how long that close took, in its thread
+    closing: Closing | None = None  # a pair being closed in a thread (stages/workers.close_beside)
     carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
     # The timing pair made ready ahead, in a thread (stages/timing_ahead.TimingAhead), and whether the two pairs

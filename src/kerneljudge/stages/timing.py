@@ -19,7 +19,7 @@ from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import make_ready, recheck_graph, recheck_last, time_side
-from kerneljudge.stages.workers import at_gate, join_closing
+from kerneljudge.stages.workers import at_gate, closing_ended, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain
 from kerneljudge.timing.basic import run_interleaved
@@ -126,7 +126,7 @@ def measure(
         gate.enter_context(at_gate(state, measuring=False))
 
         def hold() -> None:  # from working beside the other lanes to measuring with them paused
-            join_closing(state)  # the checked pair, closed beside the fresh pair's start, is gone
+            closing_ended(state)  # the checked pair, closed beside the fresh pair's start, is gone
             gate.close()
             gate.enter_context(at_gate(state, measuring=True))
             held_since.append(time.monotonic())
@@ -140,6 +140,7 @@ def measure(
                 state.stages_s["timing.held"] = round(held, 3)
     with at_gate(state, measuring=False):
         read(state, prepared)
+        join_closing(state)  # its logs filed and its workspaces removed, beside the hold
 
 
 def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> Prepared | None:

@@ -21,7 +21,7 @@ from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed
-from kerneljudge.stages.state import JudgmentState
+from kerneljudge.stages.state import Closing, JudgmentState
 from kerneljudge.verdict import Failure, WorkerLog
 from kerneljudge.worker.prepare import PREPARE_TRITON_ENV
 
@@ -183,12 +183,19 @@ def closed(
     pair: dict[str, WorkerProcess],
     pairs: int,
     before_removal: dict[str, Callable[[Path], None]],
+    ended: Callable[[], None] | None = None,
 ) -> dict[str, WorkerLog]:
-    """Close `pair`, the judgment's pair number `pairs` (0: the checked pair); its logs and peaks by name."""
+    """Close `pair`, the judgment's pair number `pairs` (0: the checked pair); its logs and peaks by name.
+    `ended` is called once both workers' processes are gone, before their logs are filed and their workspaces
+    removed."""
     logs = {}
     suffix = "" if pairs == 0 else "_timing" if pairs == 1 else f"_timing{pairs}"
     for worker in pair.values():
         worker.ask_exit()
+    for worker in pair.values():
+        worker.end()
+    if ended is not None:
+        ended()
     for role, worker in pair.items():
         worker.close(before_removal.get(role))
         logs[role + suffix] = WorkerLog(**worker.logs())
@@ -199,23 +206,34 @@ def closed(
 def close_beside(state: JudgmentState) -> None:
     """Close the current pair in a thread while the judgment goes on with the next (the fresh timing pair
     greeted, loaded and its pool staged): its exit, on CUDA a context's teardown, took 0.2-0.25 s of an H200's
-    timing stage (docs/batch.md). `join_closing` waits for it and files its logs; before the measuring hold
-    and before the record, so that nothing of the closed pair runs while a sample is taken."""
+    timing stage (docs/batch.md). The lane counts it as its work (the gate's `work_beside`: no other lane
+    measures) until the pair's processes are gone; `closing_ended` waits for that before the measuring hold. Its
+    logs and workspaces are filed after that, beside the judgment, and `join_closing` waits for all of it
+    before the record."""
     pair, state.workers = state.workers, {}
-    logs: dict[str, WorkerLog] = {}
-    failed: list[Exception] = []  # raised again where it is joined, as a close in line would raise it
     pairs = state.timing_pairs
+    hold = ExitStack()
+    hold.enter_context(state.gate.work_beside())
+    began = time.monotonic()
+
+    def ended() -> None:  # nothing of the pair runs any more, on the GPU either: the other lanes may measure
+        if not closing.ended.is_set():
+            closing.ended_s = time.monotonic() - began
+            hold.close()
+            closing.ended.set()
 
     def close() -> None:
-        began = time.monotonic()
         try:
-            logs.update(closed(state, pair, pairs, {}))  # asks both to exit at once, then closes them
+            closing.logs.update(closed(state, pair, pairs, {}, ended))  # asks both to exit at once
         except Exception as exc:
-            failed.append(exc)
-        state.closing_s = time.monotonic() - began
+            closing.failed.append(exc)
+        finally:
+            ended()
+            closing.seconds = time.monotonic() - began
 
-    # Counted as this lane's work until the pair is gone, as it was when closed in line inside the work hold.
-    state.closing = (work_beside(state, close, "kj-close-pair"), logs, failed)
+    closing = Closing(threading.Thread(target=close, name="kj-close-pair", daemon=True), threading.Event())
+    state.closing = closing
+    closing.thread.start()
 
 
 def work_beside(state: JudgmentState, work: Callable[[], None], name: str) -> threading.Thread:
@@ -234,16 +252,29 @@ def work_beside(state: JudgmentState, work: Callable[[], None], name: str) -> th
     return thread
 
 
+def closing_ended(state: JudgmentState) -> None:
+    """Wait until the processes of a pair closed beside (`close_beside`) are gone: before the measuring hold. The
+    wait counts in `stages_s["timing.checked_pair.close"]`."""
+    closing = state.closing
+    if closing is None or closing.ended.is_set():
+        return
+    began = time.monotonic()
+    closing.ended.wait()
+    add_seconds(state, "timing.checked_pair.close", time.monotonic() - began)
+
+
 def join_closing(state: JudgmentState) -> None:
     """Wait for a pair closed beside (`close_beside`) and file its logs; the wait counts in
-    `stages_s["timing.checked_pair.close"]`, and the close's own seconds in `...close:beside`."""
+    `stages_s["timing.checked_pair.close"]`, the close's own seconds in `...close:beside`, and the part until its
+    processes were gone in `...close:ended`."""
     if state.closing is None:
         return
-    (thread, logs, failed), state.closing = state.closing, None
+    closing, state.closing = state.closing, None
     began = time.monotonic()
-    thread.join()
-    if failed:
-        raise failed[0]
-    state.closed_logs.update(logs)
+    closing.thread.join()
+    if closing.failed:
+        raise closing.failed[0]
+    state.closed_logs.update(closing.logs)
     add_seconds(state, "timing.checked_pair.close", time.monotonic() - began)
-    add_seconds(state, "timing.checked_pair.close:beside", state.closing_s)
+    add_seconds(state, "timing.checked_pair.close:beside", closing.seconds)
+    add_seconds(state, "timing.checked_pair.close:ended", closing.ended_s)

@@ -1,0 +1,177 @@
+"""Whether a device allocation crosses between two sandboxed workers by CUDA IPC (the driver's `cuIpc*` calls),
+how fast, and whether a handle can be forged to open memory its owner never exported.
+
+Level 1's largest KernelBench problems (outputs of 4-6 GiB) spend most of a judgment crossing the host: the
+candidate's worker writes its outputs into its channel and the reference's reads them to compare (docs/conformance.md,
+"The host crossing"). The reference could instead open the candidate's output where it lies, on the GPU, and copy it
+device to device. Before the judge relies on that, this probe asks, in the judge's own sandbox (each side its own
+uid, PID, mount and network namespaces, seccomp: sandbox/enter.py):
+
+- does `cuIpcOpenMemHandle` open another sandboxed worker's exported allocation, and how long do the open, a copy of
+  the allocation and the close take;
+- does a process open its own handle (CUDA says it may not);
+- does any handle made from the genuine one by changing one 32-bit word by a little (+-1 to +-64, a forger's first
+  guesses at the driver's object ids) open anything, in particular the exporter's second allocation, never
+  exported: if it does, a candidate could make the reference compare memory of its choosing.
+
+    python benchmarks/cuda_ipc_probe.py [--mib 1024] [--out DIR]     (CUDA only; prints a JSON report)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kerneljudge.sandbox import confine, lifeline, plan
+from kerneljudge.sandbox.process import INHERITED_ENV, WORKER_USER
+from kerneljudge.sandbox.workspace import Workspace
+
+CHILD = r'''
+import ctypes, json, sys, time
+import torch
+
+cu = ctypes.CDLL("libcuda.so.1")
+
+
+class Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+def opened(handle):
+    ptr = ctypes.c_uint64()
+    began = time.perf_counter()
+    rc = cu.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, ctypes.c_uint(1))  # lazy peer access
+    return rc, ptr.value, time.perf_counter() - began
+
+
+role, count = sys.argv[1], int(sys.argv[2])
+torch.zeros(1, device="cuda")  # the primary context, current on this thread
+torch.cuda.synchronize()
+if role == "export":
+    shown = torch.arange(count, dtype=torch.float32, device="cuda")
+    hidden = torch.full((count,), 7.0, device="cuda")  # never exported
+    torch.cuda.synchronize()
+    handle = Handle()
+    rc = cu.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(shown.data_ptr()))
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(shown.data_ptr()))
+    own_rc, _, _ = opened(handle)
+    print(json.dumps({"get_rc": rc, "handle": bytes(handle.reserved).hex(), "offset": shown.data_ptr() - base.value,
+                      "allocation_bytes": size.value, "own_open_rc": own_rc,
+                      "hidden_distance": hidden.data_ptr() - shown.data_ptr()}), flush=True)
+    sys.stdin.readline()  # until the importer is done
+    print(json.dumps({"shown_intact": bool((shown == torch.arange(count, dtype=torch.float32, device="cuda")).all()),
+                      "hidden_intact": bool((hidden == 7.0).all())}), flush=True)
+else:
+    told = json.loads(sys.stdin.readline())
+    raw = bytes.fromhex(told["handle"])
+    rc, ptr, open_s = opened(Handle(raw))
+    out = {"open_rc": rc, "open_s": open_s}
+    if rc == 0:
+        dst = torch.empty(count, dtype=torch.float32, device="cuda")
+        copies = []
+        for _ in range(3):
+            began = time.perf_counter()
+            copy_rc = cu.cuMemcpyDtoD_v2(ctypes.c_uint64(dst.data_ptr()), ctypes.c_uint64(ptr + told["offset"]),
+                                         ctypes.c_size_t(count * 4))
+            cu.cuCtxSynchronize()
+            copies.append(time.perf_counter() - began)
+        out |= {"copy_rc": copy_rc, "copy_s": copies, "copied_right": bool(
+            (dst == torch.arange(count, dtype=torch.float32, device="cuda")).all())}
+        began = time.perf_counter()
+        out["close_rc"] = cu.cuIpcCloseMemHandle(ctypes.c_uint64(ptr))
+        out["close_s"] = time.perf_counter() - began
+    forged, tried, failing_s = [], 0, []
+    for word in range(16):
+        for delta in [d for k in range(7) for d in (1 << k, -(1 << k))]:
+            value = (int.from_bytes(raw[4 * word:4 * word + 4], "little") + delta) % 2**32
+            changed = raw[:4 * word] + value.to_bytes(4, "little") + raw[4 * word + 4:]
+            frc, fptr, fs = opened(Handle(changed))
+            tried += 1
+            failing_s.append(fs)
+            if frc == 0:
+                probe = torch.empty(4, dtype=torch.float32, device="cuda")
+                cu.cuMemcpyDtoD_v2(ctypes.c_uint64(probe.data_ptr()), ctypes.c_uint64(fptr), ctypes.c_size_t(16))
+                cu.cuCtxSynchronize()
+                forged.append({"word": word, "delta": delta, "first_values": probe.tolist()})
+                cu.cuIpcCloseMemHandle(ctypes.c_uint64(fptr))
+    out |= {"forged_tried": tried, "forged_opened": forged, "forged_open_s_max": max(failing_s)}
+    print(json.dumps(out), flush=True)
+'''
+
+
+def sandboxed(workspace: Workspace, role: str, count: int) -> subprocess.Popen[str]:
+    """The probe's child in the judge's sandbox, as a CUDA worker is launched (sandbox/process.py)."""
+    policy = confine.DEFAULT_POLICY
+    workspace.write_source("ipc_probe.py", CHILD)
+    package_root = Path(confine.__file__).resolve().parents[2]
+    uid = plan.take_worker_uid(policy)
+    report_r, report_w = os.pipe()
+    spec = plan.launcher_spec(workspace.root, policy, package_root, 600.0, uid, cuda=True)
+    spec["lifeline_fd"] = lifeline.read_end()
+    argv = plan.wrap_argv([sys.executable, "ipc_probe.py", role, str(count)], spec, report_w)
+    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ} | workspace.env()
+    env |= {"USER": WORKER_USER, "LOGNAME": WORKER_USER, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=(report_w, spec["lifeline_fd"]),
+        cwd=workspace.root,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(report_w)
+    report = confine.read_report(report_r, 60.0)
+    os.close(report_r)
+    proc.layers = {name: layer.status for name, layer in report["layers"].items()}  # type: ignore[attr-defined]
+    return proc
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mib", type=int, default=1024, help="the exported allocation's size")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    count = args.mib * 2**20 // 4
+    spaces = [Workspace.create("ipcprobe"), Workspace.create("ipcprobe")]
+    report: dict[str, object] = {"mib": args.mib}
+    exporter = importer = None
+    try:
+        exporter = sandboxed(spaces[0], "export", count)
+        importer = sandboxed(spaces[1], "import", count)
+        report["layers"] = {"exporter": exporter.layers, "importer": importer.layers}  # type: ignore[attr-defined]
+        told = exporter.stdout.readline()  # type: ignore[union-attr]
+        report["exporter"] = json.loads(told) if told.strip() else {"stderr": exporter.stderr.read()[-3000:]}
+        if told.strip():
+            importer.stdin.write(told)  # type: ignore[union-attr]
+            importer.stdin.flush()  # type: ignore[union-attr]
+            answer = importer.stdout.readline()  # type: ignore[union-attr]
+            report["importer"] = json.loads(answer) if answer.strip() else {"stderr": importer.stderr.read()[-3000:]}
+            exporter.stdin.write("done\n")  # type: ignore[union-attr]
+            exporter.stdin.flush()  # type: ignore[union-attr]
+            after = exporter.stdout.readline()  # type: ignore[union-attr]
+            report["exporter_after"] = json.loads(after) if after.strip() else None
+    finally:
+        for proc in (exporter, importer):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+        for space in spaces:
+            space.remove()
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "cuda_ipc_probe.json").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
