@@ -30,7 +30,7 @@ from kerneljudge.sandbox import confine, lifeline, plan
 from kerneljudge.sandbox.process import INHERITED_ENV, WORKER_USER
 from kerneljudge.sandbox.workspace import Workspace
 
-CHILD = r'''
+CHILD = r"""
 import ctypes, json, sys, time
 import torch
 
@@ -101,7 +101,7 @@ else:
                 cu.cuIpcCloseMemHandle(ctypes.c_uint64(fptr))
     out |= {"forged_tried": tried, "forged_opened": forged, "forged_open_s_max": max(failing_s)}
     print(json.dumps(out), flush=True)
-'''
+"""
 
 
 def sandboxed(workspace: Workspace, role: str, count: int) -> subprocess.Popen[str]:

@@ -224,6 +224,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             "the parent's own",
             "held (others paused)",
             "busy while held",
+            "the close's own (until its processes were gone)",
         ]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
@@ -231,7 +232,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             name = r["task"] + (" (spares)" if r["spare_workers"] else "") + way(r)
             held = r["stages_s"].get("timing.held")
             busy = "-" if not held or r["timed_busy_s"] is None else f"{100 * min(1.0, r['timed_busy_s'] / held):.0f}%"
-            lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} |")
+            own = [r["stages_s"].get(f"timing.checked_pair.close:{part}") for part in ("beside", "ended")]
+            close = "-" if own[0] is None else f"{own[0]:.2f} ({cell(own[1], 2)})"
+            lines.append(f"| {name} | {r['stages_s']['timing']:.2f} | {split} | {cell(held, 2)} | {busy} | {close} |")
         head = ["task", *STAGING]
         lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in timed_rows:
