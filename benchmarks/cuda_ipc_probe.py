@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ from kerneljudge.sandbox.process import INHERITED_ENV, WORKER_USER
 from kerneljudge.sandbox.workspace import Workspace
 
 CHILD = r"""
-import ctypes, json, sys, time
+import ctypes, json, os, socket, sys, time
 import torch
 
 cu = ctypes.CDLL("libcuda.so.1")
@@ -48,7 +49,103 @@ def opened(handle):
     return rc, ptr.value, time.perf_counter() - began
 
 
-role, count = sys.argv[1], int(sys.argv[2])
+class Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class Prop(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", Location),
+                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", AllocFlags)]
+
+
+class Access(ctypes.Structure):
+    _fields_ = [("location", Location), ("flags", ctypes.c_int)]
+
+
+POSIX_FD, PINNED, ON_DEVICE, READ_WRITE = 1, 1, 1, 3
+
+
+def prop():
+    return Prop(type=PINNED, requestedHandleTypes=POSIX_FD, location=Location(ON_DEVICE, torch.cuda.current_device()))
+
+
+def granularity():
+    value = ctypes.c_size_t()
+    cu.cuMemGetAllocationGranularity(ctypes.byref(value), ctypes.byref(prop()), 0)
+    return value.value
+
+
+def mapped(handle, size):
+    # an allocation handle mapped into this process, readable and writable: its address, or the first failing call
+    ptr = ctypes.c_uint64()
+    for name, call in (
+        ("reserve", lambda: cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0),
+                                                   ctypes.c_uint64(0), ctypes.c_uint64(0))),
+        ("map", lambda: cu.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0))),
+        ("access", lambda: cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(
+            Access(Location(ON_DEVICE, torch.cuda.current_device()), READ_WRITE)), ctypes.c_size_t(1))),
+    ):
+        rc = call()
+        if rc:
+            return None, f"{name}: {rc}"
+    return ptr.value, None
+
+
+def copy(dst, src, nbytes):
+    began = time.perf_counter()
+    rc = cu.cuMemcpyDtoD_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes))
+    cu.cuCtxSynchronize()
+    return rc, time.perf_counter() - began
+
+
+def export_fd(sock, shown, nbytes):
+    # the VMM way: an allocation made to be shared as a file descriptor, `shown` copied into it, the fd sent
+    size = -(-nbytes // granularity()) * granularity()
+    handle = ctypes.c_uint64()
+    rc = cu.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop()), ctypes.c_uint64(0))
+    if rc:
+        socket.send_fds(sock, [json.dumps({"error": f"create: {rc}"}).encode()], [])
+        return {"vmm_create_rc": rc}
+    fd = ctypes.c_int(-1)
+    rc = cu.cuMemExportToShareableHandle(ctypes.byref(fd), handle, ctypes.c_int(POSIX_FD), ctypes.c_uint64(0))
+    ptr, error = mapped(handle, size)
+    if rc or ptr is None:
+        socket.send_fds(sock, [json.dumps({"error": f"export {rc}, {error}"}).encode()], [])
+        return {"vmm_export_rc": rc, "vmm_map": error}
+    copy(ptr, shown.data_ptr(), nbytes)
+    socket.send_fds(sock, [json.dumps({"size": size, "bytes": nbytes}).encode()], [fd.value])
+    return {"vmm_export_rc": 0, "vmm_size": size}
+
+
+def import_fd(sock, count):
+    message, fds, _, _ = socket.recv_fds(sock, 4096, 1)
+    told = json.loads(message)
+    if "error" in told or not fds:
+        return {"vmm_exporter": told}
+    out = {}
+    handle = ctypes.c_uint64()
+    began = time.perf_counter()
+    rc = cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fds[0]), ctypes.c_int(POSIX_FD))
+    ptr, error = mapped(handle, told["size"]) if rc == 0 else (None, None)
+    out |= {"vmm_import_rc": rc, "vmm_map": error, "vmm_open_s": time.perf_counter() - began}
+    if ptr is not None:
+        dst = torch.empty(count, dtype=torch.float32, device="cuda")
+        copies = [copy(dst.data_ptr(), ptr, told["bytes"]) for _ in range(3)]
+        out |= {"vmm_copy_rc": copies[0][0], "vmm_copy_s": [c[1] for c in copies], "vmm_copied_right": bool(
+            (dst == torch.arange(count, dtype=torch.float32, device="cuda")).all())}
+    other = os.open("/dev/null", os.O_RDONLY)  # not an allocation's descriptor: the driver must refuse it
+    bogus = ctypes.c_uint64()
+    out["vmm_import_other_fd_rc"] = cu.cuMemImportFromShareableHandle(
+        ctypes.byref(bogus), ctypes.c_void_p(other), ctypes.c_int(POSIX_FD))
+    return out
+
+
+role, count, sock = sys.argv[1], int(sys.argv[2]), socket.socket(fileno=int(sys.argv[3]))
 torch.zeros(1, device="cuda")  # the primary context, current on this thread
 torch.cuda.synchronize()
 if role == "export":
@@ -60,17 +157,19 @@ if role == "export":
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
     cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(shown.data_ptr()))
     own_rc, _, _ = opened(handle)
+    vmm = export_fd(sock, shown, count * 4)
     print(json.dumps({"get_rc": rc, "handle": bytes(handle.reserved).hex(), "offset": shown.data_ptr() - base.value,
                       "allocation_bytes": size.value, "own_open_rc": own_rc,
-                      "hidden_distance": hidden.data_ptr() - shown.data_ptr()}), flush=True)
+                      "hidden_distance": hidden.data_ptr() - shown.data_ptr(), **vmm}), flush=True)
     sys.stdin.readline()  # until the importer is done
     print(json.dumps({"shown_intact": bool((shown == torch.arange(count, dtype=torch.float32, device="cuda")).all()),
                       "hidden_intact": bool((hidden == 7.0).all())}), flush=True)
 else:
+    out = import_fd(sock, count)
     told = json.loads(sys.stdin.readline())
     raw = bytes.fromhex(told["handle"])
     rc, ptr, open_s = opened(Handle(raw))
-    out = {"open_rc": rc, "open_s": open_s}
+    out |= {"open_rc": rc, "open_s": open_s}
     if rc == 0:
         dst = torch.empty(count, dtype=torch.float32, device="cuda")
         copies = []
@@ -104,7 +203,7 @@ else:
 """
 
 
-def sandboxed(workspace: Workspace, role: str, count: int) -> subprocess.Popen[str]:
+def sandboxed(workspace: Workspace, role: str, count: int, sock: int) -> subprocess.Popen[str]:
     """The probe's child in the judge's sandbox, as a CUDA worker is launched (sandbox/process.py)."""
     policy = confine.DEFAULT_POLICY
     workspace.write_source("ipc_probe.py", CHILD)
@@ -113,7 +212,7 @@ def sandboxed(workspace: Workspace, role: str, count: int) -> subprocess.Popen[s
     report_r, report_w = os.pipe()
     spec = plan.launcher_spec(workspace.root, policy, package_root, 600.0, uid, cuda=True)
     spec["lifeline_fd"] = lifeline.read_end()
-    argv = plan.wrap_argv([sys.executable, "ipc_probe.py", role, str(count)], spec, report_w)
+    argv = plan.wrap_argv([sys.executable, "ipc_probe.py", role, str(count), str(sock)], spec, report_w)
     env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ} | workspace.env()
     env |= {"USER": WORKER_USER, "LOGNAME": WORKER_USER, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.Popen(
@@ -122,7 +221,7 @@ def sandboxed(workspace: Workspace, role: str, count: int) -> subprocess.Popen[s
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        pass_fds=(report_w, spec["lifeline_fd"]),
+        pass_fds=(report_w, spec["lifeline_fd"], sock),
         cwd=workspace.root,
         env=env,
         start_new_session=True,
@@ -144,8 +243,9 @@ def main() -> int:
     report: dict[str, object] = {"mib": args.mib}
     exporter = importer = None
     try:
-        exporter = sandboxed(spaces[0], "export", count)
-        importer = sandboxed(spaces[1], "import", count)
+        ends = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # the VMM way's descriptor crosses here
+        exporter = sandboxed(spaces[0], "export", count, ends[0].fileno())
+        importer = sandboxed(spaces[1], "import", count, ends[1].fileno())
         report["layers"] = {"exporter": exporter.layers, "importer": importer.layers}  # type: ignore[attr-defined]
         told = exporter.stdout.readline()  # type: ignore[union-attr]
         report["exporter"] = json.loads(told) if told.strip() else {"stderr": exporter.stderr.read()[-3000:]}
