@@ -168,6 +168,9 @@ class FakeWorker:
     def ask_exit(self) -> None:
         pass
 
+    def end(self) -> None:
+        self.events.append(f"end {self.name}")
+
     def close(self, before_removal=None) -> None:
         self.events.append(f"close {self.name}")
         if before_removal is not None:
