@@ -117,13 +117,16 @@ class RecordingGate(LaneGate):
     def _span(self, kind, context):
         outer, key = self, (threading.get_ident(), kind)
 
-        class Span:
+        class Span:  # a lane's work may be split by `let_measure`; work beside may overlap more of its own
             def __enter__(self):
                 context.__enter__()
-                outer.began[key] = time.monotonic()
+                self.began = time.monotonic()
+                if kind == "work":
+                    outer.began[key] = self.began
 
             def __exit__(self, *exc):
-                outer.spans.append((kind, outer.began.pop(key), time.monotonic()))
+                began = outer.began.pop(key) if kind == "work" else self.began
+                outer.spans.append((kind, began, time.monotonic()))
                 return context.__exit__(*exc)
 
         return Span()

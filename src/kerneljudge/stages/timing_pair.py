@@ -41,13 +41,14 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     """
     join_closing(state)
     ahead = state.ahead if not state.timing_pairs else None  # a second pair (a failed capture's) starts in line
-    loaded = ahead.join(state) if ahead is not None else False
     carry = {"candidate": partial(carry_caches, state)} if carried(state) else {}
     if carry and not state.booting:  # the carry's destination is started before the checked workspace goes
         boot_pair()
-    if state.booting and not carry and closes_beside(state):
-        close_beside(state)  # joined before the measuring hold (stages/timing.py) and before the record
-    else:
+    beside = bool(state.booting) and not carry and closes_beside(state)
+    if beside:  # before the wait for a pair made ahead, so that the two overlap
+        close_beside(state)  # its end awaited before the measuring hold (stages/timing.py), all of it before the record
+    loaded = ahead.join(state) if ahead is not None else False
+    if not beside:
         began = time.monotonic()
         state.closed_logs.update(close_workers(state, carry))
         add_seconds(state, "timing.checked_pair.close", time.monotonic() - began)  # or a first timing pair
