@@ -22,7 +22,7 @@ from kerneljudge.batch import BatchItem, run_batch
 from kerneljudge.config import ConfigError, JudgeConfig
 from kerneljudge.gate import ahead_fits, memory_need, timing_need
 from kerneljudge.pipeline import judge
-from kerneljudge.stages import correctness, hidden_shapes, timing_ahead
+from kerneljudge.stages import correctness, hidden_shapes, timing_ahead, timing_pair
 from kerneljudge.stages.failures import CandidateFailed
 from kerneljudge.stages.timing import pool_sets
 from kerneljudge.store import Store
@@ -297,3 +297,29 @@ def test_the_pool_is_known_from_the_plan_before_the_trials_end():
     assert pool_sets(after_all, KERNELBENCH, None) == [{"seed": 11, "variant": standard}]  # one set: one figure
     native = SimpleNamespace(timing_sets=after_all.timing_sets, pool_sets=2, plan=SimpleNamespace(timing_seeds=[]))
     assert pool_sets(native, INTERLEAVED, None) == native.timing_sets  # `off`: the trials' own inputs
+
+
+def test_the_checked_pair_closes_while_timing_waits_for_a_pair_still_being_made_ready(monkeypatch):
+    events: list[str] = []
+    real_join, real_beside = timing_ahead.TimingAhead.join, timing_pair.close_beside
+
+    def slow_join(self, state):  # the thread outlasted correctness: timing waits for it
+        events.append("waiting for the pair made ahead")
+        joined = real_join(self, state)
+        events.append("the pair made ahead taken")
+        return joined
+
+    def beside(state):
+        events.append("the checked pair's close begun")
+        real_beside(state)
+
+    monkeypatch.setattr(timing_ahead.TimingAhead, "join", slow_join)
+    monkeypatch.setattr(timing_pair, "close_beside", beside)
+    record = judge(TASKS / "family_bias_relu.py", CANDIDATES / "honest_torch.py", CONFIG)
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert events == [
+        "the checked pair's close begun",
+        "waiting for the pair made ahead",
+        "the pair made ahead taken",
+    ]
+    assert {"reference", "candidate", "reference_timing", "candidate_timing"} <= set(record.logs)
