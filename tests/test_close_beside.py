@@ -98,3 +98,27 @@ def test_only_a_pair_that_held_little_device_memory_is_closed_beside():
     assert not timing_pair.closes_beside(state_on_gpu([GIB, GIB], reserved=40 * GIB))  # the gate knew better
     assert not timing_pair.closes_beside(state_on_gpu([GIB, GIB], total=0))
     assert timing_pair.closes_beside(SimpleNamespace(device="cpu"))
+
+
+def test_a_close_that_fails_is_raised_before_any_sample(tiny_task, monkeypatch):
+    from kerneljudge.sandbox.process import WorkerProcess
+
+    measured = []
+    real_end = WorkerProcess.end
+
+    def failing_end(self):  # the checked pair's end fails in its closing thread
+        real_end(self)
+        if threading.current_thread().name == "kj-close-pair":
+            raise RuntimeError("the pair's end failed")
+
+    monkeypatch.setattr(WorkerProcess, "end", failing_end)
+
+    class NotingGate(LaneGate):
+        def measure(self, gpu=None):
+            measured.append(True)
+            return super().measure(gpu)
+
+    config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)
+    record = judge(tiny_task, CANDIDATES / "honest_torch.py", config, gate=NotingGate())
+    assert record.status == "ERROR" and "the pair's end failed" in record.failure.summary
+    assert not measured  # no sample was taken

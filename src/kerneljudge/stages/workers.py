@@ -254,13 +254,16 @@ def work_beside(state: JudgmentState, work: Callable[[], None], name: str) -> th
 
 def closing_ended(state: JudgmentState) -> None:
     """Wait until the processes of a pair closed beside (`close_beside`) are gone: before the measuring hold. The
-    wait counts in `stages_s["timing.checked_pair.close"]`."""
+    wait counts in `stages_s["timing.checked_pair.close"]`. A close that failed (its processes perhaps not gone)
+    is joined and its failure raised here, before any sample, as a close in line would raise it."""
     closing = state.closing
-    if closing is None or closing.ended.is_set():
+    if closing is None:
         return
     began = time.monotonic()
     closing.ended.wait()
     add_seconds(state, "timing.checked_pair.close", time.monotonic() - began)
+    if closing.failed:
+        join_closing(state)
 
 
 def join_closing(state: JudgmentState) -> None:
