@@ -144,6 +144,7 @@ def import_fd(sock, count):
     bogus = ctypes.c_uint64()
     out["vmm_import_other_fd_rc"] = cu.cuMemImportFromShareableHandle(
         ctypes.byref(bogus), ctypes.c_void_p(other), ctypes.c_int(POSIX_FD))
+    os.close(other)
     return out
 
 

@@ -37,8 +37,8 @@ class Closing:
     """A worker pair being closed in a thread (stages/workers.close_beside): `ended` is set once its processes are
     gone (what the measuring hold waits for), the thread then files its logs and removes its workspaces."""
 
-    thread: threading.Thread
     ended: threading.Event
+    thread: threading.Thread | None = None  # set as it starts
     logs: dict[str, WorkerLog] = field(default_factory=dict)
     failed: list[Exception] = field(default_factory=list)  # raised again where it is joined, as in line
     ended_s: float = 0.0  # from the thread's start until the processes were gone

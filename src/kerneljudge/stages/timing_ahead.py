@@ -126,7 +126,7 @@ def start(state: JudgmentState) -> None:
     shapes = state.family is not None and state.family.timing  # each timing shape is built and staged in the stage
     plan = None if shapes else plan_of(state)
     # Counted as this lane's work until the thread ends: no other lane measures while the pair loads and stages.
-    ahead.thread = work_beside(state, lambda: ahead.run(view, plan), "kj-timing-ahead")
+    ahead.thread = work_beside(state, lambda _release: ahead.run(view, plan), "kj-timing-ahead")
 
 
 def end(state: JudgmentState) -> dict[str, WorkerLog]:

@@ -212,17 +212,16 @@ def close_beside(state: JudgmentState) -> None:
     before the record."""
     pair, state.workers = state.workers, {}
     pairs = state.timing_pairs
-    hold = ExitStack()
-    hold.enter_context(state.gate.work_beside())
+    closing = state.closing = Closing(threading.Event())
     began = time.monotonic()
 
-    def ended() -> None:  # nothing of the pair runs any more, on the GPU either: the other lanes may measure
-        if not closing.ended.is_set():
-            closing.ended_s = time.monotonic() - began
-            hold.close()
-            closing.ended.set()
+    def close(release: Callable[[], None]) -> None:
+        def ended() -> None:  # nothing of the pair runs any more, on the GPU either: the other lanes may measure
+            if not closing.ended.is_set():
+                closing.ended_s = time.monotonic() - began
+                release()
+                closing.ended.set()
 
-    def close() -> None:
         try:
             closing.logs.update(closed(state, pair, pairs, {}, ended))  # asks both to exit at once
         except Exception as exc:
@@ -231,21 +230,20 @@ def close_beside(state: JudgmentState) -> None:
             ended()
             closing.seconds = time.monotonic() - began
 
-    closing = Closing(threading.Thread(target=close, name="kj-close-pair", daemon=True), threading.Event())
-    state.closing = closing
-    closing.thread.start()
+    closing.thread = work_beside(state, close, "kj-close-pair")
 
 
-def work_beside(state: JudgmentState, work: Callable[[], None], name: str) -> threading.Thread:
+def work_beside(state: JudgmentState, work: Callable[[Callable[[], None]], None], name: str) -> threading.Thread:
     """Run `work` in a thread while the judgment goes on, counted as its lane's work until it ends (the gate's
     `work_beside`): no other lane measures meanwhile (gate.py). The hold is taken here, where the lane holds
-    the gate to work, and released by the thread."""
+    the gate to work, and released by the thread as it ends, or sooner where `work` calls what it is given
+    (a pair's close, once its processes are gone)."""
     hold = ExitStack()
     hold.enter_context(state.gate.work_beside())
 
     def held() -> None:
         with hold:
-            work()
+            work(hold.close)
 
     thread = threading.Thread(target=held, name=name, daemon=True)
     thread.start()
@@ -274,7 +272,8 @@ def join_closing(state: JudgmentState) -> None:
         return
     closing, state.closing = state.closing, None
     began = time.monotonic()
-    closing.thread.join()
+    if closing.thread is not None:
+        closing.thread.join()
     if closing.failed:
         raise closing.failed[0]
     state.closed_logs.update(closing.logs)
