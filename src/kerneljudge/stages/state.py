@@ -103,6 +103,7 @@ class JudgmentState:
     draws_random: bool = False  # the reference draws random numbers in its forward
     timed_checks: int = 0
     drain_left: list[float] = field(default_factory=list)  # per measured candidate sample, work its end missed (ms)
+    drain_timed_ms: list[float] = field(default_factory=list)  # ... and what its events timed, all its calls (ms)
     declared_kernels: list[dict[str, Any]] = field(default_factory=list)
     reference_evidence: Any = None
     trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs

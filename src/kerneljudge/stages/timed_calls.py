@@ -119,9 +119,10 @@ def time_side(
         times = [float(t) for t in times]
         if drained and not state.native:  # `off` keeps KernelBench's figures as they are
             left = drain.left_behind([float(d) for d in drains], float(floor))
-            times = drain.covered(times, request.calls, left)
             if request.measured and role == "candidate":
                 state.drain_left += left
+                state.drain_timed_ms += [t * request.calls for t in times]
+            times = drain.covered(times, request.calls, left)
         return SampleTimes(times, [float(h) for h in host], [float(b) for b in busy], request_ms)
 
     return timed

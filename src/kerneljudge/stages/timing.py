@@ -226,7 +226,7 @@ def take(
         target_rse=config.timing_target_rse,
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
     )
-    state.drain_left = []
+    state.drain_left, state.drain_timed_ms = [], []
     state.timing = run_interleaved(
         prepared.sides,
         prepared.pool,
@@ -242,7 +242,7 @@ def take(
 def read(state: JudgmentState, prepared: Prepared) -> None:
     """After the samples: the plain calls that check the kept outputs, and the findings the measurement shows."""
     method, pool = prepared.method, prepared.pool
-    left_behind = drain.drain_finding(state.drain_left)
+    left_behind = drain.drain_finding(state.drain_left, state.drain_timed_ms)
     if left_behind is not None:
         state.add_findings([left_behind])
     if method == INTERLEAVED and state.baselines and not prepared.cached:
