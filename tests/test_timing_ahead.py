@@ -37,14 +37,22 @@ CONFIG = JudgeConfig(
 
 def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran(monkeypatch):
     during: list[tuple[str | None, bool, bool]] = []
-    real_shapes, real_start, started_after = hidden_shapes.run, timing_ahead.start, []
+    real_shapes, real_begin, real_start = hidden_shapes.run, timing_ahead.begin, timing_ahead.start
+    began_after, started_after = [], []
 
-    def start_noting_the_trials(state):  # called after each trial of the task's own distribution
+    def begin_noting_the_trials(state):  # called as the trials begin: the pair greeted and loaded
         was = state.ahead
-        real_start(state)
+        real_begin(state)
         if was is None and state.ahead is not None:
+            began_after.append(len(state.trials))
+
+    def start_noting_the_trials(state):  # called after each trial of the task's own distribution: the pool staged
+        was = state.ahead is not None and state.ahead.going.is_set()
+        real_start(state)
+        if not was and state.ahead is not None and state.ahead.going.is_set():
             started_after.append(len(state.trials))
 
+    monkeypatch.setattr(timing_ahead, "begin", begin_noting_the_trials)
     monkeypatch.setattr(timing_ahead, "start", start_noting_the_trials)
 
     def shapes_after_the_pair_is_ready(state):  # the hidden shapes wait for the thread: it ran beside correctness
@@ -56,7 +64,8 @@ def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran
     record = judge(TASKS / "family_bias_relu.py", CANDIDATES / "honest_torch.py", CONFIG)
     assert record.status == "PASS" and record.verified and record.timing.measured, record.failure
     assert during == [("correctness", True, False)]  # staged and warmed before correctness ended
-    assert started_after == [1] and len(record.correctness.trials) >= 10  # beside the trials after the first
+    assert began_after == [0]  # greeted and loaded from the first trial on
+    assert started_after == [1] and len(record.correctness.trials) >= 10  # staged beside the trials after the first
     assert record.timing.ahead == {
         "made": True,
         "staged": True,
@@ -147,7 +156,7 @@ class ModelNew(nn.Module):
 
 
 def test_a_candidate_failing_a_later_trial_stops_the_thread_started_at_the_first(monkeypatch, tmp_path):
-    """The thread starts once the first trial passed: a trial that fails after it ends the judgment at once,
+    """The thread stages once the first trial passed: a trial that fails after it ends the judgment at once,
     the thread's wait on its worker cut, and the pair's logs kept."""
     pairs, waiting = [], threading.Event()
 
@@ -173,6 +182,17 @@ def test_a_candidate_failing_a_later_trial_stops_the_thread_started_at_the_first
     assert all(worker.proc.poll() is not None for worker in pair.values())
     assert {"reference_timing", "candidate_timing"} <= set(record.logs)
     assert record.timing.ahead == {"made": True, "staged": False, "warmed": [], "seconds": record.stages_s["ahead"]}
+
+
+def test_a_candidate_failing_its_first_trial_ends_the_thread_waiting_loaded_for_a_trial_that_never_passed():
+    """The pair is greeted and loaded as the trials begin; a candidate whose first trial fails never says go: the
+    thread, loaded and waiting, is stopped with the judgment (no wait left to a timeout), its pair closed."""
+    record = judge(TASKS / "tiny_bias_relu.py", CANDIDATES / "wrong_values.py", CONFIG)
+    assert record.status == "FAIL" and record.failure.phase == "correctness (public trial 0)", record.failure
+    assert record.duration_s < 60 and not record.timing.measured
+    assert {"reference_timing", "candidate_timing"} <= set(record.logs)  # its timing pair started, and was closed
+    ahead = record.timing.ahead  # loaded or still loading when the trial failed (stopped by killing its workers)
+    assert ahead["staged"] is False and ahead["warmed"] == [] and ahead["seconds"] == record.stages_s["ahead"]
 
 
 def test_a_memo_the_checked_worker_writes_beside_the_timing_worker_answers_no_timed_call():
@@ -228,7 +248,8 @@ def test_two_lanes_never_measure_while_a_pair_is_made_ready_beside(tmp_path, tin
     [gate] = gates
     measures = [span for span in gate.spans if span[0] == "measure"]
     assert len(measures) == 3
-    assert sum(span[0] == "work beside" for span in gate.spans) == 6  # each judgment: its pair made ready, closed
+    # Each judgment: its pair loaded, its pool staged (a hold again, after waiting for a trial holding none), closed
+    assert sum(span[0] == "work beside" for span in gate.spans) == 9
     for _, began, ended in measures:
         overlapping = [s for s in gate.spans if s[1:] != (began, ended) and s[1] < ended and began < s[2]]
         assert not overlapping, (began, ended, overlapping)

@@ -41,6 +41,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         timing_sets=POOL_SETS if config.timing else 0,  # the timing pool: fresh draws (stages/timing.pool_sets)
     )
     plan, screens = state.plan, []
+    timing_ahead.begin(state)  # where asked: the timing pair greeted and loaded beside the trials
     for index, trial in enumerate(plan.trials):
         let_others_measure(state)  # a lane waiting to measure waits for one trial of this one, not for all
         kind, seed = trial.kind, trial.seed
@@ -56,7 +57,7 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
             screens.append(state.trial_screen)
         if distribution.get("kind") == "standard" or "rejected" in distribution:
             state.timing_sets = (state.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
-            timing_ahead.start(state)  # where asked, once: the timing pair made ready beside the trials that follow
+            timing_ahead.start(state)  # where asked, once: the pair's pool staged beside the trials that follow
     state.add_findings(degenerate_outputs(screens))
     hidden_shapes.run(state)
     sanitizer.run(state, sanitizer_decision())

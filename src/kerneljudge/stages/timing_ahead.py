@@ -11,10 +11,13 @@ What it changes for the candidate, and why that is safe (docs/batch.md, "Timing 
   sample, as before.
 - Each side's first call is made before the calibration, as with `timing_warm`.
 
-The thread starts once the first trial of the task's own distribution has passed (the pool is known from the
-plan, the outputs' signature at the public shape from that trial: on the H200 a thread started after the last
-trial, 0.9-1.2 s long, outlasted what followed, and the stage waited 0.3-0.7 s for it) and works under the lane
-gate's `work_beside` hold, taken by the stage that starts it: no other lane measures while it works. Its round
+The thread starts as the trials begin (`begin`) and greets and loads the pair, which needs no trial; it stages the
+pool and makes the first calls once the first trial of the task's own distribution has passed (`start`: the pool is
+known from the plan, the outputs' signature at the public shape from that trial). On the H200 a thread started
+after the last trial (0.9-1.2 s long) outlasted what followed, and the stage waited 0.3-0.7 s for it; on an H100 one
+started after the first trial spent 1.3-1.9 s greeting and loading, and the stage waited 0.8-1.8 s (2026-12-05). It
+works under the lane gate's `work_beside` hold, taken by the stage that starts it, while it loads and again while it
+stages: no other lane measures meanwhile; loaded and waiting for a trial, it holds nothing. Its round
 trips count in `stages_s` under `ahead.*`, its own wall time in `ahead`, and the timing stage's wait for it in
 `timing.ahead`. On the GPU it runs only where the two pairs' estimated device memory, side by side, is at most
 an `AHEAD_SHARE`-th of the GPU (gate.ahead_fits); a batch then reserves both.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kerneljudge.stages.build import load_reference, reference_hello, start_candidate
@@ -63,30 +67,47 @@ class TimingAhead:
 
     def __init__(self, state: JudgmentState) -> None:
         self.pair = state.booting
+        self.view: Any = PairView(state, self.pair)
         self.ready: Ready | None = None
         self.loaded = False
         self.failed: list[Exception] = []  # raised again where it is joined, as the same steps in line would raise
         self.seconds = 0.0
         self.thread: threading.Thread | None = None
         self.taken = False
+        # Set by `go` once a trial has passed (with the pool's plan, or None: the loads only), or by `join` and
+        # `stop`: the thread, loaded, waits for it before it stages.
+        self.going = threading.Event()
+        self.plan: tuple[Any, ...] | None = None
 
-    def run(self, view: Any, plan: tuple[Any, ...] | None) -> None:
-        """Greet and load the pair; with a `plan` (`plan_of`), stage its pool and make each side's first call."""
+    def run(self, state: JudgmentState, release: Callable[[], None]) -> None:
+        """Greet and load the pair, then release the lane's hold and wait for `go`; with a plan (`plan_of`), stage
+        its pool and make each side's first call, holding the lane's work again (no other lane measures)."""
         began = time.monotonic()
         try:
-            reference_hello(view)
-            start_candidate(view, load_reference(view))
+            reference_hello(self.view)
+            start_candidate(self.view, load_reference(self.view))
             self.loaded = True
-            if plan is not None:
-                self.ready = make_ready(view, *plan, warm=True)
+            release()  # loaded and idle: other lanes may measure between the trials again
+            self.going.wait()
+            if self.plan is not None:
+                with state.gate.work_beside():
+                    self.ready = make_ready(self.view, *self.plan, warm=True)
         except Exception as exc:
             self.failed.append(exc)
         self.seconds = time.monotonic() - began
+
+    def go(self, signature: dict[str, Any], plan: tuple[Any, ...] | None) -> None:
+        """A trial of the task's own distribution has passed: its outputs' signature, and the pool to stage."""
+        if not self.going.is_set():
+            self.view.signature = signature
+            self.plan = plan
+            self.going.set()
 
     def join(self, state: JudgmentState) -> bool:
         """Wait for the thread (the wait counts in `stages_s["timing.ahead"]`) and raise what it raised; whether
         the pair was loaded (its pool staged where `ready` says so)."""
         began = time.monotonic()
+        self.going.set()  # where no trial said go (none of the task's own distribution passed): the loads only
         if self.thread is not None:
             self.thread.join()
         add_seconds(state, "timing.ahead", time.monotonic() - began)
@@ -107,14 +128,16 @@ class TimingAhead:
         if self.thread is not None and self.thread.is_alive():
             for worker in self.pair.values():
                 worker.kill()
+            self.going.set()  # a thread loaded and waiting for a trial that never came
             self.thread.join()
         state.stages_s["ahead"] = round(self.seconds, 3)
 
 
-def start(state: JudgmentState) -> None:
-    """Start readying the booting timing pair in a thread, where asked and where it fits (on the GPU:
-    `state.ahead_fits`, from the task's footprint); called by the correctness stage after each trial of the task's
-    own distribution that passed, and done at the first."""
+def begin(state: JudgmentState) -> None:
+    """Start greeting and loading the booting timing pair in a thread, where asked and where it fits (on the GPU:
+    `state.ahead_fits`, from the task's footprint), as the trials begin: the loads need no trial (on an H100 the
+    thread, started after the first trial, spent 1.3-1.9 s greeting and loading and the timing stage waited
+    0.8-1.8 s for it, 2026-12-05). Its pool is staged once a trial has passed (`start`)."""
     if not state.readies_ahead or not state.booting or state.ahead is not None:
         return
     if state.voiding_codes():
@@ -122,11 +145,21 @@ def start(state: JudgmentState) -> None:
     if state.device == "cuda" and not state.ahead_fits:  # the record's `timing.ahead` says why
         return
     ahead = state.ahead = TimingAhead(state)
-    view: Any = PairView(state, ahead.pair)  # made here, before the hidden shapes set their signatures
-    shapes = state.family is not None and state.family.timing  # each timing shape is built and staged in the stage
-    plan = None if shapes else plan_of(state)
-    # Counted as this lane's work until the thread ends: no other lane measures while the pair loads and stages.
-    ahead.thread = work_beside(state, lambda _release: ahead.run(view, plan), "kj-timing-ahead")
+    # Counted as this lane's work while the pair loads (and again while it stages): no other lane measures.
+    ahead.thread = work_beside(state, lambda release: ahead.run(state, release), "kj-timing-ahead")
+
+
+def start(state: JudgmentState) -> None:
+    """After each trial of the task's own distribution that passed (the correctness stage), done at the first:
+    the thread `begin` started stages the pool and makes each side's first call, with the outputs' signature at
+    the public shape as that trial left it (the hidden shapes, beside, set theirs), where the verdict is not FAIL
+    already; a task with timing shapes builds and stages at each of them in the stage (the loads only)."""
+    begin(state)  # where the trials began without it (a caller that did not begin)
+    ahead = state.ahead
+    if ahead is None or ahead.going.is_set() or state.voiding_codes():
+        return
+    shapes = state.family is not None and state.family.timing
+    ahead.go(dict(state.signature), None if shapes else plan_of(state))
 
 
 def end(state: JudgmentState) -> dict[str, WorkerLog]:
