@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox generate serve all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc generate serve all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
@@ -35,6 +35,8 @@
 #                                builtin:all; "none" skips it) on the GPU ($OUT/suite_lint.json);
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
+#                                `ipc`: benchmarks/cuda_ipc_probe.py, CUDA IPC between two sandboxed workers and
+#                                forged handles (its report in $OUT/cuda_ipc_probe.json; KJ_IPC_MIB sizes it);
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
 #                                ext/KernelBench --gpumode ext/reference-kernels --jobs 12"; KJ_CONF_RESUME names a
@@ -219,6 +221,12 @@ run() {
   if asked sandbox; then
     python3 scripts/sandbox_cuda_probe.py --json "$OUT/sandbox_cuda.json" 2>&1 | tee "$OUT/sandbox_cuda.md"
     status=${PIPESTATUS[0]}
+  fi
+  if asked ipc; then  # with the wheels installed: the sandbox's launcher imports them (seccomp among them)
+    timeout "$(stage_left)" python3 benchmarks/cuda_ipc_probe.py --mib "${KJ_IPC_MIB:-1024}" --out "$OUT" \
+      > "$OUT/cuda_ipc_probe.log" 2>&1
+    status=$?
+    tail -c 3000 "$OUT/cuda_ipc_probe.log"
   fi
   if asked generate; then
     # The model is the loopback server replaying examples/responses/ (sample S of a task is its response S:
