@@ -16,8 +16,11 @@ from typing import Any
 # the last calls of two requests after the measurement checked (stages/timed_calls.py, `recheck_last`); 0.3.3:
 # enforce times nothing more once a CUDA graph's capture shows unjoined work (KJ-R024, stages/timing.py); 0.3.4:
 # the timing pool made of fresh hidden draws in every hardened judgment, not of the last trials' inputs
-# (stages/timing.pool_sets: a memo kept by a checked worker answers no timed call).
-__version__ = "0.3.4"
+# (stages/timing.pool_sets: a memo kept by a checked worker answers no timed call); 0.3.5: work a drained sample
+# left behind is an escape only where it is a material share of the sample (timing/drain.py), and a judgment
+# that runs out of device memory where the judge's own rule needs more than the GPU holds is the judge's
+# error, not the candidate's failure (gate.py; the memory poisoned before a call is poisoned as far as it fits).
+__version__ = "0.3.5"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
@@ -25,7 +28,7 @@ __version__ = "0.3.4"
 UNTIMED_SAME_AS = {"0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
-PASSED_SAME_AS = {"0.3.3": "0.3.2"}
+PASSED_SAME_AS = {"0.3.5": "0.3.4", "0.3.3": "0.3.2"}
 
 __all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
 
