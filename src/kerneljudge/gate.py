@@ -57,7 +57,7 @@ def memory_need(
     judgment that runs short anyway is judged again alone (backends.lane.Alone). An output or working set the meta
     device could not size is taken to be as large as the inputs. 0 when nothing is known.
     """
-    sizes = _sizes(footprint)
+    sizes = footprint_sizes(footprint)
     if sizes is None:
         return 0
     parameters, inputs, outputs, working = sizes
@@ -81,7 +81,7 @@ def ahead_fits(footprint: dict[str, Any] | None, total: int, pool_sets: int = PO
     return bool(need and total) and need <= total // AHEAD_SHARE
 
 
-def _sizes(footprint: dict[str, Any] | None) -> tuple[int, int, int, int] | None:
+def footprint_sizes(footprint: dict[str, Any] | None) -> tuple[int, int, int, int] | None:
     """P, I, O and A of a footprint; an output or working set the meta device could not size as the inputs."""
     if not footprint or footprint.get("input_bytes") is None:
         return None
@@ -117,7 +117,7 @@ def lint_need(footprint: dict[str, Any] | None) -> int:
     (2026-12-02, session f), twelve lints side by side by the earlier rule (four times the inputs) ran two
     6 GiB elementwise problems out of memory at 36.7 and 48.7 GiB; this reserves 62 and 76 GiB for them.
     """
-    sizes = _sizes(footprint)
+    sizes = footprint_sizes(footprint)
     if sizes is None:
         return 0
     parameters, inputs, outputs, working = sizes
@@ -127,7 +127,7 @@ def lint_need(footprint: dict[str, Any] | None) -> int:
 def timing_pool_sets(footprint: dict[str, Any] | None, total: int) -> int:
     """How many input sets a timing pool holds: POOL_SETS, or the fewest that still rotate (2) where that
     many would not fit a GPU of `total` bytes (KernelBench's 6 GiB elementwise problems: about 180 GiB)."""
-    sizes = _sizes(footprint)
+    sizes = footprint_sizes(footprint)
     if sizes is None or not total or timing_need(sizes, POOL_SETS) <= USABLE * total:
         return POOL_SETS
     return MIN_POOL_SETS

@@ -23,7 +23,17 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.env import fingerprint, host_hello
 from kerneljudge.gate import OPEN_GATE, Gate
 from kerneljudge.progress import Progress, progress_of
-from kerneljudge.stages import build, correctness, integrity, record, sanitizer, timing, timing_ahead, timing_pair
+from kerneljudge.stages import (
+    build,
+    correctness,
+    device_memory,
+    integrity,
+    record,
+    sanitizer,
+    timing,
+    timing_ahead,
+    timing_pair,
+)
 from kerneljudge.stages.build import sandbox_capability
 from kerneljudge.stages.calls import draws_random_note
 from kerneljudge.stages.failures import (
@@ -108,8 +118,8 @@ class Judgment(JudgmentState):
         started = time.monotonic()
         try:
             self._pipeline()
-        except CandidateFailed as exc:
-            self.failure = exc.failure
+        except CandidateFailed as exc:  # an out-of-memory where the judgment outgrew the GPU is the judge's
+            self.failure = device_memory.judged(self, exc.failure)
         except JudgeFailed as exc:
             self.failure = Failure(kind="judge_error", phase="judge", summary=str(exc))
         except TaskUnsupported as exc:

@@ -76,7 +76,6 @@ class BaselineCache:
 
 # How running out of memory reads in a failure: torch's allocator, and cuBLAS failing to make its handle
 # (a worker starting beside lanes that hold the device's memory, on an H200: CUBLAS_STATUS_ALLOC_FAILED).
-OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed")
 
 
 class Alone:
@@ -108,12 +107,9 @@ def short_of_memory(record: Record) -> bool:
     runs_here = record.capabilities.get("task_runs_here")
     if runs_here is not None and "free memory" in runs_here.detail:
         return True
-    failure = record.failure
-    return (
-        failure is not None
-        and failure.kind in ("runtime_error", "crash", "judge_error")
-        and any(sign in failure.summary.lower() for sign in OUT_OF_MEMORY)
-    )
+    from kerneljudge.stages.device_memory import ran_short
+
+    return ran_short(record.failure)
 
 
 def judge_on_lane(

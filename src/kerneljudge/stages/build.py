@@ -138,6 +138,8 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
     if response.get("type") != "loaded":
         task_failed(state, response, f"the task failed to {response.get('phase')}{where}")
     total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
+    if shape is None and response.get("footprint"):
+        state.footprint = response["footprint"]  # what a run short of memory is set against (device_memory.py)
     if room:
         footprint = response.get("footprint")
         state.ahead_fits = ahead_fits(footprint, total, timing_pool_sets(footprint, total))

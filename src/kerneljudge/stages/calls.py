@@ -20,7 +20,7 @@ from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_fail
 from kerneljudge.stages.integrity import keep_trace
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
-from kerneljudge.verdict import Failure, Finding
+from kerneljudge.verdict import Capability, Failure, Finding
 from kerneljudge.worker import wire
 
 
@@ -103,6 +103,7 @@ def call_candidate(
     if response.get("type") == "inputs_differ" and made is not None:
         state.inputs = {**state.inputs, "shipped": phase, "why": str(response.get("detail"))[:500]}
         return None
+    note_poisoning(state, response.get("poisoned_bytes"), call.poison_bytes, phase)
     if not state.native:
         state.add_findings(
             call_findings(
@@ -119,6 +120,22 @@ def call_candidate(
     if problem is not None:
         raise CandidateFailed(Failure(kind=problem.kind, phase=phase, summary=problem.summary))  # type: ignore[arg-type]
     return response
+
+
+def note_poisoning(state: JudgmentState, poisoned: Any, asked: int, phase: str) -> None:
+    """Where the candidate's worker poisoned less memory before a call than asked (the device could not hold it:
+    worker/candidate.py `poison`), the record's capability `poisoned_memory` says so, at the first such call."""
+    if isinstance(poisoned, bool) or not isinstance(poisoned, int) or not 0 <= poisoned < asked:
+        return
+    state.capabilities.setdefault(
+        "poisoned_memory",
+        Capability(
+            status="degraded",
+            required=False,
+            detail=f"{poisoned / 2**30:.2f} of {asked / 2**30:.2f} GiB poisoned before the call of {phase}: what the "
+            "device's memory held (an output left unwritten there shows what the memory held before, not NaN)",
+        ),
+    )
 
 
 def tolerances(state: JudgmentState, native: bool = False) -> list[Tolerance]:

@@ -67,6 +67,7 @@ class JudgmentState:
     plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
     held: ExitStack = field(default_factory=ExitStack)  # the device memory reserved at the gate, until the end
     reserved_bytes: int = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was
+    footprint: dict[str, Any] | None = None  # the task's one-call footprint, where the reference read it
     admitted: bool = False  # the gate has admitted the judgment (once, whatever it reserved)
     pool_sets: int = POOL_SETS  # input sets in the timing pool: fewer where that many would not fit
     memory_peaks: dict[str, int] = field(default_factory=dict)  # per worker, the most device memory it held (NVML)

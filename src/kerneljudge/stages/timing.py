@@ -16,6 +16,7 @@ from typing import Any
 
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
+from kerneljudge.stages import device_memory
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import make_ready, recheck_graph, recheck_last, time_side
@@ -54,21 +55,23 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
 def run(state: JudgmentState, fresh_pair: Callable[[], None]) -> None:
     """Time at the public shape, or at each of the task's timing shapes (TIMING_SHAPES: a GPU MODE
     problem's benchmarks), reporting their geometric mean as the leaderboard ranks. `fresh_pair` replaces
-    the workers by a fresh timing pair (after a failed graph capture)."""
-    shapes = list(state.family.timing) if state.family is not None and not state.native else []
-    if not shapes:
-        timed(state, None, state.config.timing_budget_s, fresh_pair)
-        return
-    measured: list[tuple[dict[str, Any], Timing]] = []
-    fallback = None
-    for shape in shapes:
-        state.progress(f"timing at {describe_shape(shape)}")
-        if not timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair):
-            return  # a failed capture's finding failed it (enforce): no shape is timed after it
-        fallback = fallback or state.timing.graph_fallback
-        measured.append((shape, state.timing))
-    state.timing = combined_timing(measured)
-    state.timing.graph_fallback = fallback
+    the workers by a fresh timing pair (after a failed graph capture). A timing pair that outgrew the GPU and
+    ran short of memory leaves the timing unmeasured (stages/device_memory.py)."""
+    with device_memory.untimed_where_beyond(state):
+        shapes = list(state.family.timing) if state.family is not None and not state.native else []
+        if not shapes:
+            timed(state, None, state.config.timing_budget_s, fresh_pair)
+            return
+        measured: list[tuple[dict[str, Any], Timing]] = []
+        fallback = None
+        for shape in shapes:
+            state.progress(f"timing at {describe_shape(shape)}")
+            if not timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair):
+                return  # a failed capture's finding failed it (enforce): no shape is timed after it
+            fallback = fallback or state.timing.graph_fallback
+            measured.append((shape, state.timing))
+        state.timing = combined_timing(measured)
+        state.timing.graph_fallback = fallback
 
 
 def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, fresh_pair: Callable[[], None]) -> bool:

@@ -97,11 +97,28 @@ class CandidateWorker(Worker):
         self.clocked("evidence", began)
         self.send({"type": "loaded", "evidence": found})
 
-    def poison(self, nbytes: int) -> None:
-        """Fill memory the allocator will hand out next with NaN, so unwritten output cannot look plausible."""
-        if nbytes > 0:
-            junk = self.torch.full((nbytes // 4 + 1,), float("nan"), device=self.device)
+    def poison(self, nbytes: int) -> int:
+        """Fill memory the allocator will hand out next with NaN, so unwritten output cannot look plausible; the
+        bytes poisoned. The judge's own allocation: where the device cannot hold `nbytes` (twice the output) it
+        frees the allocator's cache and tries again, then poisons half (one output, what the candidate's output
+        is placed in), then none; never the candidate's out-of-memory (KernelBench's 6 GiB elementwise problems
+        on an H100 ran short here, 2026-12-05)."""
+        torch = self.torch
+        short = getattr(torch, "OutOfMemoryError", RuntimeError)
+        for size, again in ((nbytes, False), (nbytes, True), (nbytes // 2, True)):
+            if size <= 0:
+                return 0
+            if again:
+                self.release_cached()
+            try:
+                junk = torch.full((-(-size // 4),), float("nan"), device=self.device)
+            except short as exc:
+                if not any(sign in str(exc).lower() for sign in ("out of memory", "can't allocate memory")):
+                    raise
+                continue
             del junk
+            return size
+        return 0
 
     def op_stage(self, request: protocol.Stage, args: Any) -> None:
         """Keep the timing pool on the device: the input sets the reference wrote to the inbox, or those
@@ -173,6 +190,7 @@ class CandidateWorker(Worker):
             inputs = self.reuse_storage(inputs)
         tracer = trace.KernelTrace(torch) if request.trace and self.device.type == "cuda" else None
         perturbed: dict[str, Any] = {}
+        poisoned = request.poison_bytes
         with contextlib.ExitStack() as stack:
             span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
             try:
@@ -183,7 +201,7 @@ class CandidateWorker(Worker):
                         torch.zeros(1, device=self.device)
                 perturbed = stack.enter_context(perturb.perturbed(self, request.perturb, self.last_call_s))
                 # Poison last, after the judge's own allocations, so the next allocation is the candidate's.
-                self.poison(request.poison_bytes)
+                poisoned = self.poison(request.poison_bytes)
                 if request.call_seed is not None:  # the random state the reference's call started from
                     self.set_seed(request.call_seed)
                 began = time.perf_counter()
@@ -225,6 +243,8 @@ class CandidateWorker(Worker):
         header_out: dict[str, Any] = {"type": "output", **described, "evidence": observed}
         if perturbed:
             header_out["perturbed"] = perturbed
+        if poisoned < request.poison_bytes:
+            header_out["poisoned_bytes"] = poisoned
         if not all(d["plain_tensor"] for d in described["items"]):
             self.send(header_out)
             return

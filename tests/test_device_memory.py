@@ -1,0 +1,117 @@
+"""Running short of device memory, set against the judge's own need (stages/device_memory.py), and the judge's
+poisoning of the memory a candidate's output is placed in (worker/candidate.py), which never fails the candidate.
+
+The figures are KernelBench level 1's 6 GiB elementwise problems (`22_Tanh`, `27_SELU_`, `32_HardTanh`), the
+reference submitted as its own candidate, on an H100 80GB (2026-12-05): FAIL by 0.3.4, out of memory in the
+judge's poisoning at a hidden trial and in the fresh timing pair.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from kerneljudge.gate import GIB
+from kerneljudge.stages import device_memory
+from kerneljudge.stages.failures import CandidateFailed
+from kerneljudge.verdict import Failure, Timing
+from kerneljudge.worker.candidate import CandidateWorker
+
+H100 = 79 * GIB
+H200 = 140 * GIB
+ELEMENTWISE_6_GIB = {"input_bytes": 6 * GIB, "output_bytes": 6 * GIB, "activation_bytes": 6 * GIB, "parameter_bytes": 0}
+SMALL = {"input_bytes": GIB // 4, "output_bytes": GIB // 4, "activation_bytes": GIB // 4, "parameter_bytes": 0}
+SHORT = (
+    "OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total capacity of 79.18 GiB of "
+    "which 7.33 GiB is free."
+)
+
+
+def judgment(footprint, total, device="cuda"):
+    return SimpleNamespace(
+        device=device, hello={"gpu_memory_bytes": total}, footprint=footprint, pool_sets=2, timing=Timing(measured=True)
+    )
+
+
+def short_at(phase, summary=SHORT, kind="runtime_error"):
+    return Failure(kind=kind, phase=phase, summary=summary, traceback="Traceback ... poison")
+
+
+def test_running_short_where_the_judgment_outgrew_the_gpu_is_the_judges_error():
+    kept = device_memory.judged(judgment(ELEMENTWISE_6_GIB, H100), short_at("trial 6"))
+    assert kept.kind == "judge_error" and kept.phase == "judge"
+    assert "does not fit" in kept.summary and "79 GiB" in kept.summary and "trial 6" in kept.summary
+    assert "\n" not in kept.summary
+
+
+@pytest.mark.parametrize(
+    "footprint, total, failure",
+    [
+        (ELEMENTWISE_6_GIB, H200, short_at("trial 6")),  # the judgment fits: the candidate allocated too much
+        (SMALL, H100, short_at("trial 2")),
+        (ELEMENTWISE_6_GIB, H100, short_at("trial 6", "tolerance: 3 of 8 elements", "tolerance")),  # not short
+        (None, H100, short_at("trial 6")),  # nothing known of the task's footprint
+    ],
+)
+def test_any_other_failure_stays_the_candidates(footprint, total, failure):
+    assert device_memory.judged(judgment(footprint, total), failure) is failure
+
+
+def test_a_timing_pair_that_outgrew_the_gpu_leaves_the_timing_unmeasured_and_the_verdict_as_it_is():
+    state = judgment(ELEMENTWISE_6_GIB, H100)
+    with device_memory.untimed_where_beyond(state):
+        raise CandidateFailed(short_at("timing"))
+    assert state.timing.measured is False and "timing pair" in state.timing.reason and "79 GiB" in state.timing.reason
+
+
+@pytest.mark.parametrize("footprint, total", [(ELEMENTWISE_6_GIB, H200 * 2), (SMALL, H100)])
+def test_a_timing_pair_that_fits_and_runs_short_is_the_candidates_failure(footprint, total):
+    with pytest.raises(CandidateFailed):
+        with device_memory.untimed_where_beyond(judgment(footprint, total)):
+            raise CandidateFailed(short_at("timing"))
+
+
+class ShortDevice:
+    """A torch whose device holds `room` bytes at once: `full` of more raises its out-of-memory, as CUDA's does."""
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    def __init__(self, room):
+        self.room, self.asked, self.emptied = room, [], 0
+
+    def full(self, shape, value, device=None):
+        nbytes = shape[0] * 4
+        self.asked.append(nbytes)
+        if nbytes > self.room:
+            raise self.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {nbytes} bytes")
+        return object()
+
+
+def poisoner(room):
+    worker = object.__new__(CandidateWorker)  # the poisoning alone, without a process around it
+    worker.torch, worker.device = ShortDevice(room), "cuda"
+    worker.release_cached = lambda: setattr(worker.torch, "emptied", worker.torch.emptied + 1)
+    return worker
+
+
+def test_the_poisoning_fills_what_it_is_asked_and_no_more():
+    worker = poisoner(room=64 * GIB)
+    assert worker.poison(12 * GIB) == 12 * GIB
+    assert worker.torch.asked == [12 * GIB] and worker.torch.emptied == 0  # exactly, not an element more
+
+
+def test_the_poisoning_falls_back_to_one_output_and_then_to_none_never_failing_the_call():
+    half = poisoner(room=8 * GIB)
+    assert half.poison(12 * GIB) == 6 * GIB
+    assert half.torch.asked == [12 * GIB, 12 * GIB, 6 * GIB] and half.torch.emptied == 2  # the cache freed first
+    none = poisoner(room=GIB)
+    assert none.poison(12 * GIB) == 0
+
+
+def test_another_error_while_poisoning_is_not_swallowed():
+    worker = poisoner(room=64 * GIB)
+    worker.torch.full = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("CUDA error: an illegal access"))
+    with pytest.raises(RuntimeError, match="illegal"):
+        worker.poison(GIB)
