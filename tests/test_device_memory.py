@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kerneljudge.backends.lane import short_of_memory
 from kerneljudge.gate import GIB
 from kerneljudge.stages import device_memory
 from kerneljudge.stages.failures import CandidateFailed
@@ -41,8 +42,11 @@ def short_at(phase, summary=SHORT, kind="runtime_error"):
 def test_running_short_where_the_judgment_outgrew_the_gpu_is_the_judges_error():
     kept = device_memory.judged(judgment(ELEMENTWISE_6_GIB, H100), short_at("trial 6"))
     assert kept.kind == "judge_error" and kept.phase == "judge"
-    assert "does not fit" in kept.summary and "79 GiB" in kept.summary and "trial 6" in kept.summary
-    assert "\n" not in kept.summary
+    assert kept.summary.startswith("the judgment does not fit this GPU") and "79 GiB" in kept.summary
+    assert "trial 6" in kept.summary and "\n" not in kept.summary
+    # It ran alone already (its need is more than the GPU): a batch does not judge it again alone
+    assert not short_of_memory(SimpleNamespace(capabilities={}, failure=kept))
+    assert short_of_memory(SimpleNamespace(capabilities={}, failure=short_at("trial 6")))
 
 
 @pytest.mark.parametrize(

@@ -107,8 +107,10 @@ def short_of_memory(record: Record) -> bool:
     runs_here = record.capabilities.get("task_runs_here")
     if runs_here is not None and "free memory" in runs_here.detail:
         return True
-    from kerneljudge.stages.device_memory import ran_short
+    from kerneljudge.stages.device_memory import DOES_NOT_FIT, ran_short
 
+    if record.failure is not None and record.failure.summary.startswith(DOES_NOT_FIT):
+        return False  # its need is larger than the GPU: it ran alone already (stages/device_memory.py)
     return ran_short(record.failure)
 
 

@@ -23,6 +23,9 @@ from kerneljudge.verdict import Failure, Timing
 # How an out-of-memory reads in a failure's summary: torch's, CUDA's and cuBLAS's words.
 OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed")
 GIB = 2**30
+# How such a judgment's failure begins: a need larger than the GPU was admitted alone (gate.LaneGate.admit), so a
+# batch does not judge it again alone (backends/lane.short_of_memory).
+DOES_NOT_FIT = "the judgment does not fit this GPU"
 
 
 def ran_short(failure: Failure | None) -> bool:
@@ -46,9 +49,8 @@ def beyond_the_gpu(state: JudgmentState, timing: bool) -> str | None:
         return None
     pair = "the timing pair's workers" if timing else "the two workers"
     return (
-        f"by the judge's memory rule {pair} hold up to about {need / GIB:.0f} GiB, more than this GPU's "
-        f"{total / GIB:.0f} GiB: the judgment does not fit it, and running short of memory says nothing about "
-        "the candidate"
+        f"{DOES_NOT_FIT}: by the judge's memory rule {pair} hold up to about {need / GIB:.0f} GiB, more than its "
+        f"{total / GIB:.0f} GiB, so running short of memory says nothing about the candidate"
     )
 
 
