@@ -147,7 +147,10 @@ def test_a_layer_that_cannot_be_set_up_is_recorded_or_fatal():
     before = set(os.listdir("/tmp"))
     with pytest.raises(SandboxUnavailable, match="resource_limits"):
         WorkerProcess("reference", "cpu", "", WorkerLimits(), policy=SandboxPolicy(max_open_files=2**40, require=True))
-    assert not {p for p in set(os.listdir("/tmp")) - before if p.startswith("kerneljudge-reference-")}
+    # This process's workspaces only: the tests run in parallel, and another's may be made meanwhile (a clean-clone
+    # CI run found one, 2026-12-05)
+    mine = f"kerneljudge-reference-p{os.getpid()}-"
+    assert not {p for p in set(os.listdir("/tmp")) - before if p.startswith(mine)}
 
 
 def test_workspace_changes_are_listed_and_odd_files_never_opened():
