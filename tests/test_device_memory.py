@@ -12,10 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import CANDIDATES
 from kerneljudge.backends.lane import short_of_memory
 from kerneljudge.gate import GIB
 from kerneljudge.stages import device_memory
-from kerneljudge.stages.failures import CandidateFailed
+from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
 from kerneljudge.verdict import Failure, Timing
 from kerneljudge.worker.candidate import CandidateWorker
 
@@ -119,3 +120,51 @@ def test_another_error_while_poisoning_is_not_swallowed():
     worker.torch.full = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("CUDA error: an illegal access"))
     with pytest.raises(RuntimeError, match="illegal"):
         worker.poison(GIB)
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        JudgeFailed("the reference failed while timed: CUDA out of memory. Tried to allocate 6.00 GiB"),
+        TaskUnsupported("the reference does not fit the cuda's free memory (CUDA out of memory. Tried to allocate)"),
+    ],
+)
+def test_the_reference_timing_worker_running_short_where_the_pair_outgrew_the_gpu_leaves_the_timing_unmeasured(
+    raised,
+):
+    state = judgment(ELEMENTWISE_6_GIB, H100)
+    with device_memory.untimed_where_beyond(state):
+        raise raised
+    assert state.timing.measured is False and "timing pair" in state.timing.reason
+    with pytest.raises(type(raised)):  # where the timing pair fits, the reference's failure is what it was
+        with device_memory.untimed_where_beyond(judgment(SMALL, H100)):
+            raise raised
+
+
+def judged_running_short(monkeypatch, tiny_task, footprint, total):
+    """A Judgment whose pipeline runs short of memory at a hidden trial, in the candidate's worker, on a GPU of
+    `total` bytes, for a task of `footprint`; the record."""
+    from kerneljudge.candidate import load_candidate
+    from kerneljudge.config import JudgeConfig
+    from kerneljudge.pipeline import Judgment
+    from kerneljudge.tasks.load import load_task
+
+    def pipeline(self):
+        self.device, self.hello, self.footprint = "cuda", {"gpu_memory_bytes": total}, footprint
+        raise CandidateFailed(short_at("trial 6"))
+
+    monkeypatch.setattr(Judgment, "_pipeline", pipeline)
+    config = JudgeConfig(device="cpu", timing=False)
+    return Judgment(load_task(tiny_task), load_candidate(CANDIDATES / "honest_torch.py"), config).run()
+
+
+def test_a_judgment_that_outgrew_the_gpu_and_ran_short_is_an_error_not_the_candidates_fail(monkeypatch, tiny_task):
+    record = judged_running_short(monkeypatch, tiny_task, ELEMENTWISE_6_GIB, H100)
+    assert record.status == "ERROR" and record.failure.kind == "judge_error", record.failure
+    assert record.failure.summary.startswith("the judgment does not fit this GPU")
+    assert "about 102 GiB" in record.failure.summary and "79 GiB" in record.failure.summary
+
+
+def test_a_judgment_that_fits_the_gpu_and_ran_short_is_the_candidates_fail(monkeypatch, tiny_task):
+    record = judged_running_short(monkeypatch, tiny_task, ELEMENTWISE_6_GIB, H200)
+    assert record.status == "FAIL" and record.failure.kind == "runtime_error" and record.failure.phase == "trial 6"

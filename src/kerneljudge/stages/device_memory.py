@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kerneljudge.gate import USABLE, footprint_sizes, memory_need, timing_need
-from kerneljudge.stages.failures import CandidateFailed
+from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.verdict import Failure, Timing
 
@@ -66,12 +66,19 @@ def judged(state: JudgmentState, failure: Failure) -> Failure:
 
 @contextmanager
 def untimed_where_beyond(state: JudgmentState) -> Iterator[None]:
-    """Around the timing stage: an out-of-memory of a timing pair that does not fit the GPU leaves the timing
-    unmeasured, with the reason, and the trials' verdict as it is."""
+    """Around the timing stage: an out-of-memory of a timing pair that does not fit the GPU, in the candidate's
+    worker or the reference's (which fails the judge while timed, or reads as a reference that does not fit the
+    device while it stages the pool), leaves the timing unmeasured, with the reason, and the trials' verdict as it
+    is."""
     try:
         yield
-    except CandidateFailed as exc:
-        why = beyond_the_gpu(state, timing=True) if ran_short(exc.failure) else None
+    except (CandidateFailed, JudgeFailed, TaskUnsupported) as exc:
+        failure = (
+            exc.failure
+            if isinstance(exc, CandidateFailed)
+            else Failure(kind="judge_error", phase="timing", summary=str(exc))
+        )
+        why = beyond_the_gpu(state, timing=True) if ran_short(failure) else None
         if why is None:
             raise
-        state.timing = Timing(measured=False, reason=f"{why} ({exc.failure.summary[:300]})")
+        state.timing = Timing(measured=False, reason=f"{why} ({failure.summary[:300]})")
