@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import JudgeConfig
 from kerneljudge.gate import LaneGate
+from kerneljudge.stages.device_memory import DOES_NOT_FIT, ran_short
 from kerneljudge.timing.sides import CachedSide
 from kerneljudge.verdict import Record
 
@@ -74,10 +75,6 @@ class BaselineCache:
         return {name: side for name, side in sides.items() if side is not None}
 
 
-# How running out of memory reads in a failure: torch's allocator, and cuBLAS failing to make its handle
-# (a worker starting beside lanes that hold the device's memory, on an H200: CUBLAS_STATUS_ALLOC_FAILED).
-
-
 class Alone:
     """A lane gate for a judgment run again alone: it waits until no other judgment holds its GPU, whatever
     they reserved, and none starts beside it (gate.LaneGate.admit)."""
@@ -107,8 +104,6 @@ def short_of_memory(record: Record) -> bool:
     runs_here = record.capabilities.get("task_runs_here")
     if runs_here is not None and "free memory" in runs_here.detail:
         return True
-    from kerneljudge.stages.device_memory import DOES_NOT_FIT, ran_short
-
     if record.failure is not None and record.failure.summary.startswith(DOES_NOT_FIT):
         return False  # its need is larger than the GPU: it ran alone already (stages/device_memory.py)
     return ran_short(record.failure)

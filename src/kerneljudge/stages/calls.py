@@ -124,7 +124,9 @@ def call_candidate(
 
 def note_poisoning(state: JudgmentState, poisoned: Any, asked: int, phase: str) -> None:
     """Where the candidate's worker poisoned less memory before a call than asked (the device could not hold it:
-    worker/candidate.py `poison`), the record's capability `poisoned_memory` says so, at the first such call."""
+    worker/candidate.py `poison`), the record's capability `poisoned_memory` says so, at the first such call. The
+    figure is the worker's word, like the poisoning itself (in the candidate's process): a note, no verdict rests
+    on it."""
     if isinstance(poisoned, bool) or not isinstance(poisoned, int) or not 0 <= poisoned < asked:
         return
     state.capabilities.setdefault(

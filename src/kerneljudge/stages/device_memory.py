@@ -20,7 +20,8 @@ from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupp
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.verdict import Failure, Timing
 
-# How an out-of-memory reads in a failure's summary: torch's, CUDA's and cuBLAS's words.
+# How running out of memory reads in a failure's summary: torch's allocator, and cuBLAS failing to make its handle
+# (a worker starting beside lanes that hold the device's memory, on an H200: CUBLAS_STATUS_ALLOC_FAILED).
 OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cublas_status_alloc_failed")
 GIB = 2**30
 # How such a judgment's failure begins: a need larger than the GPU was admitted alone (gate.LaneGate.admit), so a

@@ -154,7 +154,6 @@ def start(state: JudgmentState) -> None:
     the thread `begin` started stages the pool and makes each side's first call, with the outputs' signature at
     the public shape as that trial left it (the hidden shapes, beside, set theirs), where the verdict is not FAIL
     already; a task with timing shapes builds and stages at each of them in the stage (the loads only)."""
-    begin(state)  # where the trials began without it (a caller that did not begin)
     ahead = state.ahead
     if ahead is None or ahead.going.is_set() or state.voiding_codes():
         return

@@ -103,16 +103,14 @@ class CandidateWorker(Worker):
         frees the allocator's cache and tries again, then poisons half (one output, what the candidate's output
         is placed in), then none; never the candidate's out-of-memory (KernelBench's 6 GiB elementwise problems
         on an H100 ran short here, 2026-12-05)."""
-        torch = self.torch
-        short = getattr(torch, "OutOfMemoryError", RuntimeError)
         for size, again in ((nbytes, False), (nbytes, True), (nbytes // 2, True)):
             if size <= 0:
                 return 0
             if again:
                 self.release_cached()
             try:
-                junk = torch.full((-(-size // 4),), float("nan"), device=self.device)
-            except short as exc:
+                junk = self.torch.full((-(-size // 4),), float("nan"), device=self.device)
+            except RuntimeError as exc:  # torch.OutOfMemoryError on CUDA, a RuntimeError on the CPU
                 if not any(sign in str(exc).lower() for sign in ("out of memory", "can't allocate memory")):
                     raise
                 continue
