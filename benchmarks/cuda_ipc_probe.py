@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from kerneljudge.sandbox import confine, lifeline, plan
-from kerneljudge.sandbox.process import INHERITED_ENV, WORKER_USER
+from kerneljudge.sandbox.process import INHERITED_ENV, WORKER_USER, worker_pythonpath
 from kerneljudge.sandbox.workspace import Workspace
 
 CHILD = r"""
@@ -217,6 +217,7 @@ def sandboxed(workspace: Workspace, role: str, count: int, sock: int) -> subproc
     spec["lifeline_fd"] = lifeline.read_end()
     argv = plan.wrap_argv([sys.executable, "ipc_probe.py", role, str(count), str(sock)], spec, report_w)
     env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ} | workspace.env()
+    env["PYTHONPATH"] = worker_pythonpath()  # the launcher imports the judge: from a checkout on the GPU machine
     env |= {"USER": WORKER_USER, "LOGNAME": WORKER_USER, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     proc = subprocess.Popen(
         argv,
@@ -230,8 +231,13 @@ def sandboxed(workspace: Workspace, role: str, count: int, sock: int) -> subproc
         start_new_session=True,
     )
     os.close(report_w)
-    report = confine.read_report(report_r, 60.0)
-    os.close(report_r)
+    try:
+        report = confine.read_report(report_r, 60.0)
+    except confine.SandboxUnavailable as error:  # what the launcher said as it died is the finding
+        proc.kill()
+        raise confine.SandboxUnavailable(f"{error}; its stderr: {proc.communicate()[1][-2000:]!r}") from None
+    finally:
+        os.close(report_r)
     proc.layers = {name: layer.status for name, layer in report["layers"].items()}  # type: ignore[attr-defined]
     return proc
 

@@ -54,6 +54,14 @@ INHERITED_ENV = (
 )
 
 
+def worker_pythonpath() -> str:
+    """The import path a worker (and the sandbox launcher before it) gets: the judge's own package root first,
+    where the judge runs from a checkout rather than an install, then the parent's PYTHONPATH."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    paths = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(paths))
+
+
 @dataclass(frozen=True)
 class WorkerLimits:
     step_timeout_s: float = 180.0
@@ -227,9 +235,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
 
     def _env(self, device: str, gpu: str | None) -> dict[str, str]:
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
-        package_root = str(Path(__file__).resolve().parents[2])
-        paths = [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        env["PYTHONPATH"] = worker_pythonpath()
         env.update(self.workspace.env())
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         if self.bytecode is not None:
