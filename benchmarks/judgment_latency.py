@@ -157,8 +157,10 @@ def work(device: str, only: list[str] | None, out: Path) -> list[tuple[str, Path
 
 
 def judged(name: str, task: Path, candidate: Path, config: JudgeConfig, spares: SparePairs | None) -> dict[str, Any]:
-    if spares is not None:  # an idle judge: its spare pair has finished starting before the request comes
+    if spares is not None:  # an idle judge: its spare pairs have finished starting before the request comes
         spares.waiting()
+        while spares.starting():  # both workers of each said hello
+            time.sleep(0.02)
     began = time.monotonic()
     record = judge(task, candidate, config, spares=spares)
     wall = time.monotonic() - began
@@ -374,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     ways = either[args.spare_workers]
     jobs = work(device, args.only, out)
     profiler = profile_parent(args.profile_stage) if args.profile_timing or args.profile_stage else None
-    with SparePairs() as spares:
+    with SparePairs(depth=2 if any(timed for timed, *_ in choices) else 1) as spares:  # a timed judgment takes two
         if True in ways and jobs:  # the judgment that starts the first spare is not counted
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)

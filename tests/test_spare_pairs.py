@@ -146,3 +146,38 @@ def test_a_spare_still_starting_is_seen_as_starting_until_both_workers_said_hell
         assert spares.starting()  # started, but one worker has not said hello yet
         pairs[0]["candidate"].started = True
         assert not spares.starting()
+
+
+def test_a_judge_that_times_keeps_two_of_a_kind_started_and_a_take_starts_one_more():
+    started: list[dict] = []
+
+    def start():
+        started.append({"reference": FakeWorker(), "candidate": FakeWorker()})
+        return started[-1]
+
+    with SparePairs(depth=2) as spares:
+        assert spares.take(("cuda", "0"), start) is None  # none yet: two started for the next takes
+        assert len(spares.waiting()) == 2
+        checked = spares.take(("cuda", "0"), start)
+        timing = spares.take(("cuda", "0"), start)  # the timing pair, beside: started as long ago as the checked one
+        assert (checked, timing) == (started[0], started[1])
+        assert len(spares.waiting()) == 2 and len(started) == 4
+    assert all(w.closed for pair in started[2:] for w in pair.values())
+
+
+def test_a_timed_judgment_takes_its_timing_pair_started_and_greeted_before_it_began(tiny_task):
+    config = CONFIG.with_(timing=True, timing_blocks=2, timing_samples=5)
+    with SparePairs(depth=2) as spares:
+        first = judged(tiny_task, CANDIDATES / "honest_torch.py", spares)
+        waiting = spares.waiting(timeout_s=120)
+        while spares.starting():  # both pairs' workers said hello: an idle judge's spares
+            time.sleep(0.05)
+        taken = (spares.taken, spares.missed)
+        second = judge(tiny_task, CANDIDATES / "honest_torch.py", config, spares=spares)
+        validate_record(second)
+        assert (spares.taken - taken[0], spares.missed - taken[1]) == (2, 0)  # the checked pair and the timing pair
+    assert len(waiting) == 2
+    assert second.status == "PASS" and second.verified and second.timing.measured, second.failure
+    assert first.status == "PASS"
+    # The timing pair had said hello before the judgment began: its greeting is a read, not a start.
+    assert second.stages_s["timing.reference.hello"] < 0.5 < first.stages_s["build.reference.hello"]

@@ -189,7 +189,7 @@ def run_batch(
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
-    spares = SparePairs() if spare_workers else None
+    spares = SparePairs(depth=2 if config.timing else 1) if spare_workers else None  # a timed judgment takes two
 
     def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side

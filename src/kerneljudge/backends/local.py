@@ -25,12 +25,17 @@ class LocalBackend(Backend):
     lane measures while another works and device memory is reserved before a judgment's first trial."""
 
     def __init__(
-        self, lanes: Sequence[str | None] = (None,), cached_baselines: bool = False, spare_workers: bool = False
+        self,
+        lanes: Sequence[str | None] = (None,),
+        cached_baselines: bool = False,
+        spare_workers: bool = False,
+        timed: bool = False,
     ) -> None:
         if not lanes:
             raise ValueError("a backend needs at least one lane")
-        # Worker pairs started ahead of each lane's next judgment (stages/spare_pairs.py), where asked for.
-        self.spares = SparePairs() if spare_workers else None
+        # Worker pairs started ahead of each lane's next judgment (stages/spare_pairs.py), where asked for; two of
+        # a kind where the judgments are `timed` by default (each takes a checked pair and a timing pair).
+        self.spares = SparePairs(depth=2 if timed else 1) if spare_workers else None
         self._lanes = list(lanes)
         self.gate = LaneGate(self._lanes) if len(self._lanes) > 1 else None
         self.cached_baselines = cached_baselines

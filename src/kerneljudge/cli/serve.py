@@ -89,7 +89,9 @@ def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend
         from kerneljudge.backends.machine import lanes_for
 
         lanes = lanes_for(config.device, args.gpus, args.jobs)
-        backend = LocalBackend(lanes, cached_baselines=args.cached_baselines, spare_workers=args.spare_workers)
+        backend = LocalBackend(
+            lanes, cached_baselines=args.cached_baselines, spare_workers=args.spare_workers, timed=config.timing
+        )
     elif args.backend == "ray":  # Ray is imported only here
         from kerneljudge.backends.ray import RayBackend
 

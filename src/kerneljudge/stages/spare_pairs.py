@@ -12,6 +12,8 @@ What keeps this inside the trust model (docs/process-model.md):
   (`WorkerProcess.assign`, which also takes the workspace's manifest again) and imported at its load;
 - a spare serves one judgment and ends with it, as any pair does: nothing a candidate did outlives it;
 - a spare that died, or waited longer than `max_idle_s`, is closed unused and a fresh pair started instead.
+A timed judgment takes two pairs, the checked one at its build and the timing one (stages/timing_pair.py) beside
+it: a judge that times keeps two of a kind (`depth`), so that the second is not one started a moment before.
 A spare holds a CUDA context on its GPU while it waits (about half a GiB each on an H200), outside the
 batch's memory reservations: that is why spares are asked for (`--spare-workers`), not the default.
 """
@@ -33,8 +35,11 @@ Kind = tuple[Any, ...]  # (device, gpu, sandbox policy, limits): what a pair's s
 class SparePairs:
     """Worker pairs started ahead, by kind; thread-safe (a batch's lanes share one)."""
 
-    def __init__(self, max_idle_s: float = 600.0) -> None:
+    def __init__(self, max_idle_s: float = 600.0, depth: int = 1) -> None:
+        if depth < 1:
+            raise ValueError(f"spare pairs are kept one of a kind at least, not {depth}")
         self.max_idle_s = max_idle_s
+        self.depth = depth  # spares of a kind kept started: the pairs one judgment takes (2 where it is timed)
         self.taken = 0  # judgments that got a spare
         self.missed = 0  # judgments that found none ready to take (the first of each kind, or one that died)
         self._lock = threading.Lock()
@@ -44,14 +49,15 @@ class SparePairs:
 
     def take(self, kind: Kind, start: Callable[[], Pair]) -> Pair | None:
         """A spare of `kind`, waited for if it is still starting, or None where there is none to take; either
-        way another is started with `start` for the next judgment."""
+        way others are started with `start` until `depth` of the kind are, for the next takes."""
         with self._lock:
             if self._closed:
                 return None
             stale = self._stale()
             queue = self._spares.setdefault(kind, [])
             entry = queue.pop(0) if queue else None
-            queue.append((time.monotonic(), self._starter.submit(start)))
+            while len(queue) < self.depth:
+                queue.append((time.monotonic(), self._starter.submit(start)))
         for _, future in stale:
             close_pair(future.result())
         pair = self._ready(entry)
