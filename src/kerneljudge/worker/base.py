@@ -86,8 +86,7 @@ class Worker(Timer):
         import torch
 
         self.torch = torch
-        if self.role == "candidate":  # torch._dynamo imported beside CUDA's start and the hello (worker/prepare.py)
-            prepare.begin_wrappers(device)
+        prepare.begin_wrappers(device)  # torch._dynamo imported beside CUDA's start (worker/prepare.py)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
             if device == "cpu":
@@ -109,6 +108,8 @@ class Worker(Timer):
         Timer.__init__(self)
         self.warm_up()
         self.triton_prepared_s = prepare.prepare_triton()  # a worker started ahead of its use (worker/prepare.py)
+        if self.role != "candidate":  # the reference's, over before its hello, the originals taken again after it
+            evidence.load_torch_wrappers()  # (a candidate's worker does this at its load, worker/evidence.py)
         self.threads_baseline = evidence.python_threads()
 
     # ------------------------------------------------------------ plumbing

@@ -76,14 +76,16 @@ ORIGINALS = {path: _lookup(path) for path in WATCHED_APIS}
 
 
 def load_torch_wrappers() -> None:
-    """Load torch._dynamo and take the originals again, in a candidate's worker before its code runs.
+    """Load torch._dynamo and take the originals again: in a candidate's worker before its code runs, in the
+    reference's before its hello (its footprint's meta ops would import it, worker/prepare.py).
 
     The kernel trace uses torch.profiler, whose first use imports torch._dynamo, which wraps some torch
     functions (torch.manual_seed) as it loads; so does a candidate's own torch.compile. Loaded first,
-    torch's own wrapping is not mistaken for the candidate's. Only a candidate's worker on CUDA needs it
-    (traces are taken there): the import (Triton, sympy, some 900 modules) is seconds of every other
-    worker's start that it no longer pays (benchmarks/worker_start.py). A thread begun as the worker started
-    may have imported it already (worker/prepare.py): it is waited for here, and the originals taken again.
+    torch's own wrapping is not mistaken for the candidate's. Only workers on CUDA load it (a candidate's for
+    its traces, the reference's for its footprint); on the CPU the import (Triton, sympy, some 900 modules) is
+    seconds of a worker's start that it does not pay (benchmarks/worker_start.py). A thread begun as the worker
+    started has imported it, or is importing it (worker/prepare.py): it is waited for here, and the originals
+    taken again.
     """
     prepare.torch_wrappers_loaded()
     if torch.cuda.is_available():

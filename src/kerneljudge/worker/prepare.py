@@ -22,6 +22,13 @@ Begun in a thread once torch is imported (`begin_wrappers`, from the worker's co
 CUDA's start and the hello; the worker waits for it (`torch_wrappers_loaded`) where it did the import
 before, after the hello and before the evidence's originals and baselines are taken.
 
+The reference's worker imports torch._dynamo the same way, on a GPU, and waits for it before its hello: the
+task's footprint (worker/footprint.py), which a batch's admission and timing ahead ask at the reference's load,
+runs the task on torch's meta device, whose first op imports torch._dynamo through torch's Python meta kernels.
+That first op took 0.8-1.0 s on the 2-core machine and made the reference's load 1.3-1.5 s on an H100 (session z,
+2026-12-05) where it takes milliseconds without the footprint; after the import, 4 ms. Begun as the worker starts,
+beside CUDA's start, it is off the judgment's path, and both sides of a timing pair have it imported alike.
+
 Only Triton's and torch's own code runs here, as torch's does at every worker's start; the candidate's
 import of triton then finds it imported, which tells a candidate that it declared a Triton kernel, which it
 knows. Both threads are over before the worker serves any request (before it counts its own threads for
@@ -66,7 +73,7 @@ def begin(device: str, role: str) -> None:
 
 
 def begin_wrappers(device: str) -> None:
-    """In a candidate's worker, once torch is imported: start importing torch._dynamo on a GPU;
+    """In either worker, once torch is imported: start importing torch._dynamo on a GPU;
     `torch_wrappers_loaded` waits for it."""
     if on_gpu(device) and "torch_wrappers" not in _begun:
         start("torch_wrappers", load_wrappers)
