@@ -7,8 +7,8 @@
 #   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc generate serve all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
-#                                order, each stage asked for; KJ_LIMIT_S ends the tests, redteam, start and bench
-#                                stages that many seconds after the script's start, which then still packs what
+#                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
+#                                bench, start, copies, latency, batch, ipc, generate) that many seconds after the script's start, which then still packs what
 #                                came back (set it under the device call's limit)
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
