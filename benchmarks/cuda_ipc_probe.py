@@ -12,7 +12,13 @@ uid, PID, mount and network namespaces, seccomp: sandbox/enter.py):
 - does a process open its own handle (CUDA says it may not);
 - does any handle made from the genuine one by changing one 32-bit word by a little (+-1 to +-64, a forger's first
   guesses at the driver's object ids) open anything, in particular the exporter's second allocation, never
-  exported: if it does, a candidate could make the reference compare memory of its choosing.
+  exported: if it does, a candidate could make the reference compare memory of its choosing;
+- the way that works across the sandboxes (session z, H100): an allocation made to be shared, passed as a file
+  descriptor over a Unix socket, through the judge's own code for it (worker/device_crossing.py): how long an
+  import, map and copy take, whether a map shorter than the allocation is allowed, whether one a granule past its
+  end is refused (the reader maps its own expected size, so a writer that sent a smaller allocation must not make
+  it read past the end), whether an allocation its exporter released before the import is still read right, and
+  whether a descriptor that is no allocation's (/dev/null) is refused.
 
     python benchmarks/cuda_ipc_probe.py [--mib 1024] [--out DIR]     (CUDA only; prints a JSON report)
 """
@@ -34,6 +40,7 @@ from kerneljudge.sandbox.workspace import Workspace
 CHILD = r"""
 import ctypes, json, os, socket, sys, time
 import torch
+from kerneljudge.worker import device_crossing as dc
 
 cu = ctypes.CDLL("libcuda.so.1")
 
@@ -49,103 +56,60 @@ def opened(handle):
     return rc, ptr.value, time.perf_counter() - began
 
 
-class Location(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class AllocFlags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
-
-
-class Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", Location),
-                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", AllocFlags)]
-
-
-class Access(ctypes.Structure):
-    _fields_ = [("location", Location), ("flags", ctypes.c_int)]
-
-
-POSIX_FD, PINNED, ON_DEVICE, READ_WRITE = 1, 1, 1, 3
-
-
-def prop():
-    return Prop(type=PINNED, requestedHandleTypes=POSIX_FD, location=Location(ON_DEVICE, torch.cuda.current_device()))
-
-
-def granularity():
-    value = ctypes.c_size_t()
-    cu.cuMemGetAllocationGranularity(ctypes.byref(value), ctypes.byref(prop()), 0)
-    return value.value
-
-
-def mapped(handle, size):
-    # an allocation handle mapped into this process, readable and writable: its address, or the first failing call
-    ptr = ctypes.c_uint64()
-    for name, call in (
-        ("reserve", lambda: cu.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0),
-                                                   ctypes.c_uint64(0), ctypes.c_uint64(0))),
-        ("map", lambda: cu.cuMemMap(ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), handle, ctypes.c_uint64(0))),
-        ("access", lambda: cu.cuMemSetAccess(ptr, ctypes.c_size_t(size), ctypes.byref(
-            Access(Location(ON_DEVICE, torch.cuda.current_device()), READ_WRITE)), ctypes.c_size_t(1))),
-    ):
-        rc = call()
-        if rc:
-            return None, f"{name}: {rc}"
-    return ptr.value, None
-
-
-def copy(dst, src, nbytes):
-    began = time.perf_counter()
-    rc = cu.cuMemcpyDtoD_v2(ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes))
-    cu.cuCtxSynchronize()
-    return rc, time.perf_counter() - began
-
-
 def export_fd(sock, shown, nbytes):
-    # the VMM way: an allocation made to be shared as a file descriptor, `shown` copied into it, the fd sent
-    size = -(-nbytes // granularity()) * granularity()
-    handle = ctypes.c_uint64()
-    rc = cu.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop()), ctypes.c_uint64(0))
-    if rc:
-        socket.send_fds(sock, [json.dumps({"error": f"create: {rc}"}).encode()], [])
-        return {"vmm_create_rc": rc}
-    fd = ctypes.c_int(-1)
-    rc = cu.cuMemExportToShareableHandle(ctypes.byref(fd), handle, ctypes.c_int(POSIX_FD), ctypes.c_uint64(0))
-    ptr, error = mapped(handle, size)
-    if rc or ptr is None:
-        socket.send_fds(sock, [json.dumps({"error": f"export {rc}, {error}"}).encode()], [])
-        return {"vmm_export_rc": rc, "vmm_map": error}
-    copy(ptr, shown.data_ptr(), nbytes)
-    socket.send_fds(sock, [json.dumps({"size": size, "bytes": nbytes}).encode()], [fd.value])
-    info = os.fstat(fd.value)  # what a parent relaying it could check: the kind of file it is
-    kind = {"st_mode": oct(info.st_mode), "st_rdev": info.st_rdev, "link": os.readlink(f"/proc/self/fd/{fd.value}")}
-    return {"vmm_export_rc": 0, "vmm_size": size, "vmm_fd": kind}
+    # the VMM way, as the judge would cross (worker/device_crossing.py): two allocations holding `shown`, their
+    # descriptors sent together; the second released by this side once sent, before the importer opens it
+    driver = dc.Driver.load(torch.cuda.current_device())
+    try:
+        kept = dc.export(driver, shown.data_ptr(), nbytes)
+        let_go = dc.export(driver, shown.data_ptr(), nbytes)
+    except dc.CrossingError as exc:
+        dc.send(sock, {"error": str(exc)}, [])
+        return {"vmm_export": str(exc)}, None
+    dc.send(sock, {"size": kept.size, "bytes": nbytes, "granularity": driver.granularity()}, [kept.fd, let_go.fd])
+    dc.release(driver, let_go)
+    dc.send(sock, {"released": True}, [])
+    info = os.fstat(kept.fd)  # what a parent relaying it could check: the kind of file it is
+    kind = {"st_mode": oct(info.st_mode), "st_rdev": info.st_rdev, "link": os.readlink(f"/proc/self/fd/{kept.fd}")}
+    return {"vmm_export_rc": 0, "vmm_size": kept.size, "vmm_fd": kind}, (driver, kept)
 
 
 def import_fd(sock, count):
-    message, fds, _, _ = socket.recv_fds(sock, 4096, 1)
-    told = json.loads(message)
-    if "error" in told or not fds:
-        return {"vmm_exporter": told}
-    out = {}
-    handle = ctypes.c_uint64()
-    began = time.perf_counter()
-    rc = cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fds[0]), ctypes.c_int(POSIX_FD))
-    ptr, error = mapped(handle, told["size"]) if rc == 0 else (None, None)
-    out |= {"vmm_import_rc": rc, "vmm_map": error, "vmm_open_s": time.perf_counter() - began}
-    if ptr is not None:
-        dst = torch.empty(count, dtype=torch.float32, device="cuda")
-        copies = [copy(dst.data_ptr(), ptr, told["bytes"]) for _ in range(3)]
-        out |= {"vmm_copy_rc": copies[0][0], "vmm_copy_s": [c[1] for c in copies], "vmm_copied_right": bool(
-            (dst == torch.arange(count, dtype=torch.float32, device="cuda")).all())}
+    told, fds = dc.receive(sock, 2)
+    if "error" in told or len(fds) != 2:
+        return {"vmm_exporter": told, "vmm_fds": len(fds)}, lambda: None
+    kept_fd, let_go_fd = fds
+    driver = dc.Driver.load(torch.cuda.current_device())
+    grain, nbytes = driver.granularity(), told["bytes"]
+    expected = torch.arange(count, dtype=torch.float32, device="cuda")
+    dst = torch.empty(count + grain // 4, dtype=torch.float32, device="cuda")
+    out = {"vmm_told": told}
+
+    def attempt(name, fd, n):  # on a duplicate of the descriptor: copy_in closes the one it is given
+        dst.zero_()
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        try:
+            dc.copy_in(driver, os.dup(fd), dst.data_ptr(), n)
+        except dc.CrossingError as exc:
+            return {"error": str(exc), "s": time.perf_counter() - began}
+        took = time.perf_counter() - began
+        k = min(n, nbytes) // 4
+        return {"ok": True, "s": took, "copied_right": bool((dst[:k] == expected[:k]).all())}
+
+    out["vmm_exact"] = [attempt("exact", kept_fd, nbytes) for _ in range(3)]  # import, map, copy, unmap, release
+    out["vmm_shorter_map"] = attempt("shorter", kept_fd, max(4, nbytes - grain))  # less than the allocation
+    dc.receive(sock, 0)  # the exporter has released the second allocation and closed its descriptor
+    out["vmm_released_by_exporter"] = attempt("released", let_go_fd, nbytes)
     other = os.open("/dev/null", os.O_RDONLY)  # not an allocation's descriptor: the driver must refuse it
-    bogus = ctypes.c_uint64()
-    out["vmm_import_other_fd_rc"] = cu.cuMemImportFromShareableHandle(
-        ctypes.byref(bogus), ctypes.c_void_p(other), ctypes.c_int(POSIX_FD))
-    os.close(other)
-    return out
+    out["vmm_not_an_allocation"] = attempt("bogus", other, nbytes)
+
+    def past_the_end():  # last of all, in case the driver maps past the allocation's end and the copy faults
+        out["vmm_past_the_end"] = attempt("past", kept_fd, nbytes + grain)  # one granule more than it holds
+        for fd in (kept_fd, let_go_fd, other):
+            os.close(fd)
+
+    return out, past_the_end
 
 
 role, count, sock = sys.argv[1], int(sys.argv[2]), socket.socket(fileno=int(sys.argv[3]))
@@ -160,15 +124,17 @@ if role == "export":
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
     cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(shown.data_ptr()))
     own_rc, _, _ = opened(handle)
-    vmm = export_fd(sock, shown, count * 4)
+    vmm, crossing = export_fd(sock, shown, count * 4)
     print(json.dumps({"get_rc": rc, "handle": bytes(handle.reserved).hex(), "offset": shown.data_ptr() - base.value,
                       "allocation_bytes": size.value, "own_open_rc": own_rc,
                       "hidden_distance": hidden.data_ptr() - shown.data_ptr(), **vmm}), flush=True)
     sys.stdin.readline()  # until the importer is done
     print(json.dumps({"shown_intact": bool((shown == torch.arange(count, dtype=torch.float32, device="cuda")).all()),
                       "hidden_intact": bool((hidden == 7.0).all())}), flush=True)
+    if crossing is not None:
+        dc.release(*crossing)
 else:
-    out = import_fd(sock, count)
+    out, last = import_fd(sock, count)
     told = json.loads(sys.stdin.readline())
     raw = bytes.fromhex(told["handle"])
     rc, ptr, open_s = opened(Handle(raw))
@@ -202,6 +168,7 @@ else:
                 forged.append({"word": word, "delta": delta, "first_values": probe.tolist()})
                 cu.cuIpcCloseMemHandle(ctypes.c_uint64(fptr))
     out |= {"forged_tried": tried, "forged_opened": forged, "forged_open_s_max": max(failing_s)}
+    last()
     print(json.dumps(out), flush=True)
 """
 
