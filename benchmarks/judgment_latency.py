@@ -30,8 +30,9 @@ staged, each side's first call made: stages/timing_ahead.py); a table shows what
 correctness stage, and how long the timing stage waited for it.
 
 `--spare-workers yes|both` judges with spare worker pairs (stages/spare_pairs.py): each judgment takes the
-pair the one before it started, which has finished starting when it comes (an idle judge), as a serving
-process or a batch lane with `--spare-workers` would have it. `--out DIR` keeps the tasks written and
+pairs the ones before it started (two where it times: the checked pair and the timing pair), which have
+finished starting when it comes (an idle judge), as a serving process or a batch lane with `--spare-workers`
+would have them. `--out DIR` keeps the tasks written and
 `latency.json`, the rows. docs/batch.md keeps the tables measured.
 """
 
