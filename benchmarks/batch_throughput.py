@@ -100,6 +100,7 @@ def judged(
     by_kind = kind_counts(kinds, [(str(r.candidate.path), r.verified) for r in records])
     return {
         **by_kind,
+        **greeted_ahead(records),
         "mode": mode,
         "timing_method": config.resolved_timing_method(),
         "lanes": len(lanes),
@@ -226,11 +227,32 @@ def agreement(first: Path, second: Path) -> dict[str, Any]:
     }
 
 
+GREETED_S = 0.05  # a worker's hello read within this long was waiting already: it started before its judgment
+
+
+def greeted_ahead(records: list[Any]) -> dict[str, str]:
+    """How many judgments found their pairs started and greeted before they began (a spare that had finished
+    starting: its reference's hello already waiting), the checked pair and the timing pair apart (greeted in the
+    timing stage, or by the thread of timing ahead); in a batch of several lanes on one GPU the lanes share one
+    queue of spares (stages/spare_pairs.py), so this says whether the spares kept up with the takes."""
+    checked = [r.stages_s["build.reference.hello"] for r in records if "build.reference.hello" in r.stages_s]
+    timing = [
+        r.stages_s.get("timing.reference.hello", r.stages_s.get("ahead.reference.hello"))
+        for r in records
+        if "timing.reference.hello" in r.stages_s or "ahead.reference.hello" in r.stages_s
+    ]
+
+    def share(waits: list[float]) -> str:
+        return f"{sum(wait < GREETED_S for wait in waits)}/{len(waits)}" if waits else "-"
+
+    return {"greeted_checked": share(checked), "greeted_timing": share(timing)}
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| mode | timer | GPUs | lanes | candidates | wall | per GPU-minute | GPU busy | passed | verified | timed "
-        "| errors | honest verified | others not verified |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| errors | honest verified | others not verified | pairs greeted ahead: checked, timing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         mode = r["mode"] + (" (spare workers)" if r.get("spare_workers") else "")
@@ -241,7 +263,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {mode} | {r['timing_method']} | {r['gpu_set']} | {r['lanes']} | {r['candidates']} | "
             f"{r['wall_s']:.0f} s | {r['per_gpu_minute']:.2f} | {busy} | {r['passed']} | {r['verified']} | "
-            f"{r['timed']} | {r['errors']} | {r['honest_verified']} | {r['others_rejected']} |"
+            f"{r['timed']} | {r['errors']} | {r['honest_verified']} | {r['others_rejected']} | "
+            f"{r.get('greeted_checked', '-')}, {r.get('greeted_timing', '-')} |"
         )
     native = [r for r in rows if r["mode"] == "upstream"]
     for hardened in [r for r in rows if r["mode"] == "enforce"]:

@@ -166,3 +166,22 @@ def test_the_table_counts_honest_candidates_accepted_and_the_others_not():
     answers = [("a.py", True), ("b.py", False), ("c.py", False), ("d.py", True), ("unlisted.py", True)]
     assert batch_throughput.kind_counts(kinds, answers) == {"honest_verified": "1/2", "others_rejected": "1/2"}
     assert batch_throughput.kind_counts({}, answers) == {"honest_verified": "-", "others_rejected": "-"}
+
+
+def test_the_table_counts_the_pairs_a_judgment_found_greeted_before_it_began():
+    from types import SimpleNamespace
+
+    import batch_throughput
+
+    records = [
+        SimpleNamespace(stages_s={"build.reference.hello": 0.0001, "timing.reference.hello": 0.0002}),  # both spares
+        SimpleNamespace(stages_s={"build.reference.hello": 0.0001, "ahead.reference.hello": 1.9}),  # timing late
+        SimpleNamespace(stages_s={"build.reference.hello": 2.4}),  # untimed, its pair started for it
+        SimpleNamespace(stages_s={}),  # ended before any worker said hello
+    ]
+    assert batch_throughput.greeted_ahead(records) == {"greeted_checked": "2/3", "greeted_timing": "1/2"}
+    assert batch_throughput.greeted_ahead([]) == {"greeted_checked": "-", "greeted_timing": "-"}
+    row = {"mode": "enforce", "timing_method": "interleaved", "gpu_set": "0", "lanes": 8, "candidates": 4}
+    row |= {"wall_s": 10.0, "per_gpu_minute": 24.0, "passed": 2, "verified": 2, "timed": 2, "errors": 0}
+    row |= {"honest_verified": "2/2", "others_rejected": "2/2", **batch_throughput.greeted_ahead(records)}
+    assert batch_throughput.markdown([row]).splitlines()[2].endswith("| 2/3, 1/2 |")
