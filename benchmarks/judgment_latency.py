@@ -55,7 +55,7 @@ import throughput_manifest
 
 from kerneljudge.config import JudgeConfig
 from kerneljudge.pipeline import judge
-from kerneljudge.stages.spare_pairs import SparePairs
+from kerneljudge.stages.spare_pairs import SparePairs, pairs_taken
 
 ROOT = Path(__file__).resolve().parents[1]
 README_EXAMPLE = (ROOT / "examples" / "softmax" / "reference.py", ROOT / "examples" / "softmax" / "candidate_triton.py")
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     ways = either[args.spare_workers]
     jobs = work(device, args.only, out)
     profiler = profile_parent(args.profile_stage) if args.profile_timing or args.profile_stage else None
-    with SparePairs(depth=2 if any(timed for timed, *_ in choices) else 1) as spares:  # a timed judgment takes two
+    with SparePairs(depth=pairs_taken(any(timed for timed, *_ in choices))) as spares:
         if True in ways and jobs:  # the judgment that starts the first spare is not counted
             name, task, candidate = jobs[0]
             judge(task, candidate, config.with_(timing=False), spares=spares)

@@ -109,13 +109,19 @@ class FakeWorker:
         self.closed = True
 
 
-def test_spares_of_a_kind_no_longer_asked_for_are_closed_once_they_have_waited_too_long():
+def fake_starts():
+    """The pairs started, and a start that makes a pair of fake workers that have said hello."""
     started: list[dict] = []
 
     def start():
         started.append({"reference": FakeWorker(), "candidate": FakeWorker()})
         return started[-1]
 
+    return started, start
+
+
+def test_spares_of_a_kind_no_longer_asked_for_are_closed_once_they_have_waited_too_long():
+    started, start = fake_starts()
     with SparePairs(max_idle_s=3600) as spares:
         assert spares.take(("cpu", "timeout 60"), start) is None
         spares.waiting()
@@ -149,12 +155,7 @@ def test_a_spare_still_starting_is_seen_as_starting_until_both_workers_said_hell
 
 
 def test_a_judge_that_times_keeps_two_of_a_kind_started_and_a_take_starts_one_more():
-    started: list[dict] = []
-
-    def start():
-        started.append({"reference": FakeWorker(), "candidate": FakeWorker()})
-        return started[-1]
-
+    started, start = fake_starts()
     with SparePairs(depth=2) as spares:
         assert spares.take(("cuda", "0"), start) is None  # none yet: two started for the next takes
         assert len(spares.waiting()) == 2

@@ -26,7 +26,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
 from kerneljudge.gate import LaneGate, PastDeadline
 from kerneljudge.progress import BatchProgress
-from kerneljudge.stages.spare_pairs import SparePairs
+from kerneljudge.stages.spare_pairs import SparePairs, pairs_taken
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
 from kerneljudge.verdict import Record
 
@@ -189,7 +189,7 @@ def run_batch(
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
-    spares = SparePairs(depth=2 if config.timing else 1) if spare_workers else None  # a timed judgment takes two
+    spares = SparePairs(depth=pairs_taken(config.timing)) if spare_workers else None
 
     def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side

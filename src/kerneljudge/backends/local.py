@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kerneljudge.backends import Backend, Job, Stage, judge_on_lane
 from kerneljudge.config import JudgeConfig
 from kerneljudge.gate import LaneGate
-from kerneljudge.stages.spare_pairs import SparePairs
+from kerneljudge.stages.spare_pairs import SparePairs, pairs_taken
 
 if TYPE_CHECKING:
     from kerneljudge.verdict import Record
@@ -35,7 +35,7 @@ class LocalBackend(Backend):
             raise ValueError("a backend needs at least one lane")
         # Worker pairs started ahead of each lane's next judgment (stages/spare_pairs.py), where asked for; two of
         # a kind where the judgments are `timed` by default (each takes a checked pair and a timing pair).
-        self.spares = SparePairs(depth=2 if timed else 1) if spare_workers else None
+        self.spares = SparePairs(depth=pairs_taken(timed)) if spare_workers else None
         self._lanes = list(lanes)
         self.gate = LaneGate(self._lanes) if len(self._lanes) > 1 else None
         self.cached_baselines = cached_baselines

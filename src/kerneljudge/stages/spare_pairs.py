@@ -32,6 +32,12 @@ Pair = dict[str, WorkerProcess]
 Kind = tuple[Any, ...]  # (device, gpu, sandbox policy, limits): what a pair's start depends on
 
 
+def pairs_taken(timed: bool) -> int:
+    """The worker pairs one judgment takes: the checked pair, and the timing pair where it is timed; the depth a
+    judge that keeps spares keeps of a kind."""
+    return 2 if timed else 1
+
+
 class SparePairs:
     """Worker pairs started ahead, by kind; thread-safe (a batch's lanes share one)."""
 
