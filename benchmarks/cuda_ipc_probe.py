@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
-from kerneljudge.sandbox import confine, lifeline, plan
-from kerneljudge.sandbox.process import INHERITED_ENV, WORKER_USER, worker_pythonpath
+from sandboxed_child import sandboxed
+
 from kerneljudge.sandbox.workspace import Workspace
 
 CHILD = r"""
@@ -173,42 +171,6 @@ else:
 """
 
 
-def sandboxed(workspace: Workspace, role: str, count: int, sock: int) -> subprocess.Popen[str]:
-    """The probe's child in the judge's sandbox, as a CUDA worker is launched (sandbox/process.py)."""
-    policy = confine.DEFAULT_POLICY
-    workspace.write_source("ipc_probe.py", CHILD)
-    package_root = Path(confine.__file__).resolve().parents[2]
-    uid = plan.take_worker_uid(policy)
-    report_r, report_w = os.pipe()
-    spec = plan.launcher_spec(workspace.root, policy, package_root, 600.0, uid, cuda=True)
-    spec["lifeline_fd"] = lifeline.read_end()
-    argv = plan.wrap_argv([sys.executable, "ipc_probe.py", role, str(count), str(sock)], spec, report_w)
-    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ} | workspace.env()
-    env["PYTHONPATH"] = worker_pythonpath()  # the launcher imports the judge: from a checkout on the GPU machine
-    env |= {"USER": WORKER_USER, "LOGNAME": WORKER_USER, "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        pass_fds=(report_w, spec["lifeline_fd"], sock),
-        cwd=workspace.root,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(report_w)
-    try:
-        report = confine.read_report(report_r, 60.0)
-    except confine.SandboxUnavailable as error:  # what the launcher said as it died is the finding
-        proc.kill()
-        raise confine.SandboxUnavailable(f"{error}; its stderr: {proc.communicate()[1][-2000:]!r}") from None
-    finally:
-        os.close(report_r)
-    proc.layers = {name: layer.status for name, layer in report["layers"].items()}  # type: ignore[attr-defined]
-    return proc
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=1024, help="the exported allocation's size")
@@ -220,8 +182,12 @@ def main() -> int:
     exporter = importer = None
     try:
         ends = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)  # the VMM way's descriptor crosses here
-        exporter = sandboxed(spaces[0], "export", count, ends[0].fileno())
-        importer = sandboxed(spaces[1], "import", count, ends[1].fileno())
+        exporter = sandboxed(
+            spaces[0], "ipc_probe.py", CHILD, ["export", str(count), str(ends[0].fileno())], (ends[0].fileno(),)
+        )
+        importer = sandboxed(
+            spaces[1], "ipc_probe.py", CHILD, ["import", str(count), str(ends[1].fileno())], (ends[1].fileno(),)
+        )
         report["layers"] = {"exporter": exporter.layers, "importer": importer.layers}  # type: ignore[attr-defined]
         told = exporter.stdout.readline()  # type: ignore[union-attr]
         report["exporter"] = json.loads(told) if told.strip() else {"stderr": exporter.stderr.read()[-3000:]}

@@ -4,11 +4,11 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc generate serve all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc teardown generate serve all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
-#                                bench, start, copies, latency, batch, ipc, generate) that many seconds after the script's start, which then still packs what
+#                                bench, start, copies, latency, batch, ipc, teardown, generate) that many seconds after the script's start, which then still packs what
 #                                came back (set it under the device call's limit)
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
@@ -37,6 +37,8 @@
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `ipc`: benchmarks/cuda_ipc_probe.py, CUDA IPC between two sandboxed workers and
 #                                forged handles (its report in $OUT/cuda_ipc_probe.json; KJ_IPC_MIB sizes it);
+#                                `teardown`: benchmarks/context_teardown.py, how long a CUDA process takes to be
+#                                gone, bare and sandboxed, by what it holds ($OUT/context_teardown.md; KJ_TEARDOWN_ARGS);
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
 #                                ext/KernelBench --gpumode ext/reference-kernels --jobs 12"; KJ_CONF_RESUME names a
@@ -228,6 +230,12 @@ run() {
     status=$?
     tail -c 3000 "$OUT/cuda_ipc_probe.log"
   fi
+  if asked teardown; then  # how long a CUDA process takes to be gone, bare and in the sandbox (KJ_TEARDOWN_ARGS)
+    # shellcheck disable=SC2086  # KJ_TEARDOWN_ARGS holds several arguments
+    timeout "$(stage_left)" python3 benchmarks/context_teardown.py --json "$OUT/context_teardown.json" \
+      ${KJ_TEARDOWN_ARGS:-} 2> "$OUT/context_teardown.log" | tee "$OUT/context_teardown.md"
+    status=${PIPESTATUS[0]}
+  fi
   if asked generate; then
     # The model is the loopback server replaying examples/responses/ (sample S of a task is its response S:
     # --seed 0); the candidates go through the real client, the run folder through batch as it is.
@@ -301,6 +309,6 @@ PY
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox ipc generate serve all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox ipc teardown generate serve all)" >&2
      exit 1 ;;
 esac

@@ -109,3 +109,51 @@ def test_a_workspace_names_its_owner():
         assert OWNED_NAME.match(workspace.root.name)["pid"] == str(os.getpid())
     finally:
         workspace.remove()
+
+
+# A grandchild that takes a while to exit once killed: its half GiB of written pages are freed as it exits,
+# as a killed CUDA worker's exit waits on its context's teardown.
+SLOW_TO_EXIT = r"""
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c",
+    "import sys, time; held = b'x' * (512 << 20); print(flush=True); time.sleep(60)"],
+    stdout=subprocess.PIPE, start_new_session=True)
+child.stdout.readline()
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def pid_state(pid: int) -> str | None:
+    """A process's state letter (Z once exited, not yet reaped), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_killed_tree_is_waited_for_until_every_process_has_exited():
+    from kerneljudge.sandbox.ending import kill_tree
+
+    root = subprocess.Popen([sys.executable, "-c", SLOW_TO_EXIT], stdout=subprocess.PIPE, start_new_session=True)
+    grandchild = int(root.stdout.readline())
+    assert pid_state(grandchild) not in (None, "Z")
+    assert kill_tree(root.pid)  # the grandchild is in a session of its own: only the walk of descendants finds it
+    assert pid_state(grandchild) in (None, "Z")
+    assert root.wait(timeout=5) == -signal.SIGKILL
+
+
+def test_waiting_for_processes_to_exit_gives_up_at_its_timeout():
+    from kerneljudge.sandbox.ending import wait_gone
+
+    quick = subprocess.Popen(["sleep", "0.3"])
+    began = time.monotonic()
+    assert wait_gone([os.pidfd_open(quick.pid)], 10.0)
+    assert 0.2 < time.monotonic() - began < 5.0
+    slow = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not wait_gone([os.pidfd_open(slow.pid)], 0.2)
+    finally:
+        slow.kill()
+        slow.wait()
+    quick.wait()

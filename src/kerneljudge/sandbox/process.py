@@ -186,6 +186,8 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         self.stderr = StreamCapture(self.proc.stderr, limits.log_cap_bytes)
         self.dead = False
         self.exit_asked = False
+        self.exit_asked_at: float | None = None
+        self.gone_s: float | None = None  # from the word to exit until its launcher was gone (`end`)
         self.gpu_watch = None
         self.last_clock: dict[str, float] = {}  # the last answer's parts as the worker clocked them
         self.gpu_peak_bytes = 0  # the most device memory its process tree held (NVML), known once it is closed
@@ -276,6 +278,8 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self.exit_asked_at is not None and self.gone_s is None and self.proc.poll() is not None:
+            self.gone_s = time.monotonic() - self.exit_asked_at
         if self.kill() is not None and self.uid is not None:  # its processes are gone: the uid may be reused
             if self.sharing is None:
                 plan.release_worker_uid(self.uid)

@@ -224,6 +224,9 @@ def close_beside(state: JudgmentState) -> None:
 
         try:
             closing.logs.update(closed(state, pair, pairs, {}, ended))  # asks both to exit at once
+            for role, worker in pair.items():  # each one's own end: the word to exit until its launcher was gone
+                if worker.gone_s is not None:
+                    add_seconds(state, f"timing.checked_pair.close:{role}.gone", worker.gone_s)
         except Exception as exc:
             closing.failed.append(exc)
         finally:
