@@ -208,3 +208,62 @@ def test_after_the_measurement_the_last_call_is_checked_so_a_switch_after_some_c
     rechecks = [what for what in seen if what]
     assert len(rechecks) == 2 and seen[-2:] == rechecks and rechecks[0] != rechecks[1]  # two sets, at the end
     assert honest.timing.timed_outputs_checked == len(rechecks)  # the ones that ran (the others were skipped here)
+
+
+def judged_noting_where_kept_outputs_are_checked(task, candidate, monkeypatch):
+    """Judge with timing; the record, and for each check of a kept output whether the measuring hold was on."""
+    from contextlib import contextmanager
+
+    from kerneljudge.stages import timed_calls, timing
+
+    holding, checks = [False], []
+    real_gate, real_check = timing.at_gate, timed_calls.check_captured
+
+    @contextmanager
+    def noting_gate(state, measuring):
+        with real_gate(state, measuring):
+            holding[0] = measuring
+            try:
+                yield
+            finally:
+                holding[0] = False
+
+    def noting_check(state, set_index, what=""):
+        checks.append((holding[0], what))
+        real_check(state, set_index, what)
+
+    monkeypatch.setattr(timing, "at_gate", noting_gate)
+    monkeypatch.setattr(timed_calls, "check_captured", noting_check)
+    return run_judge(task, candidate, timing=True), checks
+
+
+def test_kept_outputs_are_checked_after_the_samples_outside_the_measuring_hold(tiny_task, monkeypatch):
+    """The measured requests' kept outputs wait in the candidate's worker and are checked, oldest first, once the
+    samples are taken, so that the hold that pauses every other lane holds no check (issue 20). Each is checked
+    against the pool set it was drawn on: fetched out of order, an honest candidate's would fail."""
+    from kerneljudge.redteam import FIXTURES_DIR
+
+    honest, checks = judged_noting_where_kept_outputs_are_checked(
+        tiny_task, FIXTURES_DIR / "honest_torch.py", monkeypatch
+    )
+    assert honest.status == "PASS" and honest.timing.measured, honest.failure
+    measured = [held for held, what in checks if not what]
+    assert len(measured) >= 2 and not any(measured)  # one per measured request, none in the hold
+    assert honest.timing.timed_outputs_checked == len(checks)
+    switch, _ = judged_noting_where_kept_outputs_are_checked(tiny_task, FIXTURES_DIR / "timing_switch.py", monkeypatch)
+    assert switch.status == "FAIL" and switch.failure.phase == "timing" and switch.failure.kind == "tolerance"
+
+
+def test_kept_outputs_too_large_to_wait_are_checked_as_they_come(tiny_task, monkeypatch):
+    """Past DEFERRED_BYTES of kept outputs the worker would hold on the device, each is checked as its request is
+    answered, in the hold, as before 0.3.6."""
+    from kerneljudge.redteam import FIXTURES_DIR
+    from kerneljudge.stages import timed_calls
+
+    monkeypatch.setattr(timed_calls, "DEFERRED_BYTES", 0)
+    honest, checks = judged_noting_where_kept_outputs_are_checked(
+        tiny_task, FIXTURES_DIR / "honest_torch.py", monkeypatch
+    )
+    assert honest.status == "PASS" and honest.timing.measured, honest.failure
+    measured = [held for held, what in checks if not what]
+    assert len(measured) >= 2 and all(measured)

@@ -19,13 +19,16 @@ from typing import Any
 # (stages/timing.pool_sets: a memo kept by a checked worker answers no timed call); 0.3.5: work a drained sample
 # left behind is an escape only where it is a material share of the sample (timing/drain.py), and a judgment
 # that runs out of device memory where the judge's own rule needs more than the GPU holds is the judge's
-# error, not the candidate's failure (gate.py; the memory poisoned before a call is poisoned as far as it fits).
-__version__ = "0.3.5"
+# error, not the candidate's failure (gate.py; the memory poisoned before a call is poisoned as far as it fits);
+# 0.3.6: the outputs measured requests keep are checked after the samples, outside the measuring hold (a failing
+# check now leaves the timing measured in the record), and a killed worker is waited for until every process of its
+# tree has exited, its CUDA context torn down, before the judge measures (sandbox/ending.kill_tree).
+__version__ = "0.3.6"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
-UNTIMED_SAME_AS = {"0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
+UNTIMED_SAME_AS = {"0.3.6": "0.3.5", "0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
 PASSED_SAME_AS = {"0.3.5": "0.3.4", "0.3.3": "0.3.2"}

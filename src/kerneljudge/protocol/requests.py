@@ -142,7 +142,8 @@ class Compile(Request):
 class Time(Request):
     """`samples` samples of `calls` calls each on the staged pool (or the request's values), after `warmup`
     calls, behind `precursor_ms` of GPU work, `flush_bytes` overwritten before each; as a CUDA `graph`
-    keeping call `graph_keep`'s output; `capture` = [sample, call] keeps that call's output for `captured`."""
+    keeping call `graph_keep`'s output; `capture` = [sample, call] keeps that call's output for `captured`, and
+    with `keep_earlier` the outputs earlier requests kept stay kept."""
 
     op: ClassVar[str] = "time"
     calls: int
@@ -157,11 +158,12 @@ class Time(Request):
     graph: bool = False
     graph_keep: int = -1
     capture: list | None = None
+    keep_earlier: bool = False
 
 
 @dataclass(frozen=True)
 class Captured(Request):
-    """The output the last `time` request captured."""
+    """The oldest output a `time` request captured that the worker still keeps."""
 
     op: ClassVar[str] = "captured"
 

@@ -103,6 +103,7 @@ class JudgmentState:
     call_seed: int | None = None  # the random state the current trial's calls start from, both sides
     draws_random: bool = False  # the reference draws random numbers in its forward
     timed_checks: int = 0
+    deferred_checks: list[int] = field(default_factory=list)  # pool sets of kept outputs not yet checked, in order
     drain_left: list[float] = field(default_factory=list)  # per measured candidate sample, work its end missed (ms)
     drain_timed_ms: list[float] = field(default_factory=list)  # ... and what its events timed, all its calls (ms)
     declared_kernels: list[dict[str, Any]] = field(default_factory=list)

@@ -28,6 +28,12 @@ from kerneljudge.worker.wire import timed_set
 # torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
 COMPILE_TIMEOUT_FACTOR = 5
 
+# The outputs measured requests keep are checked after the samples, outside the measuring hold (`check_deferred`),
+# while the candidate's worker keeps them all on the device, up to this many bytes of them; past it, each is
+# checked as its request is answered, in the hold (where they were all checked before 0.3.6: 0.06-0.07 s of a
+# 0.22-0.26 s hold for the built-in suite's kernels on an H100, docs/batch.md).
+DEFERRED_BYTES = 512 * 2**20
+
 
 def sample_list(values: Any, count: int) -> bool:
     """A worker's list of `count` non-negative times."""
@@ -67,6 +73,9 @@ def time_side(
             # graph's kept output copied on the device (milliseconds for 4 GiB) is all it would add.
             position = keep if request.graph else state.source.randrange(request.calls)
             capture = [state.source.randrange(request.samples), position]
+        deferred = capture is not None and defers(state, len(state.deferred_checks) + 1)
+        if capture is not None and not deferred:
+            check_deferred(state)  # the kept outputs in order, before this request's is kept
         timing = protocol.Time(
             calls=request.calls,
             samples=request.samples,
@@ -80,6 +89,7 @@ def time_side(
             graph=request.graph,
             graph_keep=keep,
             capture=capture,
+            keep_earlier=bool(state.deferred_checks),
         )
         began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
         if role == "candidate":
@@ -90,7 +100,9 @@ def time_side(
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
             if capture is not None:
-                check_captured(state, timed_set(*capture, len(request.inputs)))
+                state.deferred_checks.append(timed_set(*capture, len(request.inputs)))
+                if not deferred:
+                    check_deferred(state)
         else:
             response, _ = ask(state, "reference", timing, fetch=(), op=time_op(request))
             request_ms = (time.perf_counter() - began) * 1e3
@@ -244,6 +256,18 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
             raise CandidateFailed(error_failure(response, "timing"))
         checked = timed_set(*capture, sets)
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")
+
+
+def defers(state: JudgmentState, kept: int) -> bool:
+    """Whether `kept` outputs of the timing pool's signature fit DEFERRED_BYTES, to be checked after the samples."""
+    return kept * expected_bytes(state.signature) <= DEFERRED_BYTES
+
+
+def check_deferred(state: JudgmentState) -> None:
+    """Check the outputs the candidate's worker still keeps, oldest first: after the samples, or before a request
+    whose kept output would not fit beside them."""
+    while state.deferred_checks:
+        check_captured(state, state.deferred_checks.pop(0))
 
 
 def check_captured(state: JudgmentState, set_index: int, what: str = "") -> None:

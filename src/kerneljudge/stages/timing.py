@@ -19,7 +19,7 @@ from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages import device_memory
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.timed_calls import make_ready, recheck_graph, recheck_last, time_side
+from kerneljudge.stages.timed_calls import check_deferred, make_ready, recheck_graph, recheck_last, time_side
 from kerneljudge.stages.workers import at_gate, closing_ended, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain
@@ -229,7 +229,7 @@ def take(
         target_rse=config.timing_target_rse,
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
     )
-    state.drain_left, state.drain_timed_ms = [], []
+    state.drain_left, state.drain_timed_ms, state.deferred_checks = [], [], []
     state.timing = run_interleaved(
         prepared.sides,
         prepared.pool,
@@ -243,8 +243,10 @@ def take(
 
 
 def read(state: JudgmentState, prepared: Prepared) -> None:
-    """After the samples: the plain calls that check the kept outputs, and the findings the measurement shows."""
+    """After the samples: the kept outputs checked, the plain calls that check more, and the findings the
+    measurement shows."""
     method, pool = prepared.method, prepared.pool
+    check_deferred(state)  # what the measured requests kept, checked here rather than in the hold
     left_behind = drain.drain_finding(state.drain_left, state.drain_timed_ms)
     if left_behind is not None:
         state.add_findings([left_behind])

@@ -47,7 +47,7 @@ class Timer:
         self.flush: Any = None  # the L2-flush buffer, kept between timing requests
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
-        self.captured: Any = None  # the last `time` request's captured output, until `captured` asks for it
+        self.kept: list[Any] = []  # the outputs `time` requests captured, oldest first, until `captured` asks
         self.reset_timing_state()
 
     def reset_timing_state(self) -> None:
@@ -64,7 +64,9 @@ class Timer:
         (a reference, no copy inside the timed region) for the parent to fetch with `captured`, a request
         of its own: sent in this one, a multi-GiB output's copy to the host was most of the round trip the
         parent's clock sets against the claimed times, and varied by a quarter (KernelBench's 4 GiB
-        9_Tall_skinny on an H200: an honest candidate looked like it under-reported its time). On CUDA,
+        9_Tall_skinny on an H200: an honest candidate looked like it under-reported its time). The outputs
+        earlier requests kept are dropped first, unless `keep_earlier` (the parent fetches them after the
+        samples, oldest first: stages/timed_calls.py). On CUDA,
         `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
         is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
         `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`); the graph
@@ -79,7 +81,8 @@ class Timer:
             self.send(self.describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
             return
         capture = request.capture
-        self.captured = None  # the last request's, freed before this one's calls
+        if not request.keep_earlier:
+            self.kept = []  # earlier requests' outputs, freed before this one's calls
         cuda = self.device.type == "cuda"
         flush = self.flush_buffer(request.flush_bytes)  # before the samples, not in them
         l2_reset = self.reset_persisting_l2() if cuda else None
@@ -184,7 +187,8 @@ class Timer:
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
         if capture is not None:
-            self.captured, header_out["captured_kept"] = captured, True
+            self.kept.append(captured)
+            header_out["captured_kept"] = True
         self.send(header_out)
 
     def drain_floor(self, tries: int = 5) -> float:
@@ -202,12 +206,11 @@ class Timer:
         return min(seen)
 
     def op_captured(self, request: protocol.Captured, args: Any) -> None:
-        """The output the last `time` request captured, sent back (then dropped here)."""
-        if self.captured is None:
+        """The oldest output a `time` request captured and this worker still keeps, sent back (then dropped here)."""
+        if not self.kept:
             self.send(self.describe_exception("time", RuntimeError("no captured output: `time` with `capture` first")))
             return
-        captured, self.captured = self.captured, None
-        self.send_captured({"type": "captured"}, captured)
+        self.send_captured({"type": "captured"}, self.kept.pop(0))
 
     def send_captured(self, header_out: dict[str, Any], captured: Any) -> None:
         """Send a response with one call's output described and, where it is plain tensors, attached."""
