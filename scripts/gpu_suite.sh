@@ -9,12 +9,14 @@
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
 #                                bench, start, copies, latency, batch, ipc, teardown, generate) that many seconds after the script's start, which then still packs what
-#                                came back (set it under the device call's limit)
+#                                came back (set it under the device call's limit); the records, the stores and the
+#                                stages' JSON reports and logs come back packed in $OUT/results.tar.gz, the Markdown
+#                                tables, gpu.txt and gpu_tests.log beside it
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
 #                                arguments to both, e.g. "--only timing_cache timing_switch");
 #                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md, its
-#                                progress in $OUT/timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
+#                                progress in timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
 #                                "--kernels softmax_2048x4096 --pairs 3");
 #                                `start`: benchmarks/worker_start.py, where a worker's start goes ($OUT/worker_start.md).
 #                                `copies`: benchmarks/host_copy_bandwidth.py, device <-> memfd copies four ways
@@ -32,11 +34,11 @@
 #                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"; KJ_SUITE_LIMIT_S stops it after
 #                                that many seconds from the script's start, KJ_SUITE_RESUME names a results.tar.gz or folder whose store it
 #                                goes on from), then `tasks lint` of the tasks KJ_LINT_TASKS names (default
-#                                builtin:all; "none" skips it) on the GPU ($OUT/suite_lint.json);
+#                                builtin:all; "none" skips it) on the GPU (suite_lint.json);
 #                                `sandbox`: scripts/sandbox_cuda_probe.py (which sandbox layer, if any, stops
 #                                CUDA; its table in $OUT/sandbox_cuda.md);
 #                                `ipc`: benchmarks/cuda_ipc_probe.py, CUDA IPC between two sandboxed workers and
-#                                forged handles (its report in $OUT/cuda_ipc_probe.json; KJ_IPC_MIB sizes it);
+#                                forged handles (its report cuda_ipc_probe.json in results.tar.gz; KJ_IPC_MIB sizes it);
 #                                `teardown`: benchmarks/context_teardown.py, how long a CUDA process takes to be
 #                                gone, bare and sandboxed, by what it holds ($OUT/context_teardown.md; KJ_TEARDOWN_ARGS);
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
@@ -300,8 +302,13 @@ PY
   python3 scripts/summarize_records.py "$records" | tee -a "$OUT/gpu.txt"
   # One archive of the records and the stores, so that they come back from machines that return few files
   # (eight at most, seen on 2026-11-30: the stores of a run beyond that were left behind).
-  local packed=(records)
+  # The stages' JSON reports and progress logs go in it too, the Markdown tables and the GPU tests' log staying
+  # beside it: with four stages (session aa) their loose files came to nine and the archive was the one left out.
+  local packed=(records) file
   for folder in batch suite conformance latency serve; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for file in "$OUT"/*.json "$OUT"/*.log; do
+    [ -f "$file" ] && [ "$(basename "$file")" != gpu_tests.log ] && packed+=("$(basename "$file")")
+  done
   tar czf "$OUT/results.tar.gz" -C "$OUT" "${packed[@]}" && (cd "$OUT" && rm -r "${packed[@]}")
   [ "$status" -eq 0 ] && [ "$audit_status" -eq 0 ] && [ "$enforce_status" -eq 0 ]
 }
