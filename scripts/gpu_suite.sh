@@ -118,7 +118,9 @@ run() {
   mkdir -p "$records"
   local site=/tmp/kerneljudge-site
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
-  export PYTHONPATH="$PWD/src:$site${PYTHONPATH:+:$PYTHONPATH}"
+  # KJ_SRC: another version's source folder to run instead of src/ (e.g. `git archive <commit> src | tar x -C
+  # ext/before`, then KJ_SRC=ext/before/src), for a side-by-side run on one machine; this checkout's scripts drive it.
+  export PYTHONPATH="$(realpath "${KJ_SRC:-$PWD/src}"):$site${PYTHONPATH:+:$PYTHONPATH}"
   export PYTHONUNBUFFERED=1 KJ_RECORD_DIR="$records"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt" || true
   python3 -m kerneljudge env | tee -a "$OUT/gpu.txt"

@@ -21,8 +21,8 @@ from typing import Any
 # that runs out of device memory where the judge's own rule needs more than the GPU holds is the judge's
 # error, not the candidate's failure (gate.py; the memory poisoned before a call is poisoned as far as it fits);
 # 0.3.6: the outputs measured requests keep are checked after the samples, outside the measuring hold (a failing
-# check now leaves the timing measured in the record), and a killed worker is waited for until every process of its
-# tree has exited, its CUDA context torn down, before the judge measures (sandbox/ending.kill_tree).
+# check ends the judgment after the samples, not among them; its timing unmeasured, with why), and a killed worker
+# is waited for until every process of its tree has exited, its CUDA context torn down (sandbox/ending.kill_tree).
 __version__ = "0.3.6"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without

@@ -18,6 +18,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages import device_memory
 from kerneljudge.stages.build import build_candidate, load_reference
+from kerneljudge.stages.failures import CandidateFailed
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import check_deferred, make_ready, recheck_graph, recheck_last, time_side
 from kerneljudge.stages.workers import at_gate, closing_ended, join_closing
@@ -246,7 +247,11 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
     """After the samples: the kept outputs checked, the plain calls that check more, and the findings the
     measurement shows."""
     method, pool = prepared.method, prepared.pool
-    check_deferred(state)  # what the measured requests kept, checked here rather than in the hold
+    try:
+        check_deferred(state)  # what the measured requests kept, checked here rather than in the hold
+    except CandidateFailed:  # samples of calls that answered wrong are no figure of the candidate's
+        state.timing = Timing(measured=False, reason="a timed call's kept output failed its check")
+        raise
     left_behind = drain.drain_finding(state.drain_left, state.drain_timed_ms)
     if left_behind is not None:
         state.add_findings([left_behind])
