@@ -4,6 +4,7 @@ is refused, nothing is unpickled, a read-only end cannot write."""
 import os
 import struct
 import threading
+import time
 
 import pytest
 import torch
@@ -230,3 +231,27 @@ def test_a_kept_output_is_copied_into_its_copy_made_ahead_without_a_new_allocati
     assert out[2][0].data_ptr() == into[2][0].data_ptr() and isinstance(out[2], list)
     value[0].add_(1)  # the copy is its own storage
     assert not torch.equal(out[0], value[0])
+
+
+def test_frames_cross_descriptors_numbered_past_select_s_limit():
+    """A judge with many workers holds descriptors past 1024, where select refuses: frames are waited on by poll."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft <= 1501:
+        if hard != resource.RLIM_INFINITY and hard <= 1501:
+            pytest.skip(f"descriptors limited to {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    r, w = os.pipe()
+    high_r, high_w = os.dup2(r, 1500), os.dup2(w, 1501)
+    os.close(r)
+    os.close(w)
+    try:
+        assert not wire.ready(high_r, 0)  # nothing written yet
+        wire.write_frame(high_w, {"op": "x"}, time.monotonic() + 5)
+        assert wire.ready(high_r, 0)
+        assert wire.read_frame(high_r, time.monotonic() + 5) == {"op": "x"}
+        os.close(high_w)
+        assert wire.ready(high_r, 0)  # hung up: a read would say so at once
+    finally:
+        os.close(high_r)

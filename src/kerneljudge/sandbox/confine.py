@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from kerneljudge.worker import wire
 
 GiB = 1024**3
 
@@ -117,7 +118,7 @@ def read_report(fd: int, timeout_s: float) -> dict[str, Any]:
     data = bytearray()
     while True:
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        if left <= 0 or not wire.ready(fd, left):
             raise SandboxUnavailable(f"the sandbox launcher sent no report within {timeout_s:.0f} s")
         chunk = os.read(fd, 65536)
         if not chunk:

@@ -9,7 +9,6 @@ limits; a worker that fails to answer is killed, and its end described, by sandb
 from __future__ import annotations
 
 import os
-import select
 import time
 from typing import Any
 
@@ -107,8 +106,7 @@ class WorkerTalk:
     def has_answered(self) -> bool:
         """Whether something waits to be read from the worker (a started worker's hello) or its pipe has
         closed; never blocks."""
-        readable, _, _ = select.select([self._resp_r], [], [], 0)
-        return bool(readable)
+        return wire.ready(self._resp_r, 0)
 
     def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
         deadline = self._deadline(timeout_s)

@@ -255,6 +255,14 @@ def write_frame(fd: int, header: dict[str, Any], deadline: float | None = None) 
     _write_all(fd, PREFIX.pack(MAGIC, len(data)) + data, deadline)
 
 
+def ready(fd: int, wait_s: float, write: bool = False) -> bool:
+    """Whether `fd` can be read (or written) within `wait_s` seconds, or has hung up. By poll: select refuses
+    descriptors numbered past 1024, which a judge running many workers at once reaches."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT if write else select.POLLIN)
+    return bool(poller.poll(max(0.0, wait_s) * 1000))
+
+
 def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
     view = memoryview(data)
     while view:
@@ -262,8 +270,7 @@ def _write_all(fd: int, data: bytes, deadline: float | None) -> None:
             wait_s = deadline - time.monotonic()
             if wait_s <= 0:
                 raise PeerTimeout("the peer did not read a frame before the deadline")
-            _, ready, _ = select.select([], [fd], [], wait_s)
-            if not ready:
+            if not ready(fd, wait_s, write=True):
                 continue
         try:
             n = os.write(fd, view[: 1 << 16])
@@ -298,8 +305,7 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
             wait_s = deadline - time.monotonic()
             if wait_s <= 0:
                 raise PeerTimeout(f"no complete frame before the deadline ({n - remaining}/{n} bytes)")
-            ready, _, _ = select.select([fd], [], [], wait_s)
-            if not ready:
+            if not ready(fd, wait_s):
                 continue
         chunk = os.read(fd, min(remaining, 1 << 22))
         if not chunk:
