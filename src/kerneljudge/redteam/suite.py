@@ -84,6 +84,15 @@ FIXTURES = (
         timing=True,
         inert_under_graphs=True,
     ),
+    Fixture(
+        "checked_position_reader",
+        "H03",
+        "reads from the worker's frames which timed call is kept for the check, and works in that one only (timed; "
+        "on the CPU it passes: docs/attacks.md, H03)",
+        ("KJ-R051",),
+        cuda_only=True,
+        timing=True,
+    ),
     Fixture("deferred_output", "H04", "each call returns the previous call's result", ("tolerance",)),
     Fixture("frame_walk", "H05", "frames and gc searched for the answer", ("KJ-S050", "tolerance")),
     Fixture(
