@@ -110,3 +110,18 @@ def make_record(candidate: str = "c0", status: str = "PASS", speedup: float | No
     record = Record(**fields)
     record.rewards = rewards_for(record)
     return record
+
+
+def allow_descriptors_past(number: int) -> None:
+    """Raise this process's open-file limit past `number` (a test that dups a descriptor there), or skip the test
+    where the hard limit does not allow it."""
+    import resource
+
+    import pytest
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft > number:
+        return
+    if hard != resource.RLIM_INFINITY and hard <= number:
+        pytest.skip(f"descriptors limited to {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(2048, number + 1), hard))

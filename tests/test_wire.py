@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+from helpers import allow_descriptors_past
 from kerneljudge.worker import channel, wire
 
 
@@ -235,13 +236,7 @@ def test_a_kept_output_is_copied_into_its_copy_made_ahead_without_a_new_allocati
 
 def test_frames_cross_descriptors_numbered_past_select_s_limit():
     """A judge with many workers holds descriptors past 1024, where select refuses: frames are waited on by poll."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft <= 1501:
-        if hard != resource.RLIM_INFINITY and hard <= 1501:
-            pytest.skip(f"descriptors limited to {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    allow_descriptors_past(1501)
     r, w = os.pipe()
     high_r, high_w = os.dup2(r, 1500), os.dup2(w, 1501)
     os.close(r)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TASKS
+from helpers import TASKS, allow_descriptors_past
 from kerneljudge.sandbox.ending import descendants
 from kerneljudge.sandbox.workspace import OWNED_NAME, Workspace, remove_stale
 
@@ -161,15 +161,9 @@ def test_waiting_for_processes_to_exit_gives_up_at_its_timeout():
 
 def test_exits_are_waited_for_on_descriptors_past_select_s_limit():
     """A batch's parent holds many pipes and channels: a pidfd numbered past 1024 is still waited on."""
-    import resource
-
     from kerneljudge.sandbox.ending import wait_gone
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft <= 1500:
-        if hard != resource.RLIM_INFINITY and hard <= 1500:
-            pytest.skip(f"descriptors limited to {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    allow_descriptors_past(1500)
     quick = subprocess.Popen(["sleep", "0.1"])
     pidfd = os.pidfd_open(quick.pid)
     high = os.dup2(pidfd, 1500)
