@@ -185,8 +185,8 @@ class WorkerEnding:
 
     def ask_exit(self) -> None:
         """Ask the worker to exit without waiting for it: workers asked together end together."""
-        if not self.dead and not self.exit_asked and self.proc.poll() is None:
-            self.exit_asked, self.exit_asked_at = True, time.monotonic()
+        if not self.dead and self.exit_asked_at is None and self.proc.poll() is None:
+            self.exit_asked_at = time.monotonic()
             try:
                 wire.write_frame(self._req_w, protocol.Exit().header(), time.monotonic() + 1.0)
             except wire.WireError:
