@@ -125,12 +125,15 @@ def test_timing_settings_are_validated_and_do_bench_needs_cuda(tiny_task):
     assert record.verified and not record.timing.measured and "CUDA" in record.timing.reason
 
 
-def test_a_timed_output_is_fetched_by_a_request_of_its_own():
-    """The captured output's copy to the host is outside the timed request's round trip, which the parent's
-    clock sets against the claimed times (on an H200 a 4 GiB output's copy was most of that round trip and
-    varied by a quarter: an honest A/A judgment of KernelBench's 9_Tall_skinny was called a lying timer)."""
+def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_its_own():
+    """The kept call is named by the parent after the sample ran (H03: a position in the request could be read
+    from the worker's frames), and its output's copy to the host is outside the timed request's round trip,
+    which the parent's clock sets against the claimed times (on an H200 a 4 GiB output's copy was most of that
+    round trip and varied by a quarter: an honest A/A judgment of KernelBench's 9_Tall_skinny was called a
+    lying timer)."""
     from helpers import TASKS
     from kerneljudge import protocol
+    from kerneljudge.sandbox.talk import WorkerProtocolError
     from kerneljudge.tasks.lint_reference import SEEDS, LintReference
     from kerneljudge.tasks.load import load_task
 
@@ -138,15 +141,28 @@ def test_a_timed_output_is_fetched_by_a_request_of_its_own():
     try:
         worker.load(SEEDS[0])
         worker.stage()
-        timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, capture=[1, 0])
-        response, values = worker.worker.request(timed)
-        assert response["type"] == "timed" and response["captured_kept"] and len(response["times_ms"]) == 3
+        said = []
+
+        def keep_second_call_of_sample_one(frame):
+            said.append(frame)
+            return protocol.Keep(call=1 if frame["sample"] == 1 else -1)
+
+        timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, ask_keep=True)
+        response, values = worker.worker.request(timed, interim=keep_second_call_of_sample_one)
+        assert said == [{"type": "sampled", "sample": s} for s in range(3)]  # each sample's, after it ran
+        assert response["type"] == "timed" and response["kept"] == 1 and len(response["times_ms"]) == 3
         assert "items" not in response and not values  # nothing of the output in the timed request
         captured, values = worker.worker.request(protocol.Captured())
         assert captured["type"] == "captured" and captured["items"][0]["plain_tensor"]
         assert list(values["captured"][0].shape) == captured["items"][0]["shape"]
         again, _ = worker.worker.request(protocol.Captured())  # fetched once, then dropped
-        assert again["type"] == "error" and "no captured output" in again["message"]
+        assert again["type"] == "error" and "no kept output" in again["message"]
+        # A keep naming no call of the sample fails the request, and the worker serves on.
+        wrong, _ = worker.worker.request(timed, interim=lambda frame: protocol.Keep(call=2))
+        assert wrong["type"] == "error" and "not a keep of one of 2 calls" in wrong["message"]
+        # A `sampled` the parent did not ask for, or one out of turn, breaks the protocol: the worker is stopped.
+        with pytest.raises(WorkerProtocolError, match="'sampled' is no answer to 'time'"):
+            worker.worker.request(timed)
     finally:
         worker.close()
 

@@ -22,13 +22,16 @@ from typing import Any
 # error, not the candidate's failure (gate.py; the memory poisoned before a call is poisoned as far as it fits);
 # 0.3.6: the outputs measured requests keep are checked after the samples, outside the measuring hold (a failing
 # check ends the judgment after the samples, not among them; its timing unmeasured, with why), and a killed worker
-# is waited for until every process of its tree has exited, its CUDA context torn down (sandbox/ending.kill_tree).
-__version__ = "0.3.6"
+# is waited for until every process of its tree has exited, its CUDA context torn down (sandbox/ending.kill_tree);
+# 0.3.7: the timed call whose output is checked is named by the parent after its sample ran, and every output of a
+# sample is held alike until then, in both workers (stages/kept_call.py; H03: a candidate that read the position
+# from its worker's frames passed verified on the CPU).
+__version__ = "0.3.7"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
-UNTIMED_SAME_AS = {"0.3.6": "0.3.5", "0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
+UNTIMED_SAME_AS = {"0.3.7": "0.3.6", "0.3.6": "0.3.5", "0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
 PASSED_SAME_AS = {"0.3.5": "0.3.4", "0.3.3": "0.3.2"}

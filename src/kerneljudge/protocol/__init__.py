@@ -12,6 +12,7 @@ from kerneljudge.protocol.requests import (
     Compile,
     Derive,
     Exit,
+    Keep,
     Load,
     ProtocolError,
     Recheck,
@@ -21,10 +22,11 @@ from kerneljudge.protocol.requests import (
     Trial,
     decode,
 )
-from kerneljudge.protocol.responses import ANSWERS, check_response
+from kerneljudge.protocol.responses import ANSWERS, INTERIM, check_response
 
 __all__ = [
     "ANSWERS",
+    "INTERIM",
     "OPS",
     "Call",
     "Captured",
@@ -32,6 +34,7 @@ __all__ = [
     "Compile",
     "Derive",
     "Exit",
+    "Keep",
     "Load",
     "ProtocolError",
     "Recheck",

@@ -5,7 +5,8 @@ sends `header()`; the transport's own keys (`args`, `tensors`: where the request
 worker's inbox) are the process's (sandbox/talk.py), not a request's.
 
 Which worker serves which: the reference worker `load`, `derive`, `trial`, `compare`, `stage`, `compile`
-and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both `exit`.
+and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both `exit`, and
+`keep` within a `time` request that asks for it.
 """
 
 from __future__ import annotations
@@ -141,9 +142,10 @@ class Compile(Request):
 @dataclass(frozen=True)
 class Time(Request):
     """`samples` samples of `calls` calls each on the staged pool (or the request's values), after `warmup`
-    calls, behind `precursor_ms` of GPU work, `flush_bytes` overwritten before each; as a CUDA `graph`
-    keeping call `graph_keep`'s output; `capture` = [sample, call] keeps that call's output for `captured`, and
-    with `keep_earlier` the outputs earlier requests kept stay kept."""
+    calls, behind `precursor_ms` of GPU work, `flush_bytes` overwritten before each; as a CUDA `graph`. With
+    `ask_keep`, after each sample the worker answers `sampled` and waits for a `keep` naming the call of that
+    sample whose output it keeps for `captured` (or none), so the kept call is drawn after the calls it is
+    drawn from (H03); with `keep_earlier` the outputs earlier requests kept stay kept."""
 
     op: ClassVar[str] = "time"
     calls: int
@@ -156,26 +158,32 @@ class Time(Request):
     profile_range: bool = False
     staged: bool = False
     graph: bool = False
-    graph_keep: int = -1
-    capture: list | None = None
+    ask_keep: bool = False
     keep_earlier: bool = False
 
 
 @dataclass(frozen=True)
+class Keep(Request):
+    """Within a `time` request with `ask_keep`, the answer to its `sampled`: keep the output of `call` of the
+    sample just timed (-1: none)."""
+
+    op: ClassVar[str] = "keep"
+    call: int
+
+
+@dataclass(frozen=True)
 class Captured(Request):
-    """The oldest output a `time` request captured that the worker still keeps."""
+    """The oldest output a `time` request kept that the worker still keeps."""
 
     op: ClassVar[str] = "captured"
 
 
 @dataclass(frozen=True)
 class Recheck(Request):
-    """A plain call on graph buffer `buffer` of the graph of `calls` calls keeping `graph_keep`, after its
-    replays."""
+    """A plain call on graph buffer `buffer` of the graph of `calls` calls, after its replays."""
 
     op: ClassVar[str] = "recheck"
     calls: int
-    graph_keep: int
     buffer: int
     compiled: bool = False
 
@@ -188,7 +196,7 @@ class Exit(Request):
 
 
 OPS: dict[str, type[Request]] = {
-    cls.op: cls for cls in (Load, Derive, Trial, Call, Compare, Stage, Compile, Time, Captured, Recheck, Exit)
+    cls.op: cls for cls in (Load, Derive, Trial, Call, Compare, Stage, Compile, Time, Keep, Captured, Recheck, Exit)
 }
 
 

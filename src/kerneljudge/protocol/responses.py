@@ -24,6 +24,9 @@ ANSWERS: dict[str, frozenset[str]] = {
     "recheck": frozenset({"rechecked"}),
     "call": frozenset({"output", "inputs_differ"}),
 }
+# Frames a worker sends within a request, each answered by the parent before the request's answer comes:
+# after each sample of a `time` request with `ask_keep`, `sampled` (its sample's number), answered by `keep`.
+INTERIM: dict[str, frozenset[str]] = {"time": frozenset({"sampled"})}
 ERROR_FIELDS = ("phase", "exc_type", "message")  # strings in every error (worker/base.describe_exception)
 
 

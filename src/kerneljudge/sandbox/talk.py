@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kerneljudge import protocol
@@ -108,8 +109,8 @@ class WorkerTalk:
         closed; never blocks."""
         return wire.ready(self._resp_r, 0)
 
-    def receive(self, timeout_s: float | None = None) -> dict[str, Any]:
-        deadline = self._deadline(timeout_s)
+    def receive(self, timeout_s: float | None = None, deadline: float | None = None) -> dict[str, Any]:
+        deadline = self._deadline(timeout_s) if deadline is None else deadline
         try:
             return wire.read_frame(self._resp_r, deadline)
         except wire.PeerTimeout:
@@ -133,25 +134,34 @@ class WorkerTalk:
         timeout_s: float | None = None,
         placed: tuple[Any, dict[str, Any]] | None = None,
         fetch: tuple[str, ...] = ("values", "inputs", "init_inputs", "captured"),
+        interim: Callable[[dict[str, Any]], protocol.Request | None] | None = None,
     ) -> tuple[dict[str, Any], Any]:
         """Send one request (kerneljudge.protocol) and return the response header and the values it names
         under `fetch`, read from the worker's channel (at most `max_bytes` of tensors, else WorkerOversized).
 
         `values` are written to the worker's inbox; `placed` is (tree, descriptions) of values already
-        there (a trial's inputs the reference worker wrote for the candidate).
+        there (a trial's inputs the reference worker wrote for the candidate). `interim` answers each frame
+        the worker sends within the request (protocol.INTERIM) with a request of its own, or with None where
+        the frame is out of turn (a protocol error); without it such a frame is one. The request's time limit
+        covers its interim frames.
         """
         inbox = self.channels.inbox.name
         tree, described = placed if placed is not None else self.channels.access.put(inbox, values or [])
-        try:
-            frame = {**request.header(), "args": tree, "tensors": described}
-            wire.write_frame(self._req_w, frame, self._deadline(timeout_s))
-        except wire.PeerTimeout:
-            self.kill()
-            raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
-        except wire.WireError:
-            returncode, by_itself = self._ended()
-            raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
-        response = self.receive(timeout_s)
+        deadline = self._deadline(timeout_s)
+        self._send({**request.header(), "args": tree, "tensors": described}, deadline)
+        response = self.receive(deadline=deadline)
+        while (
+            interim is not None
+            and isinstance(response, dict)
+            and response.get("type") in protocol.INTERIM.get(request.op, ())
+        ):
+            reply = interim(response)
+            if reply is None:
+                self.kill()
+                what = f"{response.get('type')!r} out of turn"
+                raise WorkerProtocolError(f"the {self.role} worker broke protocol: {what}")
+            self._send(reply.header(), deadline)
+            response = self.receive(deadline=deadline)
         self.last_clock = clock_parts(response.get("clock_s") if isinstance(response, dict) else None)
         try:
             protocol.check_response(request, response)
@@ -166,6 +176,17 @@ class WorkerTalk:
             self.kill()
             raise WorkerProtocolError(f"the {self.role} worker sent malformed values: {exc}") from None
         return response, unpacked
+
+    def _send(self, frame: dict[str, Any], deadline: float) -> None:
+        """Write one frame to the worker's request pipe by `deadline`."""
+        try:
+            wire.write_frame(self._req_w, frame, deadline)
+        except wire.PeerTimeout:
+            self.kill()
+            raise WorkerTimeout(f"the {self.role} worker stopped reading its requests") from None
+        except wire.WireError:
+            returncode, by_itself = self._ended()
+            raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
 
     def described(self, response: dict[str, Any], keys: list[str], max_bytes: int | None = None) -> int:
         """Check that the tensors the response names under `keys` lie in this worker's outbox and add up to at

@@ -1,8 +1,9 @@
 """The timed requests of the timing stage, one side at a time: a `time` request to a worker and its answer
-read (samples checked, drains covered, the persisting-L2 reset noted), a timed call's output drawn, captured
-and checked like a trial's (H03: honest only while checked), the timing pool staged once in both workers,
-the reference compiled for its compiled side, the plain calls on graph buffers after the replays (the
-graph recheck), and outside graphs the last calls of two requests after the measurement (the last-call recheck).
+read (samples checked, drains covered, the persisting-L2 reset noted), a timed call's output named after its
+sample ran (stages/kept_call.py), kept and checked like a trial's (H03: honest only while checked), the
+timing pool staged once in both workers, the reference compiled for its compiled side, the plain calls on
+graph buffers after the replays (the graph recheck), and outside graphs the last calls of two requests after
+the measurement (the last-call recheck).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare, tolerance_specs
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
+from kerneljudge.stages.kept_call import KeptCall
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
 from kerneljudge.timing import drain
 from kerneljudge.timing.plan import INTERLEAVED
 from kerneljudge.timing.sides import GraphUnsupported, SampleTimes, TimeRequest, TimeSide
 from kerneljudge.verdict import Failure
-from kerneljudge.worker.wire import timed_set
 
 # torch.compile of a reference may take minutes (Inductor's autotuning); it gets this many step timeouts.
 COMPILE_TIMEOUT_FACTOR = 5
@@ -56,25 +57,26 @@ def time_side(
     compiled: bool,
     method: str,
     flush_bytes: int,
-    graph_keep: dict[tuple[str, int], int],
+    graphs: set[tuple[str, int]],
     l2_reset: dict[str, bool | None],
 ) -> TimeSide:
     """One side of the measurement (`role`: candidate, reference or compiled) as timing/basic.py calls it.
-    `graph_keep` collects the kept call's position per graph, `l2_reset` what each side said of the L2."""
+    `graphs` collects the (role, calls) of each CUDA graph timed, `l2_reset` what each side said of the L2."""
 
     def timed(request: TimeRequest) -> SampleTimes:
-        keep, capture = -1, None
-        if request.graph:  # a graph keeps one call's output, at a position drawn once per graph
-            keep = graph_keep.setdefault((role, request.calls), state.source.randrange(request.calls))
-        if request.measured and method == INTERLEAVED and not state.native and role == "candidate":
-            # One timed call's output, at a position drawn here, kept by the worker and fetched by a
-            # request of its own after the parent's clock stops: its copy to the host is no part of the
-            # round trip set against the claimed times (worker/timer.py). The reference keeps none: a
-            # graph's kept output copied on the device (milliseconds for 4 GiB) is all it would add.
-            position = keep if request.graph else state.source.randrange(request.calls)
-            capture = [state.source.randrange(request.samples), position]
-        deferred = capture is not None and defers(state, len(state.deferred_checks) + 1)
-        if capture is not None and not deferred:
+        if request.graph:
+            graphs.add((role, request.calls))
+        keeper = None
+        if request.measured and method == INTERLEAVED and not state.native:
+            # One timed call's output of the candidate's, kept by its worker and fetched by a request of its
+            # own after the parent's clock stops: its copy to the host is no part of the round trip set
+            # against the claimed times (worker/timer.py). The call is named after it ran (stages/kept_call.py).
+            # The reference is asked alike and keeps none.
+            sets = len(request.inputs)
+            keeper = KeptCall(state.source, request.samples, request.calls, sets, keeps=role == "candidate")
+        keeps = keeper is not None and role == "candidate"
+        deferred = keeps and defers(state, len(state.deferred_checks) + 1)
+        if keeps and not deferred:
             check_deferred(state)  # the kept outputs in order, before this request's is kept
         timing = protocol.Time(
             calls=request.calls,
@@ -87,29 +89,31 @@ def time_side(
             profile_range=role == "candidate",
             staged=True,  # the pool was sent once, before the first request
             graph=request.graph,
-            graph_keep=keep,
-            capture=capture,
+            ask_keep=keeper is not None,
             keep_earlier=bool(state.deferred_checks),
         )
+        interim = keeper.answer if keeper is not None else None
         began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
         if role == "candidate":
-            response, _ = ask_candidate(state, timing, "timing", op=time_op(request), fetch=())
+            response, _ = ask_candidate(state, timing, "timing", op=time_op(request), fetch=(), interim=interim)
             request_ms = (time.perf_counter() - began) * 1e3
             if response.get("type") == "graph_unsupported":
                 raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
-            if capture is not None:
-                state.deferred_checks.append(timed_set(*capture, len(request.inputs)))
+            if keeper is not None:
+                state.deferred_checks.append(kept_set(keeper, "candidate"))
                 if not deferred:
                     check_deferred(state)
         else:
-            response, _ = ask(state, "reference", timing, fetch=(), op=time_op(request))
+            response, _ = ask(state, "reference", timing, fetch=(), op=time_op(request), interim=interim)
             request_ms = (time.perf_counter() - began) * 1e3
             if response.get("type") == "graph_unsupported":
                 raise GraphUnsupported(f"the {role} side: {response.get('message')}", side=role)
             if response.get("type") == "error":
                 raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
+            if keeper is not None and keeper.missing():
+                raise JudgeFailed(f"the {role} worker {keeper.missing()}")
         expected = 1 if request.method == "do_bench" else request.samples
         times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
         # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
@@ -200,7 +204,7 @@ def make_ready(
             ready.sides.append("compiled")
     if warm and method == INTERLEAVED:  # first calls (compiles) beside the other lanes
         for name in ready.sides:
-            side = time_side(state, name, name == "compiled", method, flush_bytes, {}, {})
+            side = time_side(state, name, name == "compiled", method, flush_bytes, set(), {})
             side(TimeRequest([None] * len(sets), 1, 1, 0, measured=False, warming=True))
         ready.warmed = list(ready.sides)
     return ready
@@ -219,7 +223,7 @@ def compile_reference(state: JudgmentState) -> str | None:
     return None
 
 
-def recheck_graph(state: JudgmentState, calls: int, keep: int, sets: int) -> None:
+def recheck_graph(state: JudgmentState, calls: int, sets: int) -> None:
     """Plain calls on two of the candidate's graph buffers after its replays, each checked like a timed call.
 
     A replayed graph runs what was captured, so a candidate that switches to a shortcut once timing
@@ -229,7 +233,7 @@ def recheck_graph(state: JudgmentState, calls: int, keep: int, sets: int) -> Non
     """
     buffers = state.source.sample(range(sets), min(2, sets))
     for buffer in buffers:
-        recheck = protocol.Recheck(calls=calls, graph_keep=keep, buffer=buffer)
+        recheck = protocol.Recheck(calls=calls, buffer=buffer)
         response, _ = ask_candidate(state, recheck, "timing", fetch=())
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
@@ -249,13 +253,23 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
     for two sets.
     """
     for count in (calls, calls + 1):  # last calls at consecutive positions: two different sets (wire.timed_set)
-        capture = [0, count - 1]
-        request = protocol.Time(calls=count, samples=1, warmup=0, staged=True, capture=capture)
-        response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=())
+        keeper = KeptCall(state.source, 1, count, sets, keeps=True, call=count - 1)
+        request = protocol.Time(calls=count, samples=1, warmup=0, staged=True, ask_keep=True)
+        response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
-        checked = timed_set(*capture, sets)
+        checked = kept_set(keeper, "candidate")
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")
+
+
+def kept_set(keeper: KeptCall, role: str) -> int:
+    """The input set of the call a candidate's request kept; its worker failing to say a sample was over
+    (so that none was named) is the candidate's failure."""
+    checked, missing = keeper.checked_set(), keeper.missing()
+    if checked is None or missing:
+        summary = f"the {role} worker {missing or 'kept no timed output'}"
+        raise CandidateFailed(Failure(kind="crash", phase="timing", summary=summary))
+    return checked
 
 
 def defers(state: JudgmentState, kept: int) -> bool:

@@ -106,7 +106,7 @@ class Prepared:
     cached: dict[str, CachedSide]
     pool: list[list[None]]
     flush_bytes: int
-    graph_keep: dict[tuple[str, int], int]
+    graphs: set[tuple[str, int]]
     l2_reset: dict[str, bool | None]
     compile_error: str | None
     monitor: NvmlClockMonitor | None = None  # opened here, outside the hold: NVML's start is not a sample
@@ -166,14 +166,13 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
             build_candidate(state, load_reference(state, shape), shape)
         sets = pool_sets(state, method, shape)
         ready = make_ready(state, sets, shape, method, flush_bytes, set(cached), config.timing_warm)
-    graph_keep: dict[tuple[str, int], int] = {}
+    graphs: set[tuple[str, int]] = set()
     l2_reset: dict[str, bool | None] = {}
     sides = {
-        name: time_side(state, name, name == "compiled", method, flush_bytes, graph_keep, l2_reset)
-        for name in ready.sides
+        name: time_side(state, name, name == "compiled", method, flush_bytes, graphs, l2_reset) for name in ready.sides
     }
     pool = [[None] * len(ready.sets)]  # the sets stay in the workers (`stage`); requests name them by position
-    prepared = Prepared(method, sides, cached, pool, flush_bytes, graph_keep, l2_reset, ready.compile_error)
+    prepared = Prepared(method, sides, cached, pool, flush_bytes, graphs, l2_reset, ready.compile_error)
     if state.device == "cuda" and method == INTERLEAVED:
         prepared.monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
     return prepared
@@ -260,9 +259,9 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
         state.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
     if state.timing.launch_regime == CUDA_GRAPH and not state.native:
         before = state.timed_checks
-        for (role, calls), keep in prepared.graph_keep.items():
+        for role, calls in sorted(prepared.graphs):
             if role == "candidate":
-                recheck_graph(state, calls, keep, len(pool[0]))
+                recheck_graph(state, calls, len(pool[0]))
         state.timing.graph_rechecks = state.timed_checks - before
     elif method == INTERLEAVED and not state.native and state.timing.measured:
         recheck_last(state, int(state.timing.calls_per_sample.get("candidate", 1)), len(pool[0]))

@@ -76,12 +76,14 @@ def ask(
     placed: Any = None,
     fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
     op: str | None = None,
+    interim: Callable[[dict[str, Any]], protocol.Request | None] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """A request to a worker whose failure is the judge's (the reference's, or a judge-side request); `op`
-    names its round trip in `stages_s` where the request's own op would not say enough."""
+    names its round trip in `stages_s` where the request's own op would not say enough; `interim` answers
+    the frames the worker sends within it (sandbox/talk.py)."""
     try:
         with counted(state, role, op or request.op):
-            return state.workers[role].request(request, values, placed=placed, fetch=fetch)
+            return state.workers[role].request(request, values, placed=placed, fetch=fetch, interim=interim)
     except WorkerFailure as exc:
         raise JudgeFailed(f"the {role} worker failed: {exc}") from None
 

@@ -279,7 +279,7 @@ class CandidateWorker(Worker):
         cache keyed on the buffer's storage) answers for other contents than the buffer holds now.
         """
         torch = self.torch
-        key = (request.compiled, request.calls, request.graph_keep)
+        key = (request.compiled, request.calls)
         model = self.compiled if request.compiled else self.model
         if key not in self.graphs or model is None:
             self.send(

@@ -47,30 +47,34 @@ class Timer:
         self.flush: Any = None  # the L2-flush buffer, kept between timing requests
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
-        self.kept: list[Any] = []  # the outputs `time` requests captured, oldest first, until `captured` asks
+        self.kept: list[Any] = []  # copies of the outputs `time` requests kept, oldest first, until `captured` asks
         self.reset_timing_state()
 
     def reset_timing_state(self) -> None:
         """What belongs to one built model: its compiled form, its graphs, the staged timing pool."""
         self.compiled: Any = None  # the model under torch.compile, once `compile` has run
         self.staged: list[Any] = []  # the timing pool, staged once and named by `time` requests
-        self.graphs: dict[tuple[bool, int, int], Any] = {}  # CUDA graphs of timed samples (`graph_for`)
+        self.graphs: dict[tuple[bool, int], Any] = {}  # CUDA graphs of timed samples (`graph_for`)
 
     def op_time(self, request: protocol.Time, args: Any) -> None:
         """Time `calls` consecutive forwards per sample; report per-call milliseconds.
 
         `args` is a pool of input sets; call i of sample s uses set `wire.timed_set(s, i, len(pool))`, so
-        consecutive calls see different inputs. With `capture` = [s, i] the output of that call is kept
-        (a reference, no copy inside the timed region) for the parent to fetch with `captured`, a request
-        of its own: sent in this one, a multi-GiB output's copy to the host was most of the round trip the
-        parent's clock sets against the claimed times, and varied by a quarter (KernelBench's 4 GiB
-        9_Tall_skinny on an H200: an honest candidate looked like it under-reported its time). The outputs
-        earlier requests kept are dropped first, unless `keep_earlier` (the parent fetches them after the
-        samples, oldest first: stages/timed_calls.py). On CUDA,
-        `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the GPU
-        is still busy while the host issues the sample's calls; `host_ms` reports how long each issue took.
-        `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`); the graph
-        keeps the output of call `graph_keep`, so `capture` must name that call.
+        consecutive calls see different inputs. Every call's output of a sample is held until the sample
+        is over (both roles alike, so that they use memory alike). With `ask_keep` the worker then answers
+        `sampled` and waits for the parent's `keep`, which names the call whose output it keeps for the
+        parent to fetch with `captured`, a request of its own, or none: the kept call is drawn after the
+        calls, so nothing in this process tells a call that will be checked from one that will not (H03;
+        the position sent in the request could be read from this process's frames). The kept output is
+        copied at once, and outside a graph the device is waited for before the next call runs, so that
+        a candidate that learns the position afterwards cannot mend that output. Sent in this request, a
+        multi-GiB output's copy to the host was most of the round trip the parent's clock sets against the
+        claimed times (KernelBench's 4 GiB 9_Tall_skinny on an H200: an honest candidate looked like it
+        under-reported its time). The outputs earlier requests kept are dropped first, unless
+        `keep_earlier` (the parent fetches them after the samples, oldest first: stages/timed_calls.py).
+        On CUDA, `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the
+        GPU is still busy while the host issues the sample's calls; `host_ms` reports how long each issue
+        took. `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`).
         `compiled` times the torch.compile'd model (reference role); `method` "do_bench" asks Triton.
         """
         torch = self.torch
@@ -80,15 +84,16 @@ class Timer:
         if model is None:
             self.send(self.describe_exception("time", RuntimeError("no compiled model: send `compile` first")))
             return
-        capture = request.capture
         if not request.keep_earlier:
             self.kept = []  # earlier requests' outputs, freed before this one's calls
+        kept_before = len(self.kept)
         cuda = self.device.type == "cuda"
         flush = self.flush_buffer(request.flush_bytes)  # before the samples, not in them
         l2_reset = self.reset_persisting_l2() if cuda else None
         # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
         bracket = request.profile_range and cuda
-        captured: Any = None
+        made: list[Any] = []  # every call's output of the sample being timed (a graph's: its capture's)
+        kept_copy: Any = None  # storage for a graph's kept output, made before the samples
         times_ms: list[float] = []
         host_ms: list[float] = []
         busy_ms: list[float] = []
@@ -96,14 +101,25 @@ class Timer:
         drain_ms: list[float] = []
         idle_drain: float | None = None  # an idle device's drain, where samples are drained
 
-        def run_sample(s: int) -> Any:
-            nonlocal captured
-            keep = int(capture[1]) if capture is not None and s == int(capture[0]) else -1
+        def run_sample(s: int) -> None:
             for i in range(calls):
-                out = model(*pool[wire.timed_set(s, i, len(pool))])
-                if i == keep:
-                    captured = out
+                made.append(model(*pool[wire.timed_set(s, i, len(pool))]))
 
+        def keep_named(s: int) -> None:
+            """After sample `s`: the output of the call the parent names now kept, as a copy."""
+            nonlocal kept_copy
+            call = self.asked_keep(s, calls) if request.ask_keep else -1
+            if call >= 0 and graph is not None and kept_copy is not None:
+                # Stream-ordered before the next replay; no code of the candidate's runs until then.
+                self.kept.append(wire.copied_into(kept_copy, made[call]))
+                kept_copy = None
+            elif call >= 0:
+                self.kept.append(wire.cloned(made[call]))
+                self.synchronize()  # copied before the candidate's next call could mend the original
+            if graph is None:
+                made.clear()
+
+        graph = None
         try:
             with torch.no_grad():
                 if request.method == "do_bench":
@@ -111,20 +127,17 @@ class Timer:
 
                     self.send({"type": "timed", "times_ms": [float(do_bench(lambda: model(*pool[0])))]})
                     return
-                graph = None
                 if request.graph and cuda:
-                    keep = request.graph_keep  # `capture` then names a sample of that call
                     try:
-                        graph, static, kept = self.graph_for(model, request.compiled, pool, calls, keep)
+                        graph, static, made = self.graph_for(model, request.compiled, pool, calls)
                     except BaseException as exc:
                         self.send({**self.describe_exception("graph", exc), "type": "graph_unsupported"})
                         return
+                    # The kept output's storage made now: an allocation between samples stalls the host.
+                    kept_copy = wire.cloned(made[0]) if request.ask_keep else None
                 else:
                     for _ in range(warmup):
                         model(*pool[0])
-                # Where a graph's kept output is captured, its copy is made ready now: an allocation between
-                # samples stalls the host (and more than one request's outputs are kept: stages/timed_calls.py).
-                kept_copy = wire.cloned(kept) if graph is not None and capture is not None else None
                 self.synchronize()
                 if cuda:
                     cycles = self.sleep_cycles(float(request.precursor_ms))
@@ -162,8 +175,7 @@ class Timer:
                             drains.append((end, drained))
                         if bracket:
                             profiler_range(torch, False)
-                        if graph is not None and capture is not None and s == int(capture[0]):
-                            captured = wire.copied_into(kept_copy, kept)  # after the end event: replays reuse it
+                        keep_named(s)  # after the end event (and the drain): a graph's replays reuse its outputs
                         events.append((busy, start, end))
                     self.synchronize()
                     times_ms = [s.elapsed_time(e) / calls for _, s, e in events]
@@ -177,6 +189,7 @@ class Timer:
                         run_sample(s)
                         host_ms.append((time.perf_counter_ns() - t0) / 1e6)
                         times_ms.append(host_ms[-1] / calls)
+                        keep_named(s)
         except BaseException as exc:
             self.send(self.describe_exception("time", exc))
             return
@@ -186,13 +199,20 @@ class Timer:
             "host_ms": host_ms,
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
+            "kept": len(self.kept) - kept_before,  # outputs this request kept for `captured`
         }
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
-        if capture is not None:
-            self.kept.append(captured)
-            header_out["captured_kept"] = True
         self.send(header_out)
+
+    def asked_keep(self, sample: int, calls: int) -> int:
+        """Say sample `sample` is over (`sampled`) and read the parent's `keep`: the call whose output to keep,
+        or -1. Anything else in its place breaks the request."""
+        wire.write_frame(self.resp_fd, {"type": "sampled", "sample": sample})
+        answer = protocol.decode(wire.read_frame(self.req_fd))
+        if not isinstance(answer, protocol.Keep) or not -1 <= answer.call < calls:
+            raise protocol.ProtocolError(f"`sampled` answered by {answer.header()}, not a keep of one of {calls} calls")
+        return answer.call
 
     def drain_floor(self, tries: int = 5) -> float:
         """What draining an idle device takes between two events (the host's wait and the next record): the
@@ -209,9 +229,9 @@ class Timer:
         return min(seen)
 
     def op_captured(self, request: protocol.Captured, args: Any) -> None:
-        """The oldest output a `time` request captured and this worker still keeps, sent back (then dropped here)."""
+        """The oldest output a `time` request kept and this worker still keeps, sent back (then dropped here)."""
         if not self.kept:
-            self.send(self.describe_exception("time", RuntimeError("no captured output: `time` with `capture` first")))
+            self.send(self.describe_exception("time", RuntimeError("no kept output: `time` with `ask_keep` first")))
             return
         self.send_captured({"type": "captured"}, self.kept.pop(0))
 
@@ -225,15 +245,16 @@ class Timer:
         items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
         self.send_values(header_out, captured=items)
 
-    def graph_for(self, model: Any, compiled: bool, pool: list[Any], calls: int, keep: int) -> tuple[Any, Any, Any]:
-        """A CUDA graph of one sample's `calls` calls, captured once per (model, calls, kept call).
+    def graph_for(self, model: Any, compiled: bool, pool: list[Any], calls: int) -> tuple[Any, Any, list[Any]]:
+        """A CUDA graph of one sample's `calls` calls, captured once per (model, calls), with every call's output.
 
         The graph reads copies of the pool's sets (`static`, call i the copy of set i mod len(pool)); before
         each replay `load_static` writes that sample's sets into them. The warm-up and the capture see set 0
         in place, every replay other contents, so a graph that replays stale work (an output computed at
-        capture time) returns wrong outputs. The output of call `keep` is kept for the parent's check.
+        capture time) returns wrong outputs. Every call's output is held, so that the parent can name the
+        one it checks after a replay (`op_time`), and none is told apart while the candidate's code runs.
         """
-        key = (compiled, calls, keep)
+        key = (compiled, calls)
         if key in self.graphs:
             return self.graphs[key]
         torch = self.torch
@@ -252,14 +273,12 @@ class Timer:
         torch.cuda.current_stream().wait_stream(side)
         self.synchronize()
         graph = torch.cuda.CUDAGraph()
-        kept: Any = None
+        outputs: list[Any] = []
         with torch.cuda.graph(graph):
             for i in range(calls):
-                out = model(*static[i % len(static)])
-                if i == keep:
-                    kept = out
+                outputs.append(model(*static[i % len(static)]))
         self.synchronize()
-        self.graphs[key] = (graph, static, kept)
+        self.graphs[key] = (graph, static, outputs)
         return self.graphs[key]
 
     def load_static(self, static: list[Any], pool: list[Any], sample: int) -> None:
