@@ -144,3 +144,43 @@ def test_a_librarys_own_service_thread_is_recorded_under_practical_and_any_other
     assert [f.severity for f in call_findings(one_more, {}, "t", "practical")] == ["warning"]
     unnamed = {**monitor, "thread_kinds": None}  # older or tampered evidence: no classes, no excuse
     assert [f.severity for f in import_findings(unnamed, "practical")] == ["warning"]
+
+
+def test_a_timed_requests_watched_functions_replaced_are_an_error_and_a_missing_list_a_warning():
+    from kerneljudge.checks.runtime import timed_findings
+
+    assert timed_findings([]) == []
+    (replaced,) = timed_findings(["kerneljudge.worker.timer.cloned"])
+    assert replaced.code == "KJ-R001" and replaced.severity == "error" and "timer.cloned" in replaced.summary
+    for malformed in (None, "kerneljudge.worker.wire.cloned", [1]):
+        (missing,) = timed_findings(malformed)
+        assert missing.code == "KJ-R030" and missing.severity == "warning"
+
+
+def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
+    """A function rebound where the timer looks it up, or one whose code object was swapped in place (its identity
+    kept), is reported; functions as they were are not (worker/evidence.WORKER_PATHS)."""
+    import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
+    from kerneljudge.worker import evidence, timer, wire
+
+    monkeypatch.setattr(evidence, "ORIGINALS", dict(evidence.ORIGINALS))
+    monkeypatch.setattr(evidence, "CODES", {})
+    evidence.take_worker_originals()
+    assert not set(evidence.replaced_apis()) & set(evidence.WORKER_PATHS)
+    monkeypatch.setattr(timer, "cloned", lambda value: value)
+    assert "kerneljudge.worker.timer.cloned" in evidence.replaced_apis()
+    monkeypatch.undo()
+    monkeypatch.setattr(evidence, "ORIGINALS", dict(evidence.ORIGINALS))
+    monkeypatch.setattr(evidence, "CODES", {})
+    evidence.take_worker_originals()
+
+    def forged(into, value):
+        return into
+
+    original = wire.copied_into.__code__
+    try:
+        wire.copied_into.__code__ = forged.__code__  # the same function object, another body
+        assert "kerneljudge.worker.wire.copied_into" in evidence.replaced_apis()
+    finally:
+        wire.copied_into.__code__ = original
+    assert "kerneljudge.worker.wire.copied_into" not in evidence.replaced_apis()

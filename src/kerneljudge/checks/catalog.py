@@ -144,7 +144,8 @@ CATALOG: dict[str, Entry] = {
         Entry(
             "KJ-R001",
             "runtime",
-            "timer, synchronisation or comparison APIs were replaced in the worker",
+            "timer, synchronisation or comparison APIs, or the worker's own copy of a timed output, were replaced "
+            "in the worker",
             "Do not patch library functions; the judge never uses the worker's copies anyway.",
             ("H30", "H31"),
         ),

@@ -38,17 +38,14 @@ def _well_formed(evidence: Any, keys: dict[str, type]) -> bool:
     return isinstance(evidence, dict) and all(isinstance(evidence.get(k), t) for k, t in keys.items())
 
 
+def _replaced(apis: list[Any], where: str) -> list[Finding]:
+    if not apis:
+        return []
+    return [finding("KJ-R001", "error", f"{where}: replaced {', '.join(map(str, apis[:8]))}", {"apis": apis[:50]})]
+
+
 def _common(evidence: dict[str, Any], where: str, policy: str = "strict") -> list[Finding]:
-    found = []
-    if evidence["apis_replaced"]:
-        found.append(
-            finding(
-                "KJ-R001",
-                "error",
-                f"{where}: replaced {', '.join(map(str, evidence['apis_replaced'][:8]))}",
-                {"apis": evidence["apis_replaced"][:50]},
-            )
-        )
+    found = _replaced(evidence["apis_replaced"], where)
     if evidence["flags_changed"]:
         # Flags only made stricter (TF32 off, exact matmuls, determinism) change nothing a reward depends on.
         looser = {k: v for k, v in evidence["flags_changed"].items() if STRICTER_FLAGS.get(k, object()) != v}
@@ -102,6 +99,14 @@ def import_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
     if not _well_formed(evidence, IMPORT_KEYS):
         return [finding("KJ-R030", "warning", "after import: evidence missing or malformed")]
     return _common(evidence, "after import", policy)
+
+
+def timed_findings(replaced: Any) -> list[Finding]:
+    """Findings from what a candidate's `time` request said of the watched functions, those of its own copy path
+    among them (worker/evidence.WORKER_PATHS), looked at before each kept copy and after the samples."""
+    if not isinstance(replaced, list) or not all(isinstance(path, str) for path in replaced):
+        return [finding("KJ-R030", "warning", "a timed request: evidence missing or malformed")]
+    return _replaced(replaced, "a timed request")
 
 
 def call_findings(

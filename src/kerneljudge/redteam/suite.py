@@ -100,6 +100,14 @@ FIXTURES = (
         ("non_finite", "tolerance"),
         timing=True,
     ),
+    Fixture(
+        "kept_copy_forger",
+        "H31",
+        "answers timed calls with nothing and rewrites the worker's copy of the kept output to compute it afresh "
+        "(timed; its copies are right: only the watched copy path shows it)",
+        ("KJ-R001",),
+        timing=True,
+    ),
     Fixture("deferred_output", "H04", "each call returns the previous call's result", ("tolerance",)),
     Fixture("frame_walk", "H05", "frames and gc searched for the answer", ("KJ-S050", "tolerance")),
     Fixture(

@@ -14,6 +14,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.checks.outputs import check_received, check_structure, expected_bytes
+from kerneljudge.checks.runtime import timed_findings
 from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare, tolerance_specs
@@ -101,6 +102,8 @@ def time_side(
                 raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
+            if request.measured and not state.native:  # the copy path's functions as they were at each copy
+                state.add_findings(timed_findings(response.get("apis_replaced")))
             if keeper is not None:
                 state.deferred_checks.append(kept_set(keeper, "candidate"))
                 if not deferred:
@@ -258,6 +261,7 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
         response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
+        state.add_findings(timed_findings(response.get("apis_replaced")))
         checked = kept_set(keeper, "candidate")
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")
 

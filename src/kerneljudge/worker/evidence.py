@@ -61,6 +61,27 @@ WATCHED_APIS = (
     "os._exit",
     "os.write",
 )
+# The worker's own path from a timed call's output to the copy the parent checks, and the check itself (H03 by
+# tampering, H31: a candidate that rewrites the copy to compute the named call's output afresh: the red team's
+# `kept_copy_forger`). Their functions and code objects are taken when the worker's modules are all imported,
+# before any candidate code runs (`load_torch_wrappers`), and a `time` request's answer says which differ.
+WORKER_PATHS = (
+    "kerneljudge.worker.wire.cloned",
+    "kerneljudge.worker.wire.copied_into",
+    "kerneljudge.worker.wire.read_frame",
+    "kerneljudge.worker.wire.write_frame",
+    "kerneljudge.worker.wire.timed_set",
+    "kerneljudge.protocol.decode",
+    "kerneljudge.worker.timer.Timer.op_time",
+    "kerneljudge.worker.timer.Timer.asked_keep",
+    "kerneljudge.worker.timer.Timer.op_captured",
+    "kerneljudge.worker.timer.Timer.send_captured",
+    "kerneljudge.worker.timer.Timer.load_static",
+    "kerneljudge.worker.timer.Timer.graph_for",
+    "kerneljudge.worker.timer.cloned",
+    "kerneljudge.worker.timer.copied_into",
+    "kerneljudge.worker.evidence.replaced_apis",
+)
 WATCHED_SIGNALS = ("SIGALRM", "SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGVTALRM", "SIGPROF")
 
 
@@ -73,6 +94,14 @@ def _lookup(path: str) -> Any:
 
 
 ORIGINALS = {path: _lookup(path) for path in WATCHED_APIS}
+CODES: dict[str, Any] = {}  # the code objects of the watched functions of WORKER_PATHS
+
+
+def take_worker_originals() -> None:
+    """Take the worker's own watched functions and their code objects (WORKER_PATHS), its modules all imported."""
+    for path in WORKER_PATHS:
+        ORIGINALS[path] = _lookup(path)
+        CODES[path] = getattr(ORIGINALS[path], "__code__", None)
 
 
 def load_torch_wrappers() -> None:
@@ -88,6 +117,7 @@ def load_torch_wrappers() -> None:
     taken again.
     """
     prepare.torch_wrappers_loaded()
+    take_worker_originals()
     if torch.cuda.is_available():
         if "torch._dynamo" not in sys.modules:
             importlib.import_module("torch._dynamo")
@@ -98,7 +128,13 @@ ORIGINAL_SIGNALS = {name: signal.getsignal(getattr(signal, name)) for name in WA
 
 
 def replaced_apis() -> list[str]:
-    return [path for path, original in ORIGINALS.items() if _lookup(path) is not original]
+    """The watched paths whose object is not the one taken first, or whose function's code was swapped."""
+    found = []
+    for path, original in ORIGINALS.items():
+        current = _lookup(path)
+        if current is not original or (path in CODES and getattr(current, "__code__", None) is not CODES[path]):
+            found.append(path)
+    return found
 
 
 def numerics_flags() -> dict[str, Any]:

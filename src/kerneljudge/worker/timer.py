@@ -11,7 +11,11 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import wire
+from kerneljudge.worker import evidence, wire
+
+# Bound here, before any candidate code runs: a candidate that rewrites `wire.cloned` does not rewrite the copy of
+# the output the parent checks (and the rewrite is seen: evidence.WORKER_PATHS).
+cloned, copied_into = wire.cloned, wire.copied_into
 
 # The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
 # H100 or H200 runs at about 2 GHz). A calibration outside comes from a clock that lies (a candidate that
@@ -93,6 +97,7 @@ class Timer:
         # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
         bracket = request.profile_range and cuda
         made: list[Any] = []  # every call's output of the sample being timed (a graph's: its capture's)
+        replaced: set[str] = set()  # watched functions found replaced, before a kept copy or after the samples
         kept_copy: Any = None  # storage for a graph's kept output, made before the samples
         times_ms: list[float] = []
         host_ms: list[float] = []
@@ -106,15 +111,18 @@ class Timer:
                 made.append(model(*pool[wire.timed_set(s, i, len(pool))]))
 
         def keep_named(s: int) -> None:
-            """After sample `s`: the output of the call the parent names now kept, as a copy."""
+            """After sample `s`: the output of the call the parent names now kept, as a copy, the watched
+            functions of the copy's path looked at just before it (no code of the candidate's runs between)."""
             nonlocal kept_copy
             call = self.asked_keep(s, calls) if request.ask_keep else -1
+            if call >= 0:
+                replaced.update(evidence.replaced_apis())
             if call >= 0 and graph is not None and kept_copy is not None:
                 # Stream-ordered before the next replay; no code of the candidate's runs until then.
-                self.kept.append(wire.copied_into(kept_copy, made[call]))
+                self.kept.append(copied_into(kept_copy, made[call]))
                 kept_copy = None
             elif call >= 0:
-                self.kept.append(wire.cloned(made[call]))
+                self.kept.append(cloned(made[call]))
                 self.synchronize()  # copied before the candidate's next call could mend the original
             if graph is None:
                 made.clear()
@@ -134,7 +142,7 @@ class Timer:
                         self.send({**self.describe_exception("graph", exc), "type": "graph_unsupported"})
                         return
                     # The kept output's storage made now: an allocation between samples stalls the host.
-                    kept_copy = wire.cloned(made[0]) if request.ask_keep else None
+                    kept_copy = cloned(made[0]) if request.ask_keep else None
                 else:
                     for _ in range(warmup):
                         model(*pool[0])
@@ -200,6 +208,7 @@ class Timer:
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
             "kept": len(self.kept) - kept_before,  # outputs this request kept for `captured`
+            "apis_replaced": sorted(replaced.union(evidence.replaced_apis())),
         }
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
