@@ -266,6 +266,10 @@ def test_kept_outputs_are_checked_after_the_samples_outside_the_measuring_hold(t
     measured = [held for held, what in checks if not what]
     assert len(measured) >= 2 and not any(measured)  # one per measured request, none in the hold
     assert honest.timing.timed_outputs_checked == len(checks)
+    # The record names each kept call (sample, call within it, pool set), the last-call rechecks' last.
+    kept = honest.timing.kept_calls
+    assert len(kept) == len(checks) and all(set(k) == {"sample", "call", "set"} for k in kept)
+    assert kept[-1]["call"] == kept[-2]["call"] + 1 and kept[-1]["sample"] == kept[-2]["sample"] == 0
     switch, _ = judged_noting_where_kept_outputs_are_checked(tiny_task, FIXTURES_DIR / "timing_switch.py", monkeypatch)
     assert switch.status == "FAIL" and switch.failure.phase == "timing" and switch.failure.kind == "tolerance"
     if "after the measurement" not in switch.failure.summary:  # a measured request's kept output caught it

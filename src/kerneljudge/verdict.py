@@ -136,6 +136,9 @@ class Timing(Model):
     trace_check: dict[str, Any] | None = None  # the timed calls' device time against the traced calls' kernels
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
     graph_rechecks: int = 0  # of those, plain calls on the candidate's graph buffers after its replays
+    # The timed calls whose outputs were kept for those checks, each named after its sample ran (stages/kept_call.py):
+    # the sample of its request, the call within the sample, the timing pool's input set it used.
+    kept_calls: list[dict[str, int]] = Field(default_factory=list)
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
     l2_flush_bytes: int | None = None  # bytes overwritten before every sample (0: warm cache)
     persisting_l2_reset: dict[str, bool | None] = Field(default_factory=dict)  # per side, before its samples

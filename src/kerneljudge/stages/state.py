@@ -104,6 +104,7 @@ class JudgmentState:
     draws_random: bool = False  # the reference draws random numbers in its forward
     timed_checks: int = 0
     deferred_checks: list[int] = field(default_factory=list)  # pool sets of kept outputs not yet checked, in order
+    kept_calls: list[dict[str, int]] = field(default_factory=list)  # each kept timed call: sample, call, set
     drain_left: list[float] = field(default_factory=list)  # per measured candidate sample, work its end missed (ms)
     drain_timed_ms: list[float] = field(default_factory=list)  # ... and what its events timed, all its calls (ms)
     declared_kernels: list[dict[str, Any]] = field(default_factory=list)

@@ -105,7 +105,7 @@ def time_side(
             if request.measured and not state.native:  # the copy path's functions as they were at each copy
                 state.add_findings(timed_findings(response.get("apis_replaced")))
             if keeper is not None:
-                state.deferred_checks.append(kept_set(keeper, "candidate"))
+                state.deferred_checks.append(kept_set(state, keeper, "candidate"))
                 if not deferred:
                     check_deferred(state)
         else:
@@ -262,17 +262,18 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
         state.add_findings(timed_findings(response.get("apis_replaced")))
-        checked = kept_set(keeper, "candidate")
+        checked = kept_set(state, keeper, "candidate")
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")
 
 
-def kept_set(keeper: KeptCall, role: str) -> int:
+def kept_set(state: JudgmentState, keeper: KeptCall, role: str) -> int:
     """The input set of the call a candidate's request kept; its worker failing to say a sample was over
     (so that none was named) is the candidate's failure."""
     checked, missing = keeper.checked_set(), keeper.missing()
     if checked is None or missing:
         summary = f"the {role} worker {missing or 'kept no timed output'}"
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary=summary))
+    state.kept_calls.append({"sample": keeper.sample, "call": int(keeper.call or 0), "set": checked})
     return checked
 
 

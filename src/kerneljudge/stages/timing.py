@@ -266,6 +266,7 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
     elif method == INTERLEAVED and not state.native and state.timing.measured:
         recheck_last(state, int(state.timing.calls_per_sample.get("candidate", 1)), len(pool[0]))
     state.timing.timed_outputs_checked = state.timed_checks
+    state.timing.kept_calls = list(state.kept_calls)
     state.timing.compile_error = prepared.compile_error
     if prepared.monitor_error and state.timing.clocks is not None:
         state.timing.clocks["error"] = prepared.monitor_error
