@@ -184,3 +184,30 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     finally:
         wire.copied_into.__code__ = original
     assert "kerneljudge.worker.wire.copied_into" not in evidence.replaced_apis()
+
+
+def test_a_static_output_buffer_is_timed_one_call_a_sample_and_passes(tiny_task):
+    """Each call's output in the previous one's storage (KJ-R022, recorded under practical): timed, a later call of a
+    sample would overwrite an earlier one's output before the parent named it (an honest candidate failed its
+    timed check before 0.3.7), so every side is timed one call a sample and each kept output is its sample's only."""
+    honest = run_judge(tiny_task, CANDIDATES / "static_output_buffer.py", mode="enforce", timing=True)
+    assert honest.status == "PASS" and honest.verified and honest.timing.measured, honest.failure
+    assert honest.timing.calls_per_sample == {"candidate": 1, "reference": 1}
+    assert honest.timing.kept_calls and all(k["call"] == 0 for k in honest.timing.kept_calls[:-2])
+
+
+def test_outputs_in_one_storage_only_when_timed_cannot_be_checked_and_fail(tiny_task):
+    switched = run_judge(tiny_task, CANDIDATES / "static_buffer_when_timed.py", mode="audit", timing=True)
+    assert switched.status == "FAIL" and switched.failure.kind == "integrity_violation", switched.failure
+    assert switched.failure.phase == "timing" and "cannot be checked one by one" in switched.failure.summary
+
+
+def test_shares_storage_sees_an_output_in_anothers_storage_tuples_included():
+    import torch
+
+    from kerneljudge.worker.evidence import shares_storage
+
+    buffer = torch.zeros(8)
+    view, fresh = buffer[2:4], torch.zeros(8)
+    assert shares_storage(buffer, [fresh, view]) and shares_storage((fresh, view), [buffer])
+    assert not shares_storage(fresh, [buffer, torch.zeros(8)]) and not shares_storage(buffer, [])

@@ -25,7 +25,8 @@ from typing import Any
 # is waited for until every process of its tree has exited, its CUDA context torn down (sandbox/ending.kill_tree);
 # 0.3.7: the timed call whose output is checked is named by the parent after its sample ran, and every output of a
 # sample is held alike until then, in both workers (stages/kept_call.py; H03: a candidate that read the position
-# from its worker's frames passed verified on the CPU).
+# from its worker's frames passed verified on the CPU), the worker's copy path watched (KJ-R001), and a candidate
+# whose outputs share one storage timed one call a sample, the reference alike (an honest one failed its timed check).
 __version__ = "0.3.7"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without

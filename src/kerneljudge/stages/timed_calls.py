@@ -37,6 +37,12 @@ COMPILE_TIMEOUT_FACTOR = 5
 DEFERRED_BYTES = 512 * 2**20
 
 
+OVERWRITTEN = (
+    "a timed call's output lay where a later call of its sample wrote its own (outputs in one storage), which no "
+    "checked call's did: its timed calls cannot be checked one by one"
+)
+
+
 def sample_list(values: Any, count: int) -> bool:
     """A worker's list of `count` non-negative times."""
     return (
@@ -104,6 +110,8 @@ def time_side(
                 raise CandidateFailed(error_failure(response, "timing"))
             if request.measured and not state.native:  # the copy path's functions as they were at each copy
                 state.add_findings(timed_findings(response.get("apis_replaced")))
+            if keeper is not None and response.get("kept_overwritten") is True:
+                raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=OVERWRITTEN))
             if keeper is not None:
                 state.deferred_checks.append(kept_set(state, keeper, "candidate"))
                 if not deferred:

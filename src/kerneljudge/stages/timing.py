@@ -213,6 +213,14 @@ def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -
     return kept
 
 
+def shares_outputs(state: JudgmentState) -> bool:
+    """Whether the candidate's checked calls returned outputs in the previous output's storage (KJ-R022, recorded
+    under the practical policy: torch.compile's CUDA graphs, GPU MODE's pmpp sort solution): timed, a later call
+    of a sample would overwrite an earlier one's output before the parent named it, so it is timed one call a
+    sample, and the reference alike (`TimingPlan.one_call`)."""
+    return any(f.code == "KJ-R022" for f in state.findings)
+
+
 def take(
     state: JudgmentState, prepared: Prepared, regime: str, budget_s: float | None, hold: Callable[[], None]
 ) -> None:
@@ -228,6 +236,7 @@ def take(
         max_blocks=config.timing_max_blocks,
         target_rse=config.timing_target_rse,
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
+        one_call=shares_outputs(state),
     )
     state.drain_left, state.drain_timed_ms, state.deferred_checks = [], [], []
     state.timing = run_interleaved(

@@ -28,6 +28,7 @@ from typing import Any
 
 from kerneljudge.timing.calibration import (
     CALIBRATION_PRECURSOR_MS,
+    MAX_CALLS_PER_SAMPLE,
     MAX_RECALIBRATIONS,
     calls_for,
     calls_within,
@@ -130,6 +131,7 @@ def run_interleaved(
         calls[name] = min(
             calls_for(statistics.median(first.times_ms), plan.target_sample_ms),
             calls_within(session.last_ms, first.paced_ms(), made, plan.target_sample_ms),
+            1 if plan.one_call else MAX_CALLS_PER_SAMPLE,
         )
     hold()  # each worker still sees its requests in the same order: first, probes, blocks
     for name in sides:
@@ -144,7 +146,7 @@ def run_interleaved(
                     calls_for(statistics.median(probe.times_ms), plan.target_sample_ms),
                     calls_within(session.last_ms, probe.paced_ms(), 2 * calls[name], plan.target_sample_ms),
                 )
-                if refined < 2 * calls[name]:
+                if refined < 2 * calls[name] or plan.one_call:
                     break
                 calls[name] = refined
                 probe = session.time(name, TimeRequest(inputs[0], calls[name], 2, 0, measured=False, graph=graph))

@@ -204,6 +204,17 @@ def storage_span(t: torch.Tensor) -> tuple[int, int]:
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
+def shares_storage(out: Any, others: list[Any]) -> bool:
+    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`."""
+
+    def spans(value: Any) -> list[tuple[int, int]]:
+        items = value if isinstance(value, (tuple, list)) else [value]
+        return live_spans(list(items))
+
+    mine = spans(out)
+    return any(overlaps(a, b) for other in others for a in mine for b in spans(other))
+
+
 def live_spans(tensors: list[Any]) -> list[tuple[int, int]]:
     """The storage spans of the tensors that can still be read: torch.compile's CUDA graphs refuse any use
     of an output a later run has overwritten (RuntimeError), and no one can hand that one back either."""

@@ -98,6 +98,7 @@ class Timer:
         bracket = request.profile_range and cuda
         made: list[Any] = []  # every call's output of the sample being timed (a graph's: its capture's)
         replaced: set[str] = set()  # watched functions found replaced, before a kept copy or after the samples
+        overwritten: list[bool] = []  # whether a later call of its sample wrote where the kept output lies
         kept_copy: Any = None  # storage for a graph's kept output, made before the samples
         times_ms: list[float] = []
         host_ms: list[float] = []
@@ -117,6 +118,7 @@ class Timer:
             call = self.asked_keep(s, calls) if request.ask_keep else -1
             if call >= 0:
                 replaced.update(evidence.replaced_apis())
+                overwritten.append(evidence.shares_storage(made[call], made[call + 1 :]))
             if call >= 0 and graph is not None and kept_copy is not None:
                 # Stream-ordered before the next replay; no code of the candidate's runs until then.
                 self.kept.append(copied_into(kept_copy, made[call]))
@@ -209,6 +211,7 @@ class Timer:
             "l2_reset": l2_reset,
             "kept": len(self.kept) - kept_before,  # outputs this request kept for `captured`
             "apis_replaced": sorted(replaced.union(evidence.replaced_apis())),
+            "kept_overwritten": any(overwritten),
         }
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
