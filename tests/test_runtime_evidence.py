@@ -211,3 +211,16 @@ def test_shares_storage_sees_an_output_in_anothers_storage_tuples_included():
     view, fresh = buffer[2:4], torch.zeros(8)
     assert shares_storage(buffer, [fresh, view]) and shares_storage((fresh, view), [buffer])
     assert not shares_storage(fresh, [buffer, torch.zeros(8)]) and not shares_storage(buffer, [])
+    # Views of an input (two calls on one input set) are no output written over.
+    given = torch.zeros(4, 2)
+    assert shares_storage(given.view(8), [given.t()]) and not shares_storage(given.view(8), [given.t()], [given])
+
+
+def test_views_of_the_inputs_as_timed_outputs_are_no_storage_written_over():
+    """Timed calls k and k + 3 use one input set (three sets): a transpose returns views of one storage, and the
+    kept one is not overwritten (it failed as `integrity_violation` before views of inputs were left out)."""
+    from helpers import TASKS
+
+    record = run_judge(TASKS / "transpose_view.py", CANDIDATES / "transpose_view.py", mode="audit", timing=True)
+    assert record.status == "PASS" and record.timing.measured, record.failure
+    assert record.timing.calls_per_sample["candidate"] > 3 and record.timing.kept_calls

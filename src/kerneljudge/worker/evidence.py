@@ -204,14 +204,17 @@ def storage_span(t: torch.Tensor) -> tuple[int, int]:
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
-def shares_storage(out: Any, others: list[Any]) -> bool:
-    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`."""
+def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
+    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
+    tensors that lie in the storage of one of `besides` (a view of an input: two calls on one input set return
+    views of one storage, and no call writes there) left out."""
 
     def spans(value: Any) -> list[tuple[int, int]]:
         items = value if isinstance(value, (tuple, list)) else [value]
         return live_spans(list(items))
 
-    mine = spans(out)
+    inputs = live_spans(list(besides))
+    mine = [a for a in spans(out) if not any(overlaps(a, b) for b in inputs)]
     return any(overlaps(a, b) for other in others for a in mine for b in spans(other))
 
 

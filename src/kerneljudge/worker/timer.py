@@ -118,7 +118,8 @@ class Timer:
             call = self.asked_keep(s, calls) if request.ask_keep else -1
             if call >= 0:
                 replaced.update(evidence.replaced_apis())
-                overwritten.append(evidence.shares_storage(made[call], made[call + 1 :]))
+                inputs = [t for given in (static if graph is not None else pool) for t in given]
+                overwritten.append(evidence.shares_storage(made[call], made[call + 1 :], besides=inputs))
             if call >= 0 and graph is not None and kept_copy is not None:
                 # Stream-ordered before the next replay; no code of the candidate's runs until then.
                 self.kept.append(copied_into(kept_copy, made[call]))
@@ -129,7 +130,7 @@ class Timer:
             if graph is None:
                 made.clear()
 
-        graph = None
+        graph, static = None, None
         try:
             with torch.no_grad():
                 if request.method == "do_bench":
