@@ -230,7 +230,7 @@ def judged_noting_where_kept_outputs_are_checked(task, candidate, monkeypatch):
     """Judge with timing; the record, and for each check of a kept output whether the measuring hold was on."""
     from contextlib import contextmanager
 
-    from kerneljudge.stages import timed_calls, timing
+    from kerneljudge.stages import timed_calls, timed_rechecks, timing
 
     holding, checks = [False], []
     real_gate, real_check = timing.at_gate, timed_calls.check_captured
@@ -250,6 +250,7 @@ def judged_noting_where_kept_outputs_are_checked(task, candidate, monkeypatch):
 
     monkeypatch.setattr(timing, "at_gate", noting_gate)
     monkeypatch.setattr(timed_calls, "check_captured", noting_check)
+    monkeypatch.setattr(timed_rechecks, "check_captured", noting_check)  # the last-call rechecks'
     return run_judge(task, candidate, timing=True), checks
 
 

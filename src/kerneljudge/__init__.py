@@ -13,7 +13,7 @@ from typing import Any
 # (docs/batch.md, "The key"). 0.2.0: derived shape families, drained samples, side-stream escapes by structure;
 # 0.3.0: compute-sanitizer and replays under perturbation; 0.3.1: the precursor's sleep calibrated only within
 # plausible GPU clocks (a candidate whose CUDA events lie fails by the clock check, not by a timeout); 0.3.2:
-# the last calls of two requests after the measurement checked (stages/timed_calls.py, `recheck_last`); 0.3.3:
+# the last calls of two requests after the measurement checked (stages/timed_rechecks.py, `recheck_last`); 0.3.3:
 # enforce times nothing more once a CUDA graph's capture shows unjoined work (KJ-R024, stages/timing.py); 0.3.4:
 # the timing pool made of fresh hidden draws in every hardened judgment, not of the last trials' inputs
 # (stages/timing.pool_sets: a memo kept by a checked worker answers no timed call); 0.3.5: work a drained sample

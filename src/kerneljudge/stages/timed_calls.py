@@ -1,9 +1,8 @@
 """The timed requests of the timing stage, one side at a time: a `time` request to a worker and its answer
 read (samples checked, drains covered, the persisting-L2 reset noted), a timed call's output named after its
 sample ran (stages/kept_call.py), kept and checked like a trial's (H03: honest only while checked), the
-timing pool staged once in both workers, the reference compiled for its compiled side, the plain calls on
-graph buffers after the replays (the graph recheck), and outside graphs the last calls of two requests after
-the measurement (the last-call recheck).
+timing pool staged once in both workers, and the reference compiled for its compiled side. The calls checked
+after the measurement are stages/timed_rechecks.py's.
 """
 
 from __future__ import annotations
@@ -232,46 +231,6 @@ def compile_reference(state: JudgmentState) -> str | None:
     if response.get("type") == "error":
         return f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}"
     return None
-
-
-def recheck_graph(state: JudgmentState, calls: int, sets: int) -> None:
-    """Plain calls on two of the candidate's graph buffers after its replays, each checked like a timed call.
-
-    A replayed graph runs what was captured, so a candidate that switches to a shortcut once timing
-    starts (H03), or serves answers from a cache keyed on storage (H01), may never show it in a replay.
-    Its Python still runs in these calls, on buffers that hold other contents than its last calls saw
-    (`op_recheck`): the last answer cannot be right for both, and a storage-keyed cache for either.
-    """
-    buffers = state.source.sample(range(sets), min(2, sets))
-    for buffer in buffers:
-        recheck = protocol.Recheck(calls=calls, buffer=buffer)
-        response, _ = ask_candidate(state, recheck, "timing", fetch=())
-        if response.get("type") == "error":
-            raise CandidateFailed(error_failure(response, "timing"))
-        what = f"plain call on graph buffer {buffer} after the replays"
-        check_timed_output(state, response, buffer, what=what)
-
-
-def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
-    """After the measurement, outside a CUDA graph (whose recheck is `recheck_graph`): two more requests of the
-    candidate's calls, the last call of each checked like a timed call, the two on different input sets.
-
-    Each measured request checks one call drawn at random; a candidate honest for its first N calls and then
-    answering with one kept answer (H03 by count: a new model is built at every timing shape) passes a check
-    whenever the drawn call falls before its switch or on the set its kept answer belongs to (a third of the
-    time with three sets): the red team's `timing_switch` PASSed verified once on the 2-core CI machine
-    (2026-12-04). These calls come after every call the measurement made, and one kept answer cannot be right
-    for two sets.
-    """
-    for count in (calls, calls + 1):  # last calls at consecutive positions: two different sets (wire.timed_set)
-        keeper = KeptCall(state.source, 1, count, sets, keeps=True, call=count - 1)
-        request = protocol.Time(calls=count, samples=1, warmup=0, staged=True, ask_keep=True)
-        response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
-        if response.get("type") == "error":
-            raise CandidateFailed(error_failure(response, "timing"))
-        state.add_findings(timed_findings(response.get("apis_replaced")))
-        checked = kept_set(state, keeper, "candidate")
-        check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")
 
 
 def kept_set(state: JudgmentState, keeper: KeptCall, role: str) -> int:

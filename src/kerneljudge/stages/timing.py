@@ -20,7 +20,8 @@ from kerneljudge.stages import device_memory
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.failures import CandidateFailed
 from kerneljudge.stages.state import JudgmentState
-from kerneljudge.stages.timed_calls import check_deferred, make_ready, recheck_graph, recheck_last, time_side
+from kerneljudge.stages.timed_calls import check_deferred, make_ready, time_side
+from kerneljudge.stages.timed_rechecks import recheck_graph, recheck_last
 from kerneljudge.stages.workers import at_gate, closing_ended, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain

@@ -12,6 +12,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.worker import evidence, wire
+from kerneljudge.worker.timed_graph import GraphTimer
 
 # Bound here, before any candidate code runs: a candidate that rewrites `wire.cloned` does not rewrite the copy of
 # the output the parent checks (and the rewrite is seen: evidence.WORKER_PATHS).
@@ -40,7 +41,7 @@ def profiler_range(torch: Any, start: bool) -> None:
         pass
 
 
-class Timer:
+class Timer(GraphTimer):
     """The timing half of a worker (worker/base.py): `op_time`, and the state it keeps between requests."""
 
     torch: Any
@@ -257,54 +258,6 @@ class Timer:
             return
         items = list(captured) if isinstance(captured, (tuple, list)) else [captured]
         self.send_values(header_out, captured=items)
-
-    def graph_for(self, model: Any, compiled: bool, pool: list[Any], calls: int) -> tuple[Any, Any, list[Any]]:
-        """A CUDA graph of one sample's `calls` calls, captured once per (model, calls), with every call's output.
-
-        The graph reads copies of the pool's sets (`static`, call i the copy of set i mod len(pool)); before
-        each replay `load_static` writes that sample's sets into them. The warm-up and the capture see set 0
-        in place, every replay other contents, so a graph that replays stale work (an output computed at
-        capture time) returns wrong outputs. Every call's output is held, so that the parent can name the
-        one it checks after a replay (`op_time`), and none is told apart while the candidate's code runs.
-        """
-        key = (compiled, calls)
-        if key in self.graphs:
-            return self.graphs[key]
-        torch = self.torch
-        if not self.staged:
-            raise RuntimeError("a CUDA graph needs the staged timing pool")
-        for position in range(len(pool[0])):
-            leaves = [inputs[position] for inputs in pool]
-            if not isinstance(leaves[0], torch.Tensor) and any(leaf != leaves[0] for leaf in leaves):
-                raise RuntimeError("the input sets differ in a value that is not a tensor; a graph would fix it")
-        static = [[wire.placed(t) if isinstance(t, torch.Tensor) else t for t in inputs] for inputs in pool]
-        side = torch.cuda.Stream()  # warm up off the default stream, as graph capture wants
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                model(*static[0])
-        torch.cuda.current_stream().wait_stream(side)
-        self.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        outputs: list[Any] = []
-        with torch.cuda.graph(graph):
-            for i in range(calls):
-                outputs.append(model(*static[i % len(static)]))
-        self.synchronize()
-        self.graphs[key] = (graph, static, outputs)
-        return self.graphs[key]
-
-    def load_static(self, static: list[Any], pool: list[Any], sample: int) -> None:
-        """Copy sample `sample`'s input sets into the graph's buffers: buffer m holds the set that calls
-        m, m + len(pool), ... of that sample use (`wire.timed_set`)."""
-        self.fill_static(static, [pool[wire.timed_set(sample, m, len(pool))] for m in range(len(static))])
-
-    def fill_static(self, static: list[Any], sources: list[Any]) -> None:
-        """Copy input set `sources[m]` into the graph's buffer m, tensor by tensor."""
-        for buffers, source in zip(static, sources, strict=True):
-            for buffer, value in zip(buffers, source, strict=True):
-                if isinstance(buffer, self.torch.Tensor):
-                    buffer.copy_(value)
 
     def sleep_cycles(self, precursor_ms: float) -> int:
         """GPU clock cycles of `torch.cuda._sleep` that last about `precursor_ms`, from one measurement."""
