@@ -183,6 +183,14 @@ FIXTURES = (
     Fixture("spawn_child", "H21", "a child process left running", ("KJ-R011", "KJ-S010")),
     Fixture("output_subclass", "H22", "a tensor subclass as output", ("output_type",)),
     Fixture(
+        "timed_lazy_subclass",
+        "H22",
+        "plain outputs while checked; in timed calls a tensor subclass that computes only when copied, so the kept "
+        "copy is right and plain (timed)",
+        ("output_type",),
+        timing=True,
+    ),
+    Fixture(
         "graph_stale_replay",
         "H23",
         "a CUDA graph replayed without copying in the new input",

@@ -109,6 +109,10 @@ def time_side(
                 raise CandidateFailed(error_failure(response, "timing"))
             if request.measured and not state.native:  # the copy path's functions as they were at each copy
                 state.add_findings(timed_findings(response.get("apis_replaced")))
+            if keeper is not None and response.get("not_plain") is not None:
+                kind = str(response.get("not_plain"))[:200]
+                summary = f"a timed call's output is a {kind}, not a plain torch.Tensor"
+                raise CandidateFailed(Failure(kind="output_type", phase="timing", summary=summary))
             if keeper is not None and response.get("kept_overwritten") is True:
                 raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=OVERWRITTEN))
             if keeper is not None:

@@ -204,6 +204,16 @@ def storage_span(t: torch.Tensor) -> tuple[int, int]:
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
+def not_plain(outputs: list[Any]) -> str | None:
+    """The type of the first item of `outputs` (each one value, or a tuple or list of them) that is a tensor but not
+    exactly a `torch.Tensor` (a subclass can compute, or answer, when it is copied: H22), or None."""
+    for out in outputs:
+        for item in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(item, torch.Tensor) and type(item) is not torch.Tensor:
+                return f"{type(item).__module__}.{type(item).__qualname__}"
+    return None
+
+
 def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
     """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
     tensors that lie in the storage of one of `besides` (a view of an input: two calls on one input set return

@@ -100,6 +100,7 @@ class Timer(GraphTimer):
         made: list[Any] = []  # every call's output of the sample being timed (a graph's: its capture's)
         replaced: set[str] = set()  # watched functions found replaced, before a kept copy or after the samples
         overwritten: list[bool] = []  # whether a later call of its sample wrote where the kept output lies
+        lazy: list[str | None] = []  # the first output of the kept call's sample that was no plain tensor, if any
         kept_copy: Any = None  # storage for a graph's kept output, made before the samples
         times_ms: list[float] = []
         host_ms: list[float] = []
@@ -119,6 +120,12 @@ class Timer(GraphTimer):
             call = self.asked_keep(s, calls) if request.ask_keep else -1
             if call >= 0:
                 replaced.update(evidence.replaced_apis())
+                # Looked at first: a tensor subclass could answer the copy, or any look at its storage, with work
+                # it never did (H22); then nothing of it is copied, and the parent fails the candidate.
+                lazy.append(evidence.not_plain(made))
+                if lazy[-1] is not None:
+                    call = -1
+            if call >= 0:
                 inputs = [t for given in (static if graph is not None else pool) for t in given]
                 overwritten.append(evidence.shares_storage(made[call], made[call + 1 :], besides=inputs))
             if call >= 0 and graph is not None and kept_copy is not None:
@@ -214,6 +221,7 @@ class Timer(GraphTimer):
             "kept": len(self.kept) - kept_before,  # outputs this request kept for `captured`
             "apis_replaced": sorted(replaced.union(evidence.replaced_apis())),
             "kept_overwritten": any(overwritten),
+            "not_plain": next((kind for kind in lazy if kind is not None), None),
         }
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
