@@ -146,15 +146,26 @@ def test_a_librarys_own_service_thread_is_recorded_under_practical_and_any_other
     assert [f.severity for f in import_findings(unnamed, "practical")] == ["warning"]
 
 
-def test_a_timed_requests_watched_functions_replaced_are_an_error_and_a_missing_list_a_warning():
+def test_what_a_timed_request_left_is_judged_like_an_imports_and_missing_evidence_is_a_warning():
     from kerneljudge.checks.runtime import timed_findings
 
-    assert timed_findings([]) == []
-    (replaced,) = timed_findings(["kerneljudge.worker.timer.cloned"])
+    clean = {"threads_started": 0, "children": [], "flags_changed": {}, "hooks": [], "apis_replaced": []}
+    assert timed_findings(clean) == []
+    (replaced,) = timed_findings({**clean, "apis_replaced": ["kerneljudge.worker.timer.cloned"]})
     assert replaced.code == "KJ-R001" and replaced.severity == "error" and "timer.cloned" in replaced.summary
-    for malformed in (None, "kerneljudge.worker.wire.cloned", [1]):
+    (thread,) = timed_findings({**clean, "threads_started": 1, "thread_kinds": ["threading.Thread"]})
+    assert thread.code == "KJ-R010" and thread.severity == "warning" and "a timed request" in thread.summary
+    for malformed in (None, {**clean, "apis_replaced": "kerneljudge.worker.wire.cloned"}, {"apis_replaced": []}):
         (missing,) = timed_findings(malformed)
         assert missing.code == "KJ-R030" and missing.severity == "warning"
+
+
+def test_a_thread_started_in_a_timed_call_is_seen_after_its_request(tiny_task):
+    """A thread begun in the timing worker (where no call's census runs) could read the parent's `keep` before the
+    worker does; the measured request's evidence shows it (KJ-R010)."""
+    record = run_judge(tiny_task, CANDIDATES / "thread_when_timed.py", mode="audit", timing=True)
+    assert codes(record).get("KJ-R010") == "warning" and not record.verified, (record.failure, codes(record))
+    assert any("a timed request" in f.summary for f in record.findings if f.code == "KJ-R010")
 
 
 def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):

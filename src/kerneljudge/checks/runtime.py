@@ -101,12 +101,13 @@ def import_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
     return _common(evidence, "after import", policy)
 
 
-def timed_findings(replaced: Any) -> list[Finding]:
-    """Findings from what a candidate's `time` request said of the watched functions, those of its own copy path
-    among them (worker/evidence.WORKER_PATHS), looked at before each kept copy and after the samples."""
-    if not isinstance(replaced, list) or not all(isinstance(path, str) for path in replaced):
+def timed_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
+    """Findings from what a candidate's measured `time` request left (threads, children, flags, hooks, replaced
+    functions: those of the worker's own copy path among them, worker/evidence.WORKER_PATHS, looked at before each
+    kept copy too)."""
+    if not _well_formed(evidence, IMPORT_KEYS):
         return [finding("KJ-R030", "warning", "a timed request: evidence missing or malformed")]
-    return _replaced(replaced, "a timed request")
+    return _common(evidence, "a timed request", policy)
 
 
 def call_findings(

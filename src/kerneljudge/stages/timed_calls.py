@@ -107,8 +107,8 @@ def time_side(
                 raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
-            if request.measured and not state.native:  # the copy path's functions as they were at each copy
-                state.add_findings(timed_findings(response.get("apis_replaced")))
+            if request.measured and not state.native:  # what the request left, the copy path as at each copy
+                state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
             if keeper is not None and response.get("not_plain") is not None:
                 kind = str(response.get("not_plain"))[:200]
                 summary = f"a timed call's output is a {kind}, not a plain torch.Tensor"

@@ -50,6 +50,6 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
         response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
-        state.add_findings(timed_findings(response.get("apis_replaced")))
+        state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
         checked = kept_set(state, keeper, "candidate")
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")

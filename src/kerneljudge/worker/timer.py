@@ -47,6 +47,8 @@ class Timer(GraphTimer):
     torch: Any
     device: Any
     model: Any
+    pinned_flags: dict[str, Any]  # the numerics flags and threads before any candidate code ran (worker/base.py)
+    threads_baseline: set[int]
 
     def __init__(self) -> None:
         self.flush: Any = None  # the L2-flush buffer, kept between timing requests
@@ -219,7 +221,13 @@ class Timer(GraphTimer):
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
             "kept": len(self.kept) - kept_before,  # outputs this request kept for `captured`
-            "apis_replaced": sorted(replaced.union(evidence.replaced_apis())),
+            # What the request left (threads, children, flags, hooks, replaced functions: a thread started in a timed
+            # call could read the parent's `keep` before the worker does), replaced functions also as they were at
+            # each kept copy.
+            "evidence": {
+                **evidence.import_evidence(self.pinned_flags, self.threads_baseline),
+                "apis_replaced": sorted(replaced.union(evidence.replaced_apis())),
+            },
             "kept_overwritten": any(overwritten),
             "not_plain": next((kind for kind in lazy if kind is not None), None),
         }
