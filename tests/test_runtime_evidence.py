@@ -216,7 +216,7 @@ def test_outputs_in_one_storage_only_when_timed_cannot_be_checked_and_fail(tiny_
 def test_shares_storage_sees_an_output_in_anothers_storage_tuples_included():
     import torch
 
-    from kerneljudge.worker.evidence import shares_storage
+    from kerneljudge.worker.timed_outputs import shares_storage
 
     buffer = torch.zeros(8)
     view, fresh = buffer[2:4], torch.zeros(8)
@@ -235,3 +235,21 @@ def test_views_of_the_inputs_as_timed_outputs_are_no_storage_written_over():
     record = run_judge(TASKS / "transpose_view.py", CANDIDATES / "transpose_view.py", mode="audit", timing=True)
     assert record.status == "PASS" and record.timing.measured, record.failure
     assert record.timing.calls_per_sample["candidate"] > 3 and record.timing.kept_calls
+
+
+def test_a_timed_sample_whose_calls_answer_in_two_precisions_fails_whichever_call_is_named(tiny_task):
+    record = run_judge(tiny_task, CANDIDATES / "half_when_timed.py", mode="audit", timing=True)
+    assert record.status == "FAIL" and record.failure.kind == "dtype_mismatch", record.failure
+    assert "answered unlike each other" in record.failure.summary and record.failure.phase == "timing"
+
+
+def test_unlike_names_the_first_difference_between_a_samples_outputs():
+    import torch
+
+    from kerneljudge.worker.timed_outputs import unlike
+
+    a = torch.zeros(4, 6)
+    assert unlike([a, torch.ones(4, 6), a.clone()]) is None and unlike([]) is None
+    assert unlike([a, a.half()])[0] == "dtype" and unlike([a, torch.zeros(4, 5)])[0] == "shape"
+    assert unlike([a, torch.zeros(6, 4).t()])[0] == "stride"
+    assert unlike([(a, a), (a,)])[0] == "container" and unlike([(a,), [a]])[0] == "container"

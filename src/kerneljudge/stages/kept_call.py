@@ -16,7 +16,15 @@ import random
 from typing import Any
 
 from kerneljudge import protocol
+from kerneljudge.verdict import Failure
 from kerneljudge.worker.wire import timed_set
+
+# What differed between the outputs of one timed sample's calls (worker/timed_outputs.unlike), as a failure's kind.
+DIFFER_KINDS = {"dtype": "dtype_mismatch", "shape": "shape_mismatch", "device": "device_mismatch"}
+OVERWRITTEN = (
+    "a timed call's output lay where a later call of its sample wrote its own (outputs in one storage), which no "
+    "checked call's did: its timed calls cannot be checked one by one"
+)
 
 
 class KeptCall:
@@ -54,3 +62,20 @@ class KeptCall:
     def checked_set(self) -> int | None:
         """The input set of the kept call (wire.timed_set), or None where this side kept none."""
         return None if self.call is None else timed_set(self.sample, self.call, self.sets)
+
+
+def kept_problem(response: dict[str, Any]) -> Failure | None:
+    """The candidate's failure where its worker found, before copying the named output, that an output of that
+    sample was no plain tensor, that the sample's outputs were made unlike each other, or that the named one lay
+    where a later call wrote (worker/timed_outputs.py); else None."""
+    if response.get("not_plain") is not None:
+        summary = f"a timed call's output is a {str(response.get('not_plain'))[:200]}, not a plain torch.Tensor"
+        return Failure(kind="output_type", phase="timing", summary=summary)
+    differ = response.get("outputs_differ")
+    if differ is not None:
+        what, detail = (list(differ) + ["", ""])[:2] if isinstance(differ, list) else ("", str(differ))
+        summary = f"the calls of a timed sample answered unlike each other: {str(detail)[:300]}"
+        return Failure(kind=DIFFER_KINDS.get(str(what), "output_type"), phase="timing", summary=summary)  # type: ignore[arg-type]
+    if response.get("kept_overwritten") is True:
+        return Failure(kind="integrity_violation", phase="timing", summary=OVERWRITTEN)
+    return None

@@ -18,7 +18,7 @@ from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare, tolerance_specs
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
-from kerneljudge.stages.kept_call import KeptCall
+from kerneljudge.stages.kept_call import KeptCall, kept_problem
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
 from kerneljudge.timing import drain
@@ -34,12 +34,6 @@ COMPILE_TIMEOUT_FACTOR = 5
 # checked as its request is answered, in the hold (where they were all checked before 0.3.6: 0.06-0.07 s of a
 # 0.22-0.26 s hold for the built-in suite's kernels on an H100, docs/batch.md).
 DEFERRED_BYTES = 512 * 2**20
-
-
-OVERWRITTEN = (
-    "a timed call's output lay where a later call of its sample wrote its own (outputs in one storage), which no "
-    "checked call's did: its timed calls cannot be checked one by one"
-)
 
 
 def sample_list(values: Any, count: int) -> bool:
@@ -109,12 +103,9 @@ def time_side(
                 raise CandidateFailed(error_failure(response, "timing"))
             if request.measured and not state.native:  # what the request left, the copy path as at each copy
                 state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
-            if keeper is not None and response.get("not_plain") is not None:
-                kind = str(response.get("not_plain"))[:200]
-                summary = f"a timed call's output is a {kind}, not a plain torch.Tensor"
-                raise CandidateFailed(Failure(kind="output_type", phase="timing", summary=summary))
-            if keeper is not None and response.get("kept_overwritten") is True:
-                raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=OVERWRITTEN))
+            problem = kept_problem(response) if keeper is not None else None
+            if problem is not None:
+                raise CandidateFailed(problem)
             if keeper is not None:
                 state.deferred_checks.append(kept_set(state, keeper, "candidate"))
                 if not deferred:

@@ -81,6 +81,11 @@ WORKER_PATHS = (
     "kerneljudge.worker.timer.cloned",
     "kerneljudge.worker.timer.copied_into",
     "kerneljudge.worker.evidence.replaced_apis",
+    "kerneljudge.worker.timer.evidence",
+    "kerneljudge.worker.timer.timed_outputs",
+    "kerneljudge.worker.timed_outputs.not_plain",
+    "kerneljudge.worker.timed_outputs.unlike",
+    "kerneljudge.worker.timed_outputs.shares_storage",
 )
 WATCHED_SIGNALS = ("SIGALRM", "SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGVTALRM", "SIGPROF")
 
@@ -202,30 +207,6 @@ def child_processes() -> list[int]:
 def storage_span(t: torch.Tensor) -> tuple[int, int]:
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
-
-
-def not_plain(outputs: list[Any]) -> str | None:
-    """The type of the first item of `outputs` (each one value, or a tuple or list of them) that is a tensor but not
-    exactly a `torch.Tensor` (a subclass can compute, or answer, when it is copied: H22), or None."""
-    for out in outputs:
-        for item in out if isinstance(out, (tuple, list)) else [out]:
-            if isinstance(item, torch.Tensor) and type(item) is not torch.Tensor:
-                return f"{type(item).__module__}.{type(item).__qualname__}"
-    return None
-
-
-def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
-    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
-    tensors that lie in the storage of one of `besides` (a view of an input: two calls on one input set return
-    views of one storage, and no call writes there) left out."""
-
-    def spans(value: Any) -> list[tuple[int, int]]:
-        items = value if isinstance(value, (tuple, list)) else [value]
-        return live_spans(list(items))
-
-    inputs = live_spans(list(besides))
-    mine = [a for a in spans(out) if not any(overlaps(a, b) for b in inputs)]
-    return any(overlaps(a, b) for other in others for a in mine for b in spans(other))
 
 
 def live_spans(tensors: list[Any]) -> list[tuple[int, int]]:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import evidence, wire
+from kerneljudge.worker import evidence, timed_outputs, wire
 from kerneljudge.worker.timed_graph import GraphTimer
 
 # Bound here, before any candidate code runs: a candidate that rewrites `wire.cloned` does not rewrite the copy of
@@ -103,6 +103,7 @@ class Timer(GraphTimer):
         replaced: set[str] = set()  # watched functions found replaced, before a kept copy or after the samples
         overwritten: list[bool] = []  # whether a later call of its sample wrote where the kept output lies
         lazy: list[str | None] = []  # the first output of the kept call's sample that was no plain tensor, if any
+        differing: list[list[str] | None] = []  # where an output of that sample differed from its first's
         kept_copy: Any = None  # storage for a graph's kept output, made before the samples
         times_ms: list[float] = []
         host_ms: list[float] = []
@@ -124,12 +125,13 @@ class Timer(GraphTimer):
                 replaced.update(evidence.replaced_apis())
                 # Looked at first: a tensor subclass could answer the copy, or any look at its storage, with work
                 # it never did (H22); then nothing of it is copied, and the parent fails the candidate.
-                lazy.append(evidence.not_plain(made))
-                if lazy[-1] is not None:
+                lazy.append(timed_outputs.not_plain(made))
+                differing.append(None if lazy[-1] is not None else timed_outputs.unlike(made))
+                if lazy[-1] is not None or differing[-1] is not None:
                     call = -1
             if call >= 0:
                 inputs = [t for given in (static if graph is not None else pool) for t in given]
-                overwritten.append(evidence.shares_storage(made[call], made[call + 1 :], besides=inputs))
+                overwritten.append(timed_outputs.shares_storage(made[call], made[call + 1 :], besides=inputs))
             if call >= 0 and graph is not None and kept_copy is not None:
                 # Stream-ordered before the next replay; no code of the candidate's runs until then.
                 self.kept.append(copied_into(kept_copy, made[call]))
@@ -230,6 +232,7 @@ class Timer(GraphTimer):
             },
             "kept_overwritten": any(overwritten),
             "not_plain": next((kind for kind in lazy if kind is not None), None),
+            "outputs_differ": next((what for what in differing if what is not None), None),
         }
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)

@@ -1,0 +1,64 @@
+"""What the worker looks at in a timed sample's outputs before it copies the one the parent named (worker/timer.py,
+stages/kept_call.py): each a plain tensor (a subclass can answer the copy: H22), all made alike (a copy into
+storage made like the first's hides another precision or layout), the named one not written over by a later call
+(outputs in one storage, whose earlier calls cannot be checked one by one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kerneljudge.worker.evidence import live_spans, overlaps
+
+
+def not_plain(outputs: list[Any]) -> str | None:
+    """The type of the first item of `outputs` (each one value, or a tuple or list of them) that is a tensor but not
+    exactly a `torch.Tensor` (a subclass can compute, or answer, when it is copied: H22), or None."""
+    for out in outputs:
+        for item in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(item, torch.Tensor) and type(item) is not torch.Tensor:
+                return f"{type(item).__module__}.{type(item).__qualname__}"
+    return None
+
+
+def unlike(outputs: list[Any]) -> list[str] | None:
+    """Where the outputs of one sample's calls differ in structure from the first's: [what, detail] (what: container,
+    dtype, shape, stride or device), or None. A call of a sample that answered in another precision or layout would
+    otherwise be hidden by a copy into storage made like the first's (a graph's kept output, worker/timer.py)."""
+
+    def items(out: Any) -> list[Any]:
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    first = items(outputs[0]) if outputs else []
+    for call, out in enumerate(outputs[1:], start=1):
+        these = items(out)
+        if type(out) is not type(outputs[0]) or len(these) != len(first):
+            return ["container", f"call {call} answered {type(out).__name__} of {len(these)}"]
+        for a, b in zip(first, these, strict=True):
+            if not isinstance(b, torch.Tensor) or not isinstance(a, torch.Tensor):
+                continue
+            for what, mine, theirs in (
+                ("dtype", b.dtype, a.dtype),
+                ("shape", tuple(b.shape), tuple(a.shape)),
+                ("stride", b.stride(), a.stride()),
+                ("device", b.device, a.device),
+            ):
+                if mine != theirs:
+                    return [what, f"call {call}'s output has {what} {mine}, call 0's {theirs}"]
+    return None
+
+
+def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
+    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
+    tensors that lie in the storage of one of `besides` (a view of an input: two calls on one input set return
+    views of one storage, and no call writes there) left out."""
+
+    def spans(value: Any) -> list[tuple[int, int]]:
+        items = value if isinstance(value, (tuple, list)) else [value]
+        return live_spans(list(items))
+
+    inputs = live_spans(list(besides))
+    mine = [a for a in spans(out) if not any(overlaps(a, b) for b in inputs)]
+    return any(overlaps(a, b) for other in others for a in mine for b in spans(other))
