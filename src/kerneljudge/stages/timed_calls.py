@@ -101,13 +101,8 @@ def time_side(
                 raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
             if response.get("type") == "error":
                 raise CandidateFailed(error_failure(response, "timing"))
-            if request.measured and not state.native:  # what the request left, the copy path as at each copy
-                state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
-            problem = kept_problem(response) if keeper is not None else None
-            if problem is not None:
-                raise CandidateFailed(problem)
             if keeper is not None:
-                state.deferred_checks.append(kept_set(state, keeper, "candidate"))
+                state.deferred_checks.append(kept_set(state, keeper, response))
                 if not deferred:
                     check_deferred(state)
         else:
@@ -228,14 +223,19 @@ def compile_reference(state: JudgmentState) -> str | None:
     return None
 
 
-def kept_set(state: JudgmentState, keeper: KeptCall, role: str) -> int:
-    """The input set of the call a candidate's request kept; its worker failing to say a sample was over
-    (so that none was named) is the candidate's failure."""
+def kept_set(state: JudgmentState, keeper: KeptCall, response: dict[str, Any]) -> int:
+    """Read a candidate's answer to a `time` request that kept a call: what the request left (findings), what its
+    worker found in the named sample before the copy (`kept_problem`), and the input set of the kept call, noted
+    in `kept_calls`. A worker that did not say each sample was over, or kept nothing, fails the candidate."""
+    state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
+    problem = kept_problem(response)
+    if problem is not None:
+        raise CandidateFailed(problem)
     checked, missing = keeper.checked_set(), keeper.missing()
-    if checked is None or missing:
-        summary = f"the {role} worker {missing or 'kept no timed output'}"
+    if checked is None or keeper.call is None or missing:
+        summary = f"the candidate worker {missing or 'kept no timed output'}"
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary=summary))
-    state.kept_calls.append({"sample": keeper.sample, "call": int(keeper.call or 0), "set": checked})
+    state.kept_calls.append({"sample": keeper.sample, "call": keeper.call, "set": checked})
     return checked
 
 

@@ -7,7 +7,6 @@ the last calls of two requests (the last-call recheck). Each output is checked l
 from __future__ import annotations
 
 from kerneljudge import protocol
-from kerneljudge.checks.runtime import timed_findings
 from kerneljudge.stages.failures import CandidateFailed, error_failure
 from kerneljudge.stages.kept_call import KeptCall
 from kerneljudge.stages.state import JudgmentState
@@ -50,6 +49,5 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
         response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
         if response.get("type") == "error":
             raise CandidateFailed(error_failure(response, "timing"))
-        state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
-        checked = kept_set(state, keeper, "candidate")
+        checked = kept_set(state, keeper, response)
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")

@@ -47,6 +47,7 @@ class Timer(GraphTimer):
     torch: Any
     device: Any
     model: Any
+    role: str
     pinned_flags: dict[str, Any]  # the numerics flags and threads before any candidate code ran (worker/base.py)
     threads_baseline: set[int]
 
@@ -223,17 +224,16 @@ class Timer(GraphTimer):
             "busy_ms": busy_ms,  # how long each sample's precursor kept the GPU busy (CUDA events)
             "l2_reset": l2_reset,
             "kept": len(self.kept) - kept_before,  # outputs this request kept for `captured`
-            # What the request left (threads, children, flags, hooks, replaced functions: a thread started in a timed
-            # call could read the parent's `keep` before the worker does), replaced functions also as they were at
-            # each kept copy.
-            "evidence": {
-                **evidence.import_evidence(self.pinned_flags, self.threads_baseline),
-                "apis_replaced": sorted(replaced.union(evidence.replaced_apis())),
-            },
             "kept_overwritten": any(overwritten),
             "not_plain": next((kind for kind in lazy if kind is not None), None),
             "outputs_differ": next((what for what in differing if what is not None), None),
         }
+        if request.ask_keep and self.role == "candidate":
+            # What the request left (threads, children, flags, hooks, replaced functions: a thread started in a
+            # timed call could read the parent's `keep` before the worker does), replaced functions also as they
+            # were at each kept copy. The reference's own is the judge's and goes unread.
+            found = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
+            header_out["evidence"] = {**found, "apis_replaced": sorted(replaced.union(found["apis_replaced"]))}
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
         self.send(header_out)
