@@ -159,7 +159,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
         assert again["type"] == "error" and "no kept output" in again["message"]
         # A keep naming no call of the sample fails the request, and the worker serves on.
         wrong, _ = worker.worker.request(timed, interim=lambda frame: protocol.Keep(call=2))
-        assert wrong["type"] == "error" and "not a keep of one of 2 calls" in wrong["message"]
+        assert wrong["type"] == "error" and "keep of one of 2 calls" in wrong["message"]
         # A `sampled` the parent did not ask for, or one out of turn, breaks the protocol: the worker is stopped.
         with pytest.raises(WorkerProtocolError, match="'sampled' is no answer to 'time'"):
             worker.worker.request(timed)
@@ -209,10 +209,10 @@ def test_after_the_measurement_the_last_call_is_checked_so_a_switch_after_some_c
 
     real, seen = timed_calls.check_timed_output, []
 
-    def only_the_recheck(state, response, set_index, what=""):
+    def only_the_recheck(state, response, set_index, what="", committed=None):
         seen.append(what)
         if what:  # the measured requests' own checks name no call: skipped, to leave the recheck alone
-            real(state, response, set_index, what=what)
+            real(state, response, set_index, what=what, committed=committed)
 
     monkeypatch.setattr(timed_calls, "check_timed_output", only_the_recheck)
     switch = run_judge(tiny_task, FIXTURES_DIR / "timing_switch.py", timing=True)

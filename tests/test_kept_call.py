@@ -103,3 +103,19 @@ def test_a_worker_whose_sampled_is_out_of_turn_is_stopped():
         assert worker.worker.dead and worker.worker.proc.poll() is not None  # killed
     finally:
         worker.close()
+
+
+def test_an_open_seal_or_a_missing_digest_fails_the_candidate_and_the_seal_is_a_finding():
+    from kerneljudge.stages.kept_call import SEALED, kept_problem, seal_findings
+
+    sound = {"sealed_open": [], "kept_digests": [[[64, "torch.float32", 5, 7]]]}
+    assert kept_problem(sound) is None and seal_findings(sound) == []
+    assert kept_problem({**sound, "kept_digests": []}) is None  # a sample the parent did not name
+    opened = {**sound, "sealed_open": ["sys.setprofile", "replaced torch.Tensor"]}
+    problem = kept_problem(opened)
+    assert problem is not None and problem.kind == "integrity_violation" and problem.summary == SEALED
+    (found,) = seal_findings(opened)
+    assert found.code == "KJ-R026" and found.severity == "error" and "sys.setprofile" in found.summary
+    for broken in ({"kept_digests": sound["kept_digests"]}, {**sound, "kept_digests": [[[64, 5, 7]]]}):
+        problem = kept_problem(broken)  # a worker that does not say what the seal found, or how its copy read
+        assert problem is not None and problem.kind == "integrity_violation"

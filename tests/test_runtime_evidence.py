@@ -172,14 +172,14 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     """A function rebound where the timer looks it up, or one whose code object was swapped in place (its identity
     kept), is reported; functions as they were are not (worker/evidence.WORKER_PATHS)."""
     import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
-    from kerneljudge.worker import evidence, timer, wire
+    from kerneljudge.worker import evidence, sample_seal, timer
 
     monkeypatch.setattr(evidence, "ORIGINALS", dict(evidence.ORIGINALS))
     monkeypatch.setattr(evidence, "CODES", {})
     evidence.take_worker_originals()
     assert not set(evidence.replaced_apis()) & set(evidence.WORKER_PATHS)
-    monkeypatch.setattr(timer, "cloned", lambda value: value)
-    assert "kerneljudge.worker.timer.cloned" in evidence.replaced_apis()
+    monkeypatch.setattr(timer, "sample_seal", object())
+    assert "kerneljudge.worker.timer.sample_seal" in evidence.replaced_apis()
     monkeypatch.undo()
     monkeypatch.setattr(evidence, "ORIGINALS", dict(evidence.ORIGINALS))
     monkeypatch.setattr(evidence, "CODES", {})
@@ -188,13 +188,13 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     def forged(into, value):
         return into
 
-    original = wire.copied_into.__code__
+    original = sample_seal.copy_kept.__code__
     try:
-        wire.copied_into.__code__ = forged.__code__  # the same function object, another body
-        assert "kerneljudge.worker.wire.copied_into" in evidence.replaced_apis()
+        sample_seal.copy_kept.__code__ = forged.__code__  # the same function object, another body
+        assert "kerneljudge.worker.sample_seal.copy_kept" in evidence.replaced_apis()
     finally:
-        wire.copied_into.__code__ = original
-    assert "kerneljudge.worker.wire.copied_into" not in evidence.replaced_apis()
+        sample_seal.copy_kept.__code__ = original
+    assert "kerneljudge.worker.sample_seal.copy_kept" not in evidence.replaced_apis()
 
 
 def test_a_static_output_buffer_is_timed_one_call_a_sample_and_passes(tiny_task):

@@ -26,13 +26,22 @@ from typing import Any
 # 0.3.7: the timed call whose output is checked is named by the parent after its sample ran, and every output of a
 # sample is held alike until then, in both workers (stages/kept_call.py; H03: a candidate that read the position
 # from its worker's frames passed verified on the CPU), the worker's copy path watched (KJ-R001), and a candidate
-# whose outputs share one storage timed one call a sample, the reference alike (an honest one failed its timed check).
-__version__ = "0.3.7"
+# whose outputs share one storage timed one call a sample, the reference alike (an honest one failed its timed check);
+# 0.3.8: the seal between a timed sample and its kept copy (worker/sample_seal.py: a hook left behind mended the
+# named output, KJ-R026) and the kept copy's digests taken as it is made (a copy mended before its fetch fails).
+__version__ = "0.3.8"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
-UNTIMED_SAME_AS = {"0.3.7": "0.3.6", "0.3.6": "0.3.5", "0.3.4": "0.3.3", "0.3.3": "0.3.2", "0.3.2": "0.3.1"}
+UNTIMED_SAME_AS = {
+    "0.3.8": "0.3.7",
+    "0.3.7": "0.3.6",
+    "0.3.6": "0.3.5",
+    "0.3.4": "0.3.3",
+    "0.3.3": "0.3.2",
+    "0.3.2": "0.3.1",
+}
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
 PASSED_SAME_AS = {"0.3.5": "0.3.4", "0.3.3": "0.3.2"}

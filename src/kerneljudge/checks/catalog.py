@@ -214,6 +214,14 @@ CATALOG: dict[str, Entry] = {
             ("H23",),
         ),
         Entry(
+            "KJ-R026",
+            "runtime",
+            "code of the candidate's was left to run between a timed sample and the copy of its checked output "
+            "(a hook, a signal handler or timer, a thread, a torch mode or kernel, a patched namespace)",
+            "Leave nothing behind a call: no hooks, handlers, threads, modes or patches.",
+            ("H03", "H21"),
+        ),
+        Entry(
             "KJ-R040",
             "trace",
             "none of the declared custom kernels ran in the traced calls",

@@ -225,6 +225,10 @@ class Scanner(ast.NodeVisitor):
             target = self.resolve(node.args[0])
             if target and target.split(".")[0] in PROTECTED:
                 self.add("KJ-S053", node, f"getattr({target}, <computed>)")
+        if name in ("vars", "builtins.vars") and len(node.args) == 1:
+            target = self.resolve(node.args[0])  # a protected module's namespace, to index by a computed name
+            if target and target.split(".")[0] in PROTECTED:
+                self.add("KJ-S053", node, f"vars({target})")
         if (
             name.startswith(FLAG_PREFIXES)
             and not name.startswith("torch.backends.cuda.sdp_kernel")
@@ -262,6 +266,8 @@ class Scanner(ast.NodeVisitor):
         name = self.resolve(node)
         if name == "sys.modules":  # any module, the judge's included, by a name computed at run time
             self.add("KJ-S053", node, "reads sys.modules")
+        if node.attr == "__dict__" and (self.resolve(node.value) or "").split(".")[0] in PROTECTED:
+            self.add("KJ-S053", node, f"reads {self.resolve(node.value)}.__dict__")
         if name and isinstance(node.ctx, ast.Load):
             if name in ("torch.float16", "torch.half", "torch.bfloat16"):
                 self.add("KJ-S060", node, f"uses {name}")

@@ -101,6 +101,23 @@ FIXTURES = (
         timing=True,
     ),
     Fixture(
+        "keep_hook_mender",
+        "H03",
+        "answers timed calls with nothing and leaves a profile hook that mends the named output when the worker "
+        "reads the parent's keep, gone after the last sample (timed; it passed verified on the CPU by 0.3.7)",
+        ("KJ-R026",),
+        timing=True,
+    ),
+    Fixture(
+        "kept_copy_mender",
+        "H03",
+        "answers timed calls with nothing but a mark, and mends the worker's copies of kept outputs at its next "
+        "calls, before the parent fetches them (timed; it passed verified on the CPU by 0.3.7; in a CUDA graph its "
+        "calls run at the capture only, and its copies are left unmended)",
+        ("integrity_violation", "non_finite", "tolerance"),
+        timing=True,
+    ),
+    Fixture(
         "kept_copy_forger",
         "H31",
         "answers timed calls with nothing and rewrites the worker's copy of the kept output to compute it afresh "

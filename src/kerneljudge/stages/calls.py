@@ -184,4 +184,5 @@ def compare(
             f"the reference worker could not compare the outputs: {response.get('exc_type')}: {response.get('message')}"
         )
     state.last_task_check = response.get("task_check")
+    state.last_digests = response.get("digests")
     return list(response["results"])

@@ -16,11 +16,17 @@ import random
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.verdict import Failure
+from kerneljudge.checks.catalog import finding
+from kerneljudge.verdict import Failure, Finding
 from kerneljudge.worker.wire import timed_set
 
 # What differed between the outputs of one timed sample's calls (worker/timed_outputs.unlike), as a failure's kind.
 DIFFER_KINDS = {"dtype": "dtype_mismatch", "shape": "shape_mismatch", "device": "device_mismatch"}
+MENDED = (
+    "the copy of a timed call's output changed between its copy and its check (mended by the candidate's code in "
+    "between, H03): its timed calls cannot be checked"
+)
+SEALED = "code of the candidate's was left to run between a timed sample and the copy of its checked output"
 OVERWRITTEN = (
     "a timed call's output lay where a later call of its sample wrote its own (outputs in one storage), which no "
     "checked call's did: its timed calls cannot be checked one by one"
@@ -64,10 +70,31 @@ class KeptCall:
         return None if self.call is None else timed_set(self.sample, self.call, self.sets)
 
 
+def digests_well_formed(value: Any) -> bool:
+    """One kept copy's digests (worker/sample_seal.digests): a list of [bytes, dtype, sum, sum]."""
+    return isinstance(value, list) and all(
+        isinstance(d, list) and len(d) == 4 and isinstance(d[1], str) and all(type(x) is int for x in d[::2] + d[3:])
+        for d in value
+    )
+
+
+def seal_findings(response: dict[str, Any]) -> list[Finding]:
+    """KJ-R026 where the candidate's worker found the seal open before the named call's copy (worker/sample_seal.py):
+    a hook, a handler, a thread, a mode, a patched namespace or kernel in place as the sample ended."""
+    doors = response.get("sealed_open")
+    if not doors:
+        return []
+    named = [str(d)[:120] for d in (doors if isinstance(doors, list) else [doors])][:20]
+    return [finding("KJ-R026", "error", f"a timed sample: {', '.join(named[:6])}", {"doors": named})]
+
+
 def kept_problem(response: dict[str, Any]) -> Failure | None:
     """The candidate's failure where its worker found, before copying the named output, that an output of that
-    sample was no plain tensor, that the sample's outputs were made unlike each other, or that the named one lay
-    where a later call wrote (worker/timed_outputs.py); else None."""
+    sample was no plain tensor, that the sample's outputs were made unlike each other, that the named one lay
+    where a later call wrote (worker/timed_outputs.py) or that its seal was open (worker/sample_seal.py), or where
+    its answer lacks the kept copy's digests; else None."""
+    if response.get("sealed_open") != []:
+        return Failure(kind="integrity_violation", phase="timing", summary=SEALED)
     if response.get("not_plain") is not None:
         summary = f"a timed call's output is a {str(response.get('not_plain'))[:200]}, not a plain torch.Tensor"
         return Failure(kind="output_type", phase="timing", summary=summary)
@@ -78,4 +105,8 @@ def kept_problem(response: dict[str, Any]) -> Failure | None:
         return Failure(kind=DIFFER_KINDS.get(str(what), "output_type"), phase="timing", summary=summary)  # type: ignore[arg-type]
     if response.get("kept_overwritten") is True:
         return Failure(kind="integrity_violation", phase="timing", summary=OVERWRITTEN)
+    digests = response.get("kept_digests")
+    if not (isinstance(digests, list) and len(digests) <= 1 and all(digests_well_formed(d) for d in digests)):
+        summary = "the worker's answer lacks its kept copy's digests"
+        return Failure(kind="integrity_violation", phase="timing", summary=summary)
     return None

@@ -103,7 +103,8 @@ class JudgmentState:
     call_seed: int | None = None  # the random state the current trial's calls start from, both sides
     draws_random: bool = False  # the reference draws random numbers in its forward
     timed_checks: int = 0
-    deferred_checks: list[int] = field(default_factory=list)  # pool sets of kept outputs not yet checked, in order
+    # The kept outputs not yet checked, in order: each its pool set and its copy's digests when it was made.
+    deferred_checks: list[tuple[int, list[Any]]] = field(default_factory=list)
     kept_calls: list[dict[str, int]] = field(default_factory=list)  # each kept timed call: sample, call, set
     drain_left: list[float] = field(default_factory=list)  # per measured candidate sample, work its end missed (ms)
     drain_timed_ms: list[float] = field(default_factory=list)  # ... and what its events timed, all its calls (ms)
@@ -111,6 +112,7 @@ class JudgmentState:
     reference_evidence: Any = None
     trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
     last_task_check: dict[str, Any] | None = None  # the task's own check of the last compared output
+    last_digests: list[Any] | None = None  # the digests of a timed output as the reference's worker received it
     traced_calls: list[CallTrace] = field(default_factory=list)
     trace_problems: list[str] = field(default_factory=list)
     trace_summary: dict[str, Any] | None = None

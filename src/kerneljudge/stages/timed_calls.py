@@ -18,7 +18,7 @@ from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare, tolerance_specs
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
-from kerneljudge.stages.kept_call import KeptCall, kept_problem
+from kerneljudge.stages.kept_call import MENDED, KeptCall, kept_problem, seal_findings
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
 from kerneljudge.timing import drain
@@ -223,20 +223,22 @@ def compile_reference(state: JudgmentState) -> str | None:
     return None
 
 
-def kept_set(state: JudgmentState, keeper: KeptCall, response: dict[str, Any]) -> int:
+def kept_set(state: JudgmentState, keeper: KeptCall, response: dict[str, Any]) -> tuple[int, list[Any]]:
     """Read a candidate's answer to a `time` request that kept a call: what the request left (findings), what its
-    worker found in the named sample before the copy (`kept_problem`), and the input set of the kept call, noted
-    in `kept_calls`. A worker that did not say each sample was over, or kept nothing, fails the candidate."""
+    worker found in the named sample before the copy (`kept_problem`; the seal, worker/sample_seal.py), and the
+    input set of the kept call, noted in `kept_calls`, with the digests of its copy as the worker made it. A worker
+    that did not say each sample was over, or kept nothing, fails the candidate."""
     state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
+    state.add_findings(seal_findings(response))
     problem = kept_problem(response)
     if problem is not None:
         raise CandidateFailed(problem)
     checked, missing = keeper.checked_set(), keeper.missing()
-    if checked is None or keeper.call is None or missing:
+    if checked is None or keeper.call is None or missing or not response["kept_digests"]:
         summary = f"the candidate worker {missing or 'kept no timed output'}"
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary=summary))
     state.kept_calls.append({"sample": keeper.sample, "call": keeper.call, "set": checked})
-    return checked
+    return checked, response["kept_digests"][0]
 
 
 def defers(state: JudgmentState, kept: int) -> bool:
@@ -251,14 +253,18 @@ def check_deferred(state: JudgmentState) -> None:
         check_captured(state, state.deferred_checks.pop(0))
 
 
-def check_captured(state: JudgmentState, set_index: int, what: str = "") -> None:
-    """Fetch the output the candidate's last `time` request kept (a request of its own) and check it."""
+def check_captured(state: JudgmentState, kept: tuple[int, list[Any]], what: str = "") -> None:
+    """Fetch the output the candidate's oldest `time` request kept (a request of its own) and check it: `kept` is
+    its input set and the digests its copy had when it was made (`kept_set`)."""
     captured, _ = ask_candidate(state, protocol.Captured(), "timing", fetch=())
-    check_timed_output(state, captured, set_index, what=what)
+    check_timed_output(state, captured, kept[0], what=what, committed=kept[1])
 
 
-def check_timed_output(state: JudgmentState, response: dict[str, Any], set_index: int, what: str = "") -> None:
-    """A timed call's output must be as right as the checked ones (H03: honest only while checked)."""
+def check_timed_output(
+    state: JudgmentState, response: dict[str, Any], set_index: int, what: str = "", committed: list[Any] | None = None
+) -> None:
+    """A timed call's output must be as right as the checked ones (H03: honest only while checked). `committed`:
+    the digests of a kept copy when it was made, which the copy the reference's worker is sent must still have."""
     phase = f"timing ({what or f'timed call {state.timed_checks}'})"
     state.timed_checks += 1
     problem = check_structure(response, state.signature, state.device or "cpu", exact=not state.task_check)
@@ -273,6 +279,8 @@ def check_timed_output(state: JudgmentState, response: dict[str, Any], set_index
     if state.draws_random:  # no common random state inside a timed region: the structure is all to check
         return
     results = compare(state, f"pool{set_index}", response, "timed", key="captured")
+    if committed is not None and state.last_digests != committed:
+        raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=f"{phase}: {MENDED}"))
     if state.task_check:  # the task's own check decides, as in the trials
         verdict = state.last_task_check or {"passed": False, "message": "the task's check gave no answer"}
         if not verdict["passed"]:

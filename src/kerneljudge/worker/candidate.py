@@ -77,6 +77,7 @@ class CandidateWorker(Worker):
             self.pinned_flags = evidence.numerics_flags()
             self.threads_baseline = evidence.python_threads()
             self.clocked("task", began)
+        self.take_seal()  # before any code of the candidate's runs
         began = time.perf_counter()
         if not self.import_source("kj_candidate"):
             return

@@ -66,26 +66,38 @@ WATCHED_APIS = (
 # `kept_copy_forger`). Their functions and code objects are taken when the worker's modules are all imported,
 # before any candidate code runs (`load_torch_wrappers`), and a `time` request's answer says which differ.
 WORKER_PATHS = (
-    "kerneljudge.worker.wire.cloned",
-    "kerneljudge.worker.wire.copied_into",
-    "kerneljudge.worker.wire.read_frame",
-    "kerneljudge.worker.wire.write_frame",
     "kerneljudge.worker.wire.timed_set",
-    "kerneljudge.protocol.decode",
     "kerneljudge.worker.timer.Timer.op_time",
     "kerneljudge.worker.timer.Timer.asked_keep",
     "kerneljudge.worker.timer.Timer.op_captured",
     "kerneljudge.worker.timer.Timer.send_captured",
     "kerneljudge.worker.timer.Timer.load_static",
     "kerneljudge.worker.timer.Timer.graph_for",
-    "kerneljudge.worker.timer.cloned",
-    "kerneljudge.worker.timer.copied_into",
     "kerneljudge.worker.evidence.replaced_apis",
+    "kerneljudge.worker.evidence.digest",
     "kerneljudge.worker.timer.evidence",
     "kerneljudge.worker.timer.timed_outputs",
     "kerneljudge.worker.timed_outputs.not_plain",
     "kerneljudge.worker.timed_outputs.unlike",
-    "kerneljudge.worker.timed_outputs.shares_storage",
+    "kerneljudge.worker.timed_outputs.written_over",
+    "kerneljudge.worker.evidence.overlaps",
+    "kerneljudge.worker.timed_outputs.empty_alike",
+    "kerneljudge.worker.timer.sample_seal",
+    "kerneljudge.worker.sample_seal.Seal.open_doors",
+    "kerneljudge.worker.sample_seal.Seal.kernels_replaced",
+    "kerneljudge.worker.sample_seal.Snapshot.changed",
+    "kerneljudge.worker.sample_seal.process_state",
+    "kerneljudge.worker.sample_seal.kernels",
+    "kerneljudge.worker.sample_seal.same",
+    "kerneljudge.worker.sample_seal.python_threads",
+    "kerneljudge.worker.sample_seal.native_tasks",
+    "kerneljudge.worker.sample_seal.read_keep",
+    "kerneljudge.worker.sample_seal._read_exact",
+    "kerneljudge.worker.sample_seal.write_sampled",
+    "kerneljudge.worker.sample_seal.copy_kept",
+    "kerneljudge.worker.sample_seal.digests",
+    "kerneljudge.worker.sample_seal.gc_off",
+    "kerneljudge.worker.sample_seal.gc_back",
 )
 WATCHED_SIGNALS = ("SIGALRM", "SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGVTALRM", "SIGPROF")
 
@@ -157,8 +169,27 @@ def numerics_flags() -> dict[str, Any]:
     }
 
 
+AUDIT_HOOKS = {"armed": False, "refused": 0}  # whether `refuse_audit_hooks` ran, and the attempts it refused
+
+
+def refuse_audit_hooks() -> None:
+    """From now on no audit hook can be added in this process (the hook this adds refuses each, and notes it): an
+    audit hook runs on events the worker's own code raises (opening a file, reading a frame), at moments the
+    candidate does not choose otherwise (worker/sample_seal.py). Taken once, before any candidate code runs."""
+    if AUDIT_HOOKS["armed"]:
+        return
+
+    def refuse(event: str, args: tuple[Any, ...]) -> None:
+        if event == "sys.addaudithook":
+            AUDIT_HOOKS["refused"] += 1
+            raise RuntimeError("kerneljudge: a worker takes no audit hooks")
+
+    sys.addaudithook(refuse)
+    AUDIT_HOOKS["armed"] = True
+
+
 def hooks() -> list[str]:
-    found = []
+    found = ["sys.addaudithook (refused)"] if AUDIT_HOOKS["refused"] else []
     if sys.gettrace() is not None:
         found.append("sys.settrace")
     if sys.getprofile() is not None:

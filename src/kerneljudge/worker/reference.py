@@ -48,6 +48,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
     def op_load(self, request: protocol.Load, args: Any) -> None:
         """Import the task (once), set its globals to the hidden shape `shape` names (or back to the public
         one), and build the model after the seed; the first answer describes the shape family."""
+        self.take_seal()  # as the candidate's worker does (worker/timer.py)
         if self.module is None:
             if not self.import_source("kj_reference"):
                 return

@@ -50,15 +50,35 @@ def unlike(outputs: list[Any]) -> list[str] | None:
     return None
 
 
-def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
-    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
-    tensors that lie in the storage of one of `besides` (a view of an input: two calls on one input set return
-    views of one storage, and no call writes there) left out."""
+def call_spans(outputs: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> list[list[tuple[int, int]]]:
+    """The storage spans of each call's output (one tensor, or a tuple or list of them), as plain integers taken
+    before the seal (worker/sample_seal.py), those that lie in the storage of one of `besides` left out (a view of
+    an input: two calls on one input set return views of one storage, and no call writes there)."""
+    inputs = live_spans(list(besides))
 
     def spans(value: Any) -> list[tuple[int, int]]:
         items = value if isinstance(value, (tuple, list)) else [value]
-        return live_spans(list(items))
+        return [a for a in live_spans(list(items)) if not any(overlaps(a, b) for b in inputs)]
 
-    inputs = live_spans(list(besides))
-    mine = [a for a in spans(out) if not any(overlaps(a, b) for b in inputs)]
-    return any(overlaps(a, b) for other in others for a in mine for b in spans(other))
+    return [spans(out) for out in outputs]
+
+
+def written_over(spans: list[list[tuple[int, int]]], call: int) -> bool:
+    """Whether call `call`'s output lies where a later call of its sample put its own (`call_spans`)."""
+    return any(overlaps(a, b) for later in spans[call + 1 :] for a in spans[call] for b in later)
+
+
+def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
+    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
+    tensors that lie in the storage of one of `besides` (a view of an input) left out."""
+    return written_over(call_spans([out, *others], besides), 0)
+
+
+def empty_alike(out: Any) -> Any:
+    """Storage for a copy of `out` (a tensor, or a tuple or list of them, all plain: `not_plain`), each made with
+    its dtype, shape, strides and device; anything else in the nest as it is."""
+    if isinstance(out, torch.Tensor):
+        return torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=out.device)
+    if type(out) in (tuple, list):
+        return type(out)(empty_alike(item) for item in out)
+    return out

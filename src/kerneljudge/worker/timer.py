@@ -11,12 +11,8 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import evidence, timed_outputs, wire
+from kerneljudge.worker import evidence, sample_seal, timed_outputs, wire
 from kerneljudge.worker.timed_graph import GraphTimer
-
-# Bound here, before any candidate code runs: a candidate that rewrites `wire.cloned` does not rewrite the copy of
-# the output the parent checks (and the rewrite is seen: evidence.WORKER_PATHS).
-cloned, copied_into = wire.cloned, wire.copied_into
 
 # The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
 # H100 or H200 runs at about 2 GHz). A calibration outside comes from a clock that lies (a candidate that
@@ -56,6 +52,7 @@ class Timer(GraphTimer):
         self.cycles_per_ms: float | None = None  # GPU sleep cycles per millisecond, measured once
         self.cudart: Any = None  # the CUDA runtime library, opened once (persisting-L2 reset)
         self.kept: list[Any] = []  # copies of the outputs `time` requests kept, oldest first, until `captured` asks
+        self.seal: sample_seal.Seal | None = None  # a candidate's worker's, taken before its code runs
         self.reset_timing_state()
 
     def reset_timing_state(self) -> None:
@@ -105,7 +102,11 @@ class Timer(GraphTimer):
         overwritten: list[bool] = []  # whether a later call of its sample wrote where the kept output lies
         lazy: list[str | None] = []  # the first output of the kept call's sample that was no plain tensor, if any
         differing: list[list[str] | None] = []  # where an output of that sample differed from its first's
-        kept_copy: Any = None  # storage for a graph's kept output, made before the samples
+        kept_copy: Any = None  # storage for the kept output, made before the seal
+        kept_digests: list[Any] = []  # the kept copy's digests, taken when it was made (worker/sample_seal.py)
+        sealed_open: list[list[str]] = []  # what the seal found open before the named call's copy
+        # The threads new ones are counted against (`Seal.begin`), before this request runs any call.
+        before = self.seal.begin(self.threads_baseline) if self.seal is not None else (set(), 0)
         times_ms: list[float] = []
         host_ms: list[float] = []
         busy_ms: list[float] = []
@@ -118,30 +119,49 @@ class Timer(GraphTimer):
                 made.append(model(*pool[wire.timed_set(s, i, len(pool))]))
 
         def keep_named(s: int) -> None:
-            """After sample `s`: the output of the call the parent names now kept, as a copy, the watched
-            functions of the copy's path looked at just before it (no code of the candidate's runs between)."""
+            """After sample `s`: the output of the call the parent names now kept, as a copy. Before the worker
+            says the sample is over, the sample's outputs are looked at (plain tensors made alike), storage for the
+            copy is made and the seal is looked at (worker/sample_seal.py); from then to the copy only the worker's
+            sealed code runs, the garbage collector off. The copy's digests go to the parent with the request's
+            answer, so that a copy mended later (by the candidate's next call) is seen when it is fetched."""
             nonlocal kept_copy
-            call = self.asked_keep(s, calls) if request.ask_keep else -1
-            if call >= 0:
+            seal = self.seal if request.ask_keep else None
+            doors: list[str] = []
+            spans: list[list[tuple[int, int]]] = []  # each call's output's storage, taken before the seal
+            if seal is not None:
+                if graph is not None:
+                    self.synchronize()  # the whole sample done first: no work of it can wait for the `keep`
                 replaced.update(evidence.replaced_apis())
-                # Looked at first: a tensor subclass could answer the copy, or any look at its storage, with work
-                # it never did (H22); then nothing of it is copied, and the parent fails the candidate.
+                # A tensor subclass could answer the copy, or any look at its storage, with work it never did
+                # (H22); outputs made unlike each other would hide a call in another precision behind the copy.
                 lazy.append(timed_outputs.not_plain(made))
                 differing.append(None if lazy[-1] is not None else timed_outputs.unlike(made))
-                if lazy[-1] is not None or differing[-1] is not None:
-                    call = -1
-            if call >= 0:
                 inputs = [t for given in (static if graph is not None else pool) for t in given]
-                overwritten.append(timed_outputs.shares_storage(made[call], made[call + 1 :], besides=inputs))
-            if call >= 0 and graph is not None and kept_copy is not None:
-                # Stream-ordered before the next replay; no code of the candidate's runs until then.
-                self.kept.append(copied_into(kept_copy, made[call]))
-                kept_copy = None
-            elif call >= 0:
-                self.kept.append(cloned(made[call]))
-                self.synchronize()  # copied before the candidate's next call could mend the original
+                spans = timed_outputs.call_spans(made, besides=inputs)
+                if lazy[-1] is None and differing[-1] is None and kept_copy is None:
+                    kept_copy = timed_outputs.empty_alike(made[0])
+                doors = seal.open_doors(before)
+            was = sample_seal.gc_off()
+            try:
+                call = self.asked_keep(s, calls) if request.ask_keep else -1
+                if call >= 0 and seal is not None:
+                    doors += seal.kernels_replaced()
+                    if doors:
+                        sealed_open.append(doors)
+                    elif lazy[-1] is None and differing[-1] is None:
+                        overwritten.append(timed_outputs.written_over(spans, call))
+                        sample_seal.copy_kept(kept_copy, made[call])
+                        if graph is None:
+                            self.synchronize()  # copied before the candidate's next call could mend the original
+                        self.kept.append(kept_copy)
+                        kept_digests.append(sample_seal.digests(kept_copy))
+                        kept_copy = None
+            finally:
+                sample_seal.gc_back(was)
             if graph is None:
                 made.clear()
+                if kept_copy is not None:
+                    kept_copy = None  # made alike this sample's outputs; the next sample's may differ
 
         graph, static = None, None
         try:
@@ -158,7 +178,7 @@ class Timer(GraphTimer):
                         self.send({**self.describe_exception("graph", exc), "type": "graph_unsupported"})
                         return
                     # The kept output's storage made now: an allocation between samples stalls the host.
-                    kept_copy = cloned(made[0]) if request.ask_keep else None
+                    kept_copy = timed_outputs.empty_alike(made[0]) if request.ask_keep and self.seal else None
                 else:
                     for _ in range(warmup):
                         model(*pool[0])
@@ -227,6 +247,8 @@ class Timer(GraphTimer):
             "kept_overwritten": any(overwritten),
             "not_plain": next((kind for kind in lazy if kind is not None), None),
             "outputs_differ": next((what for what in differing if what is not None), None),
+            "kept_digests": kept_digests,
+            "sealed_open": sealed_open[0][:20] if sealed_open else [],
         }
         if request.ask_keep and self.role == "candidate":
             # What the request left (threads, children, flags, hooks, replaced functions: a thread started in a
@@ -238,14 +260,22 @@ class Timer(GraphTimer):
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
         self.send(header_out)
 
+    def take_seal(self) -> None:
+        """Take the seal (worker/sample_seal.py) once, before any code of the candidate's runs: both workers take
+        and look at it alike, so that what it costs between samples is the same on both sides (the parent's clock
+        sets the candidate's round trips against the reference's, timing/crosscheck.py)."""
+        if self.seal is None:
+            evidence.refuse_audit_hooks()
+            self.seal = sample_seal.Seal(self)
+
     def asked_keep(self, sample: int, calls: int) -> int:
         """Say sample `sample` is over (`sampled`) and read the parent's `keep`: the call whose output to keep,
         or -1. Anything else in its place breaks the request."""
-        wire.write_frame(self.resp_fd, {"type": "sampled", "sample": sample})
-        answer = protocol.decode(wire.read_frame(self.req_fd))
-        if not isinstance(answer, protocol.Keep) or not -1 <= answer.call < calls:
-            raise protocol.ProtocolError(f"`sampled` answered by {answer.header()}, not a keep of one of {calls} calls")
-        return answer.call
+        sample_seal.write_sampled(self.resp_fd, sample)
+        call = sample_seal.read_keep(self.req_fd)
+        if call is None or not -1 <= call < calls:
+            raise protocol.ProtocolError(f"`sampled` answered by something other than a keep of one of {calls} calls")
+        return call
 
     def drain_floor(self, tries: int = 5) -> float:
         """What draining an idle device takes between two events (the host's wait and the next record): the

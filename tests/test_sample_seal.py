@@ -1,0 +1,165 @@
+"""The seal between a timed sample and the copy of its checked output (worker/sample_seal.py): each door a candidate
+could leave open is seen, nothing is seen where none is, and what runs after the seal reads and writes the
+protocol's frames as the parent does."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+
+import pytest
+import torch
+
+import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
+from kerneljudge import protocol
+from kerneljudge.worker import evidence, sample_seal, timer, wire
+
+
+class Worker(timer.Timer):
+    """A timer alone: the seal takes its class's attributes like a worker's."""
+
+
+@pytest.fixture
+def seal():
+    seal = sample_seal.Seal(Worker())
+    assert seal.open_doors(seal.begin(evidence.python_threads())) == []
+    return seal
+
+
+def doors_with(seal, arm, disarm):
+    before = seal.begin(evidence.python_threads())
+    arm()
+    try:
+        return seal.open_doors(before)
+    finally:
+        disarm()
+
+
+def test_hooks_handlers_and_timers_left_behind_are_seen(seal):
+    assert "sys.setprofile" in doors_with(seal, lambda: sys.setprofile(lambda *a: None), lambda: sys.setprofile(None))
+    assert "sys.settrace" in doors_with(
+        seal, lambda: threading.settrace(lambda *a: None), lambda: threading.settrace(None)
+    )
+    original = signal.getsignal(signal.SIGUSR2)
+    found = doors_with(
+        seal, lambda: signal.signal(signal.SIGUSR2, lambda *a: None), lambda: signal.signal(signal.SIGUSR2, original)
+    )
+    assert "signal handlers" in found and "signals caught" in found
+    found = doors_with(
+        seal, lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 30.0), lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    )
+    assert "interval timers" in found
+    assert seal.open_doors(seal.begin(evidence.python_threads())) == []
+
+
+def test_a_garbage_collector_callback_a_torch_mode_and_a_thread_are_seen(seal):
+    def callback(phase, info):
+        return None
+
+    found = doors_with(seal, lambda: gc.callbacks.append(callback), lambda: gc.callbacks.remove(callback))
+    assert found == ["gc.callbacks"]
+    from torch.overrides import TorchFunctionMode
+
+    mode = TorchFunctionMode()
+    assert doors_with(seal, mode.__enter__, lambda: mode.__exit__(None, None, None)) == ["torch function modes"]
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait)
+    try:
+        found = doors_with(seal, waiter.start, stop.set)
+    finally:
+        waiter.join()
+    assert found == ["1 thread(s) alive beside the worker's own", "1 native thread(s) started in the request"]
+
+
+def test_a_patched_namespace_is_seen_entry_by_entry(seal, monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "stride", lambda self, *a: (1,), raising=False)
+    assert "replaced torch.Tensor" in seal.open_doors(seal.begin(evidence.python_threads()))
+    monkeypatch.undo()
+    monkeypatch.setattr(sample_seal, "_read", lambda fd, n: b"")
+    assert "replaced kerneljudge.worker.sample_seal._read" in seal.open_doors(seal.begin(evidence.python_threads()))
+    monkeypatch.undo()
+    monkeypatch.setattr("builtins.len", lambda value: 0)
+    assert "replaced builtins.len" in seal.open_doors(seal.begin(evidence.python_threads()))
+    monkeypatch.undo()
+    monkeypatch.setattr(torch, "arange", lambda *a, **k: None)
+    assert "replaced torch.arange" in seal.open_doors(seal.begin(evidence.python_threads()))
+    monkeypatch.undo()
+    torch.kj_lazy_attribute = 1  # a library's attribute added later to a module the worker does not own: no door
+    try:
+        assert seal.open_doors(seal.begin(evidence.python_threads())) == []
+    finally:
+        del torch.kj_lazy_attribute
+
+
+def test_a_python_kernel_over_the_copys_operator_is_seen():
+    seal = sample_seal.Seal(Worker())
+    assert seal.kernels_replaced() == []
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        library.impl("copy_", lambda self, src, non_blocking=False: self, "CPU")
+        assert seal.kernels_replaced() == ["a kernel of aten::copy_"]
+    finally:
+        library._destroy()
+    assert seal.kernels_replaced() == []
+
+
+def test_the_seal_names_every_operator_its_copy_and_digests_dispatch():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = set()
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            overload = func._overloadname
+            seen.add(func._schema.name + ("" if overload == "default" else f".{overload}"))
+            return func(*args, **(kwargs or {}))
+
+    made = torch.randn(6, 5)[:, :3]
+    into = torch.empty_strided(made.shape, made.stride())
+    nest = (torch.ones(3, dtype=torch.float16), [torch.ones(2, dtype=torch.int8)])
+    with Recorder():
+        assert sample_seal.copy_kept(into, made)
+        sample_seal.digests(into)
+        sample_seal.digests(nest)
+    assert seen <= set(sample_seal.COPY_OPS)
+    assert torch.equal(into, made)
+
+
+def test_keep_and_sampled_frames_read_and_write_as_the_parent_does():
+    read, write = os.pipe()
+    try:
+        for call in (-1, 0, 7, 123456):
+            wire.write_frame(write, protocol.Keep(call=call).header())
+            assert sample_seal.read_keep(read) == call
+        wire.write_frame(write, protocol.Captured().header())
+        assert sample_seal.read_keep(read) is None
+        sample_seal.write_sampled(write, 41)
+        assert wire.read_frame(read) == {"type": "sampled", "sample": 41}
+        assert json.dumps(protocol.Keep(call=3).header()).encode() == b'{"op": "keep", "call": 3}'
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_copies_and_digests_of_nests_and_what_is_no_plain_nest():
+    made = (torch.randn(4, 3), [torch.arange(5)])
+    into = (torch.empty(4, 3), [torch.empty(5, dtype=torch.int64)])
+    assert sample_seal.copy_kept(into, made)
+    assert sample_seal.digests(into) == [list(evidence.digest(made[0])), list(evidence.digest(made[1][0]))]
+
+    class Listed(list):
+        pass
+
+    assert not sample_seal.copy_kept(Listed([torch.empty(2)]), Listed([torch.ones(2)]))
+    assert not sample_seal.copy_kept(torch.empty(2), [torch.ones(2)])
+
+
+def test_garbage_collection_is_off_between_the_seal_and_the_copy_and_back_after():
+    was = sample_seal.gc_off()
+    assert not gc.isenabled()
+    sample_seal.gc_back(was)
+    assert gc.isenabled() == was
