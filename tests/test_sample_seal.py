@@ -152,10 +152,31 @@ def test_copies_and_digests_of_nests_and_what_is_no_plain_nest():
     assert sample_seal.digests(into) == [list(evidence.digest(made[0])), list(evidence.digest(made[1][0]))]
 
     class Listed(list):
-        pass
+        def __iter__(self):  # a container that computes as it is read: never called by the copy
+            raise AssertionError("read by its own iterator")
 
-    assert not sample_seal.copy_kept(Listed([torch.empty(2)]), Listed([torch.ones(2)]))
+    into = [torch.empty(2)]
+    assert sample_seal.copy_kept(into, Listed([torch.ones(2)])) and torch.equal(into[0], torch.ones(2))
+    assert not sample_seal.copy_kept(Listed([torch.empty(2)]), Listed([torch.ones(2)]))  # storage of the built-in kind
     assert not sample_seal.copy_kept(torch.empty(2), [torch.ones(2)])
+    assert not sample_seal.copy_kept([torch.empty(2)], [torch.ones(2), torch.ones(2)])
+
+
+def test_a_named_tuple_of_torchs_is_copied_as_a_tuple_and_another_container_class_is_not_plain():
+    from kerneljudge.worker import timed_outputs
+
+    named = torch.linalg.qr(torch.randn(4, 3))
+    assert type(named) in timed_outputs.RETURN_TYPES and timed_outputs.not_plain([named]) is None
+    into = timed_outputs.empty_alike(named)
+    assert type(into) is tuple and sample_seal.copy_kept(into, named)
+    assert all(torch.equal(a, b) for a, b in zip(into, named, strict=True))
+
+    class Lazy(tuple):
+        def __iter__(self):
+            raise AssertionError("read by its own iterator")
+
+    lazy = Lazy((torch.ones(2),))
+    assert timed_outputs.not_plain([lazy]).endswith("Lazy") and timed_outputs.items(lazy)[0] is lazy[0]
 
 
 def test_garbage_collection_is_off_between_the_seal_and_the_copy_and_back_after():

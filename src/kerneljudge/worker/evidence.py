@@ -80,6 +80,8 @@ WORKER_PATHS = (
     "kerneljudge.worker.timed_outputs.not_plain",
     "kerneljudge.worker.timed_outputs.unlike",
     "kerneljudge.worker.timed_outputs.written_over",
+    "kerneljudge.worker.timed_outputs.call_spans",
+    "kerneljudge.worker.timed_outputs.items",
     "kerneljudge.worker.evidence.overlaps",
     "kerneljudge.worker.timed_outputs.empty_alike",
     "kerneljudge.worker.timer.sample_seal",
@@ -98,6 +100,7 @@ WORKER_PATHS = (
     "kerneljudge.worker.sample_seal.digests",
     "kerneljudge.worker.sample_seal.gc_off",
     "kerneljudge.worker.sample_seal.gc_back",
+    "kerneljudge.worker.sample_seal.device_wait",
 )
 WATCHED_SIGNALS = ("SIGALRM", "SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGVTALRM", "SIGPROF")
 

@@ -15,6 +15,7 @@ copy is made, so that no finaliser of the candidate's runs in between. docs/atta
 
 from __future__ import annotations
 
+import _signal
 import builtins
 import gc
 import operator
@@ -31,10 +32,23 @@ import torch
 from kerneljudge.worker import evidence
 
 # Bound when the worker starts: what runs after the seal uses these, never a lookup a candidate could redirect.
-_read, _write, _is, _all, _map, _int, _len = os.read, os.write, operator.is_, all, map, int, len
+_read, _write, _is, _all, _map, _int, _len, _list = os.read, os.write, operator.is_, all, map, int, len, list
+_tuple_iter, _list_iter = tuple.__iter__, list.__iter__
 _prefix = struct.Struct("<4sI").pack  # wire.PREFIX
 _gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
 _copy_ = torch._C.TensorBase.copy_  # a method of an immutable C type: no class attribute replaces it
+_cuda_wait = getattr(torch._C, "_cuda_synchronize", None)  # what torch.cuda.synchronize calls, on a CUDA build
+# ... and what the seal reads, so that a candidate that replaces `sys.gettrace` or `signal.getsignal` hides nothing
+# (this module's namespace is itself one the seal compares).
+_gettrace, _getprofile, _frames = sys.gettrace, sys.getprofile, sys._current_frames
+_thread_trace, _thread_profile, _threads = threading.gettrace, threading.getprofile, threading.enumerate
+_getsignal, _getitimer = _signal.getsignal, signal.getitimer  # the C module's: no enum made of each answer
+SIGNALS = tuple(sorted(signal.valid_signals()))
+_gc_callbacks = gc.callbacks  # the list the collector calls, whatever `gc.callbacks` is bound to later
+_monitoring = getattr(sys, "monitoring", None)  # Python 3.12 and later
+_function_modes, _dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+_included, _excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set
+_dispatch_dump, _listdir, _open, _sorted, _tuple, _str = torch._C._dispatch_dump, os.listdir, open, sorted, tuple, str
 Tensor = torch.Tensor
 # The parent's `keep` as the parent writes protocol.Keep's header (json.dumps of {"op": "keep", "call": n}).
 KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')
@@ -62,6 +76,8 @@ COPY_OPS = (
     "aten::view",
     "aten::view.dtype",
 )
+# The torch module's names the worker's code after the seal reads (the copy's digests, worker/evidence.digest).
+TORCH_NAMES = ("Tensor", "_C", "arange", "cuda", "int8", "int32", "int64", "uint8")
 # Threads of a library's own service class, whose code is the library's (checks/runtime.LIBRARY_THREADS).
 SERVICES = frozenset({"tqdm._monitor.TMonitor"})
 WORKER_MODULES = (
@@ -77,13 +93,20 @@ WORKER_MODULES = (
 class Snapshot:
     """One namespace (a module's globals, a class's attributes) as it was: its keys and values, by identity."""
 
-    def __init__(self, name: str, space: Any, exact: bool) -> None:
-        """`exact`: no key may be added either (a worker module's global would shadow a builtin its code uses)."""
-        self.name, self.space, self.exact = name, space, exact
-        self.keys, self.values = tuple(space), tuple(space.values())
+    def __init__(self, name: str, space: Any, exact: bool, only: tuple[str, ...] = ()) -> None:
+        """`exact`: no key may be added either (a worker module's global would shadow a builtin its code uses);
+        `only`: these keys alone are compared (of a large namespace, those the worker's code reads)."""
+        self.name, self.space, self.exact, self.only = name, space, exact, only
+        self.keys = only or tuple(space)
+        self.values = tuple(space.get(key) for key in self.keys) if only else tuple(space.values())
 
     def changed(self) -> str | None:
         space = self.space
+        if self.only:
+            for key, value in zip(self.keys, self.values, strict=True):
+                if space.get(key) is not value:
+                    return f"{self.name}.{key}"
+            return None
         if (self.exact and _len(space) != _len(self.keys)) or _len(space) < _len(self.keys):
             return self.name
         if _all(_map(_is, space, self.keys)) and _all(_map(_is, space.values(), self.values)):
@@ -97,13 +120,13 @@ class Snapshot:
 
 
 def signal_handlers() -> tuple[Any, ...]:
-    return tuple(signal.getsignal(s) for s in sorted(signal.valid_signals()))
+    return _tuple(_map(_getsignal, SIGNALS))
 
 
 def proc_lines(path: str, prefix: str = "") -> str:
     """Lines of a /proc file (those starting with `prefix`), or "" where it cannot be read."""
     try:
-        with open(path) as handle:
+        with _open(path) as handle:
             return "".join(line for line in handle if line.startswith(prefix))
     except OSError:
         return ""
@@ -114,7 +137,7 @@ ITIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 
 def monitoring_tools() -> tuple[Any, ...]:
     """The tools of sys.monitoring (Python 3.12 and later) and the events each is given."""
-    monitoring = getattr(sys, "monitoring", None)
+    monitoring = _monitoring
     if monitoring is None:
         return ()
     tools = []
@@ -132,21 +155,18 @@ def process_state() -> dict[str, Any]:
         "signal handlers": signal_handlers(),
         "signals caught": proc_lines("/proc/self/status", "SigCgt"),
         "timers": proc_lines("/proc/self/timers"),
-        "interval timers": tuple(signal.getitimer(t) != (0.0, 0.0) for t in ITIMERS),
+        "interval timers": _tuple(_getitimer(t) != (0.0, 0.0) for t in ITIMERS),
         "sys.monitoring": monitoring_tools(),
-        "gc.callbacks": tuple(gc.callbacks),
-        "torch function modes": torch._C._len_torch_function_stack(),
-        "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
-        "dispatch keys": (
-            str(torch._C._dispatch_tls_local_include_set()),
-            str(torch._C._dispatch_tls_local_exclude_set()),
-        ),
+        "gc.callbacks": _tuple(_gc_callbacks),
+        "torch function modes": _function_modes(),
+        "torch dispatch modes": _dispatch_modes(),
+        "dispatch keys": (_str(_included()), _str(_excluded())),
     }
 
 
 def kernels(ops: tuple[str, ...]) -> tuple[str, ...]:
     """The dispatcher's registrations of `ops` (a Python kernel registered over torch's shows there)."""
-    return tuple(torch._C._dispatch_dump(op) for op in ops)
+    return _tuple(_dispatch_dump(op) for op in ops)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -157,12 +177,12 @@ def same(a: Any, b: Any) -> bool:
 
 def python_threads() -> set[int]:
     """Every thread with a Python state: those of threading and those a C library made run Python."""
-    return {t.ident for t in threading.enumerate() if t.ident is not None} | set(sys._current_frames())
+    return {t.ident for t in _threads() if t.ident is not None} | set(_frames())
 
 
 def native_tasks() -> int:
     try:
-        return _len(os.listdir("/proc/self/task"))
+        return _len(_listdir("/proc/self/task"))
     except OSError:
         return 0
 
@@ -173,32 +193,31 @@ class Seal:
     def __init__(self, worker: Any) -> None:
         spaces = [
             Snapshot("builtins", vars(builtins), False),
-            Snapshot("torch", vars(torch), False),
+            Snapshot("torch", vars(torch), False, TORCH_NAMES),
             Snapshot("torch.Tensor", vars(Tensor), True),
         ]
         spaces += [Snapshot(name, vars(sys.modules[name]), True) for name in WORKER_MODULES if name in sys.modules]
         spaces += [Snapshot(c.__qualname__, vars(c), True) for c in type(worker).__mro__ if c is not object]
         self.spaces = spaces
-        self.ops = tuple(op for op in COPY_OPS if torch._C._dispatch_dump(op))
+        self.ops = tuple(op for op in COPY_OPS if _dispatch_dump(op))
         self.kernels = kernels(self.ops)
         self.state = process_state()
+        self.threads = python_threads()
 
     def begin(self, threads_baseline: set[int]) -> tuple[set[int], int]:
         """What `open_doors` counts new threads against, taken as a timed request begins: the Python threads alive
-        before any code of the candidate's ran (`threads_baseline`) and library service threads, and the native
-        threads alive now (an earlier request's are in the evidence of that request)."""
-        services = {
-            t.ident for t in threading.enumerate() if type(t).__module__ + "." + type(t).__qualname__ in SERVICES
-        }
-        return set(threads_baseline) | services, native_tasks()
+        when the seal was taken or before any code of the candidate's ran (`threads_baseline`) and library service
+        threads, and the native threads alive now (an earlier request's are in the evidence of that request)."""
+        services = {t.ident for t in _threads() if type(t).__module__ + "." + type(t).__qualname__ in SERVICES}
+        return self.threads | set(threads_baseline) | services, native_tasks()
 
     def open_doors(self, before: tuple[set[int], int]) -> list[str]:
         """What could run code of the candidate's in the worker before the named output is copied (`before`: what
         `begin` took)."""
         found = [f"replaced {name}" for name in (s.changed() for s in self.spaces) if name is not None]
-        if sys.gettrace() is not None or threading.gettrace() is not None:
+        if _gettrace() is not None or _thread_trace() is not None:
             found.append("sys.settrace")
-        if sys.getprofile() is not None or threading.getprofile() is not None:
+        if _getprofile() is not None or _thread_profile() is not None:
             found.append("sys.setprofile")
         now = process_state()
         found += [what for what, value in now.items() if not same(value, self.state[what])]
@@ -240,14 +259,21 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 
 def copy_kept(into: Any, value: Any) -> bool:
-    """Copy a nest of tensors made alike (worker/timed_outputs.py) into storage made before the seal, by torch's
-    C method; False where the nest is no exact tensor, tuple or list of them."""
+    """Copy a nest of tensors made alike (worker/timed_outputs.py) into storage made before the seal (a tuple or
+    list of the built-in kind, `timed_outputs.empty_alike`), by torch's C method, the nest read by the built-in
+    types' own iterators; False where the nest is no tensor, tuple or list of them like `into`."""
     if type(value) is Tensor:
+        if type(into) is not Tensor:
+            return False
         _copy_(into, value)
         return True
-    if type(value) in (tuple, list) and type(into) is type(value) and _len(into) == _len(value):
-        return _all(_map(copy_kept, into, value))
-    return False
+    if isinstance(value, tuple) and type(into) is tuple:
+        items = _list(_tuple_iter(value))
+    elif isinstance(value, list) and type(into) is list:
+        items = _list(_list_iter(value))
+    else:
+        return False
+    return _len(items) == _len(into) and _all(_map(copy_kept, into, items))
 
 
 def digests(value: Any) -> list[Any]:
@@ -255,13 +281,19 @@ def digests(value: Any) -> list[Any]:
     copy it is sent: the copy committed to when it is made, before any code of the candidate's runs again."""
     if type(value) is Tensor:
         return [list(evidence.digest(value))]
-    return [d for item in value for d in digests(item)] if type(value) in (tuple, list) else []
+    return [d for item in value for d in digests(item)] if type(value) in (tuple, list) else []  # of `copy_kept`'s
 
 
 def write_sampled(fd: int, sample: int) -> None:
     """Say sample `sample` is over: the `sampled` frame, made without a JSON encoder."""
     header = b'{"type": "sampled", "sample": %d}' % sample
     _write(fd, _prefix(b"KJW2", _len(header)) + header)
+
+
+def device_wait(cuda: bool) -> None:
+    """Wait for the whole device (torch.cuda.synchronize's own call, bound at import) where `cuda`."""
+    if cuda and _cuda_wait is not None:
+        _cuda_wait()
 
 
 def gc_off() -> bool:

@@ -12,14 +12,35 @@ import torch
 
 from kerneljudge.worker.evidence import live_spans, overlaps
 
+# The named tuples torch's own functions return (torch.return_types.geqrf: GPU MODE's QR), the one kind of tuple
+# subclass an output may be; taken at import, before any candidate code runs.
+RETURN_TYPES = frozenset(c for c in vars(torch.return_types).values() if isinstance(c, type) and issubclass(c, tuple))
+
+
+def items(out: Any) -> list[Any]:
+    """The items of one call's output (a tensor, or a tuple or list of them), read by the built-in types' own
+    iterators: no `__iter__` or `__len__` of a subclass runs (a container that computes as it is read, H22)."""
+    if isinstance(out, tuple):
+        return list(tuple.__iter__(out))
+    if isinstance(out, list):
+        return list(list.__iter__(out))
+    return [out]
+
+
+def kind(value: Any) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
+
 
 def not_plain(outputs: list[Any]) -> str | None:
-    """The type of the first item of `outputs` (each one value, or a tuple or list of them) that is a tensor but not
-    exactly a `torch.Tensor` (a subclass can compute, or answer, when it is copied: H22), or None."""
+    """The type of the first output of `outputs` that is a tuple or list of another class than the built-in ones
+    (torch's named tuples aside), or of the first item that is a tensor but not exactly a `torch.Tensor` (a subclass
+    can compute, or answer, when it is read or copied: H22), or None."""
     for out in outputs:
-        for item in out if isinstance(out, (tuple, list)) else [out]:
+        if isinstance(out, (tuple, list)) and type(out) not in (tuple, list) and type(out) not in RETURN_TYPES:
+            return kind(out)
+        for item in items(out):
             if isinstance(item, torch.Tensor) and type(item) is not torch.Tensor:
-                return f"{type(item).__module__}.{type(item).__qualname__}"
+                return kind(item)
     return None
 
 
@@ -27,10 +48,6 @@ def unlike(outputs: list[Any]) -> list[str] | None:
     """Where the outputs of one sample's calls differ in structure from the first's: [what, detail] (what: container,
     dtype, shape, stride or device), or None. A call of a sample that answered in another precision or layout would
     otherwise be hidden by a copy into storage made like the first's (a graph's kept output, worker/timer.py)."""
-
-    def items(out: Any) -> list[Any]:
-        return list(out) if isinstance(out, (tuple, list)) else [out]
-
     first = items(outputs[0]) if outputs else []
     for call, out in enumerate(outputs[1:], start=1):
         these = items(out)
@@ -57,8 +74,7 @@ def call_spans(outputs: list[Any], besides: tuple[Any, ...] | list[Any] = ()) ->
     inputs = live_spans(list(besides))
 
     def spans(value: Any) -> list[tuple[int, int]]:
-        items = value if isinstance(value, (tuple, list)) else [value]
-        return [a for a in live_spans(list(items)) if not any(overlaps(a, b) for b in inputs)]
+        return [a for a in live_spans(items(value)) if not any(overlaps(a, b) for b in inputs)]
 
     return [spans(out) for out in outputs]
 
@@ -76,9 +92,11 @@ def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[
 
 def empty_alike(out: Any) -> Any:
     """Storage for a copy of `out` (a tensor, or a tuple or list of them, all plain: `not_plain`), each made with
-    its dtype, shape, strides and device; anything else in the nest as it is."""
+    its dtype, shape, strides and device, a named tuple's as a plain tuple (a tuple to the parent's check too);
+    anything else in the nest as it is."""
     if isinstance(out, torch.Tensor):
         return torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device=out.device)
-    if type(out) in (tuple, list):
-        return type(out)(empty_alike(item) for item in out)
+    if isinstance(out, (tuple, list)):
+        made = [empty_alike(item) for item in items(out)]
+        return made if isinstance(out, list) else tuple(made)
     return out

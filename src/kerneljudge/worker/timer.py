@@ -150,11 +150,11 @@ class Timer(GraphTimer):
                         sealed_open.append(doors)
                     elif lazy[-1] is None and differing[-1] is None:
                         overwritten.append(timed_outputs.written_over(spans, call))
-                        sample_seal.copy_kept(kept_copy, made[call])
-                        if graph is None:
-                            self.synchronize()  # copied before the candidate's next call could mend the original
-                        self.kept.append(kept_copy)
-                        kept_digests.append(sample_seal.digests(kept_copy))
+                        if not sample_seal.copy_kept(kept_copy, made[call]):
+                            differing.append(["container", f"call {call}'s output could not be copied like call 0's"])
+                        sample_seal.device_wait(cuda)  # copied before the candidate's next call could mend the original
+                        kept_digests.append(sample_seal.digests(kept_copy))  # then kept (no `append` of its runs)
+                        list.append(self.kept, kept_copy)
                         kept_copy = None
             finally:
                 sample_seal.gc_back(was)
