@@ -105,7 +105,8 @@ class Timer(GraphTimer):
         kept_copy: Any = None  # storage for the kept output, made before the seal
         kept_digests: list[Any] = []  # the kept copy's digests, taken when it was made (worker/sample_seal.py)
         sealed_open: list[list[str]] = []  # what the seal found open before the named call's copy
-        # The threads new ones are counted against (`Seal.begin`), before this request runs any call.
+        # The threads new ones are counted against (`Seal.begin`): Python's before any call of the candidate's, native
+        # ones again once the warm-up or the graph's capture is over (CUDA's own may start there), as sampling begins.
         before = self.seal.begin(self.threads_baseline) if self.seal is not None else (set(), 0)
         times_ms: list[float] = []
         host_ms: list[float] = []
@@ -183,6 +184,7 @@ class Timer(GraphTimer):
                     for _ in range(warmup):
                         model(*pool[0])
                 self.synchronize()
+                before = (before[0], sample_seal.native_tasks())
                 if cuda:
                     cycles = self.sleep_cycles(float(request.precursor_ms))
                     # Without a graph a call may leave work on a stream the end event does not follow (H20): each
