@@ -48,7 +48,7 @@ _gc_callbacks = gc.callbacks  # the list the collector calls, whatever `gc.callb
 _monitoring = getattr(sys, "monitoring", None)  # Python 3.12 and later
 _function_modes, _dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
 _included, _excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set
-_dispatch_dump, _listdir, _open, _sorted, _tuple, _str = torch._C._dispatch_dump, os.listdir, open, sorted, tuple, str
+_dispatch_dump, _listdir, _open, _tuple, _str = torch._C._dispatch_dump, os.listdir, open, tuple, str
 Tensor = torch.Tensor
 # The parent's `keep` as the parent writes protocol.Keep's header (json.dumps of {"op": "keep", "call": n}).
 KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')

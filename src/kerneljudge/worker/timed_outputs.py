@@ -84,12 +84,6 @@ def written_over(spans: list[list[tuple[int, int]]], call: int) -> bool:
     return any(overlaps(a, b) for later in spans[call + 1 :] for a in spans[call] for b in later)
 
 
-def shares_storage(out: Any, others: list[Any], besides: tuple[Any, ...] | list[Any] = ()) -> bool:
-    """Whether a tensor of `out` (one, or a tuple or list of them) lies in the storage of a tensor of `others`, its
-    tensors that lie in the storage of one of `besides` (a view of an input) left out."""
-    return written_over(call_spans([out, *others], besides), 0)
-
-
 def empty_alike(out: Any) -> Any:
     """Storage for a copy of `out` (a tensor, or a tuple or list of them, all plain: `not_plain`), each made with
     its dtype, shape, strides and device, a named tuple's as a plain tuple (a tuple to the parent's check too);

@@ -182,19 +182,6 @@ def cloned(value: Any) -> Any:
     return value
 
 
-def copied_into(into: Any, value: Any) -> Any:
-    """`value` copied into `into`, a nest made by `cloned(value)` earlier: the same copy without an allocation."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return into.copy_(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(copied_into(i, v) for i, v in zip(into, value, strict=True))
-    if isinstance(value, dict):
-        return {k: copied_into(into[k], v) for k, v in value.items()}
-    return value
-
-
 def tensor_names(tree: Any) -> set[str]:
     """The tensor names a packed tree refers to (malformed parts are left to unpack_values)."""
     if isinstance(tree, list):
