@@ -46,10 +46,14 @@ def test_the_checked_pair_ends_beside_the_fresh_pairs_start_and_is_gone_before_t
 
 def test_the_hold_waits_for_the_pairs_processes_not_for_the_removal_of_their_workspaces(tiny_task, monkeypatch):
     removed, held = [], []
+    hold_began = threading.Event()
     real_remove = Workspace.remove
 
     def slow_remove(self):  # the checked pair's workspaces, removed in the closing thread, take a while
         if threading.current_thread().name == "kj-close-pair":
+            # Until the hold has begun (a hold that waited for the removal would begin 30 s late, after it), and a
+            # second more: on a loaded machine the fresh pair's start can outlast any fixed sleep.
+            hold_began.wait(30.0)
             time.sleep(1.0)
             removed.append(time.monotonic())
         real_remove(self)
@@ -59,6 +63,7 @@ def test_the_hold_waits_for_the_pairs_processes_not_for_the_removal_of_their_wor
     class NotingGate(LaneGate):
         def measure(self, gpu=None):
             held.append(time.monotonic())
+            hold_began.set()
             return super().measure(gpu)
 
     config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)

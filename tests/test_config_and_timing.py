@@ -136,6 +136,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
     from kerneljudge.sandbox.talk import WorkerProtocolError
     from kerneljudge.tasks.lint_reference import SEEDS, LintReference
     from kerneljudge.tasks.load import load_task
+    from kerneljudge.worker.evidence import digest
 
     worker = LintReference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:
@@ -143,18 +144,27 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
         worker.stage()
         said = []
 
-        def keep_second_call_of_sample_one(frame):
+        def commit_and_keep_second_call_of_sample_one(frame):
             said.append(frame)
-            return protocol.Keep(call=1 if frame["sample"] == 1 else -1)
+            if frame == {"type": "sampled", "sample": 1}:
+                return protocol.Commit()  # every output's digests first (worker/sample_commit.py)
+            return protocol.Keep(call=1 if frame["type"] == "committed" else -1)
 
         timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, ask_keep=True)
-        response, values = worker.worker.request(timed, interim=keep_second_call_of_sample_one)
-        assert said == [{"type": "sampled", "sample": s} for s in range(3)]  # each sample's, after it ran
+        response, values = worker.worker.request(timed, interim=commit_and_keep_second_call_of_sample_one)
+        assert [(f["type"], f["sample"]) for f in said] == [
+            ("sampled", 0),
+            ("sampled", 1),
+            ("committed", 1),
+            ("sampled", 2),
+        ]
         assert response["type"] == "timed" and response["kept"] == 1 and len(response["times_ms"]) == 3
         assert "items" not in response and not values  # nothing of the output in the timed request
         captured, values = worker.worker.request(protocol.Captured())
         assert captured["type"] == "captured" and captured["items"][0]["plain_tensor"]
         assert list(values["captured"][0].shape) == captured["items"][0]["shape"]
+        assert said[2]["digests"][1] == [list(digest(values["captured"][0]))]  # the kept output's, as committed
+        assert len(said[2]["digests"]) == 2  # of each call's output
         again, _ = worker.worker.request(protocol.Captured())  # fetched once, then dropped
         assert again["type"] == "error" and "no kept output" in again["message"]
         # A keep naming no call of the sample fails the request, and the worker serves on.

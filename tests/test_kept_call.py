@@ -1,5 +1,6 @@
 """The parent's half of the kept timed call (stages/kept_call.py): the sample drawn before the request and
-never sent, the call drawn only once that sample is over, every `sampled` checked for its turn."""
+never sent, the call drawn only once every output of that sample is committed, every frame checked for its
+turn."""
 
 import random
 
@@ -26,40 +27,71 @@ def said(sample):
     return {"type": "sampled", "sample": sample}
 
 
-def test_the_call_is_drawn_when_its_sample_is_over_and_only_that_sample_keeps_one():
+def committed(sample, calls):
+    """A commit of `calls` outputs of one tensor each (worker/sample_commit.py)."""
+    return {"type": "committed", "sample": sample, "digests": [[[64, "torch.float32", c, 7]] for c in range(calls)]}
+
+
+def run(keeper, samples, calls):
+    """Each sample said over, the commit answered where asked: the answers (Keep's call, or "commit")."""
+    answers = []
+    for sample in range(samples):
+        answer = keeper.answer(said(sample))
+        if answer == protocol.Commit():
+            answers.append("commit")
+            answer = keeper.answer(committed(sample, calls))
+        answers.append(answer.call)
+    return answers
+
+
+def test_the_call_is_drawn_once_its_sample_is_committed_and_only_that_sample_keeps_one():
     source = Recording(3)
     keeper = KeptCall(source, samples=5, calls=7, sets=3, keeps=True)
     assert source.bounds == [5]  # the sample only: the call is not drawn yet
-    answers = []
     for sample in range(5):
-        answers.append(keeper.answer(said(sample)).call)
-        assert source.bounds == ([5, 7] if sample >= keeper.sample else [5])
-    assert [a for a in answers if a >= 0] == [keeper.call] and answers.index(keeper.call) == keeper.sample
-    assert keeper.missing() is None
+        answer = keeper.answer(said(sample))
+        if sample != keeper.sample:
+            assert answer == protocol.Keep(call=-1) and source.bounds == ([5, 7] if sample > keeper.sample else [5])
+            continue
+        assert answer == protocol.Commit() and source.bounds == [5]  # the digests first, the call not drawn
+        assert keeper.missing() == "never answered the parent's commit"
+        answer = keeper.answer(committed(sample, 7))
+        assert answer == protocol.Keep(call=keeper.call) and source.bounds == [5, 7]
+    assert keeper.missing() is None and keeper.window_ms is not None and keeper.window_ms >= 0
     assert keeper.checked_set() == timed_set(keeper.sample, keeper.call, 3)
+    assert keeper.checked_digests() == [[64, "torch.float32", keeper.call, 7]]
 
 
 def test_every_sample_and_call_can_be_the_kept_one():
     seen = set()
     for seed in range(200):
         keeper = KeptCall(random.Random(seed), samples=3, calls=4, sets=2, keeps=True)
-        for sample in range(3):
-            keeper.answer(said(sample))
+        run(keeper, 3, 4)
         seen.add((keeper.sample, keeper.call))
     assert seen == {(s, c) for s in range(3) for c in range(4)}
 
 
-def test_a_side_that_keeps_nothing_is_answered_keep_none_and_draws_nothing():
+def test_a_side_that_keeps_nothing_commits_alike_and_is_answered_keep_none():
     source = Recording(1)
     keeper = KeptCall(source, samples=3, calls=2, sets=2, keeps=False)
-    assert [keeper.answer(said(s)) for s in range(3)] == [protocol.Keep(call=-1)] * 3
-    assert source.bounds == [] and keeper.checked_set() is None and keeper.missing() is None
+    answers = run(keeper, 3, 2)
+    assert answers.count("commit") == 1 and [a for a in answers if a != "commit"] == [-1] * 3
+    assert source.bounds == [3] and keeper.checked_set() is None and keeper.missing() is None
+    assert keeper.window_ms is not None
 
 
 def test_the_last_call_recheck_names_its_fixed_call():
     keeper = KeptCall(random.Random(0), samples=1, calls=5, sets=3, keeps=True, call=4)
-    assert keeper.answer(said(0)) == protocol.Keep(call=4)
+    assert run(keeper, 1, 5) == ["commit", 4]
     assert keeper.checked_set() == timed_set(0, 4, 3)
+
+
+@pytest.mark.parametrize("digests", [None, [], [[[64, "torch.float32", 1, 2]]], [[[64, 1, 2]], [[64, 1, 2]]], "x"])
+def test_a_commit_not_of_every_call_commits_nothing(digests):
+    keeper = KeptCall(random.Random(0), samples=1, calls=2, sets=2, keeps=True)
+    assert keeper.answer(said(0)) == protocol.Commit()
+    assert keeper.answer({"type": "committed", "sample": 0, "digests": digests}) == protocol.Keep(call=keeper.call)
+    assert keeper.checked_digests() is None  # the candidate then fails (stages/timed_calls.kept_set)
 
 
 @pytest.mark.parametrize(
@@ -71,18 +103,31 @@ def test_the_last_call_recheck_names_its_fixed_call():
         [said(True)],  # a bool is no sample number
         [said("0")],
         [{"type": "sampled"}],
+        [committed(0, 2)],  # a commit not asked for
     ],
 )
 def test_a_sampled_out_of_turn_gets_no_answer(frames):
     keeper = KeptCall(random.Random(0), samples=2, calls=2, sets=2, keeps=True)
+    keeper.sample = 1  # the second sample is committed (tested below)
     *first, last = frames
     for frame in first:
         assert keeper.answer(frame) is not None
     assert keeper.answer(last) is None
 
 
+def test_a_frame_out_of_turn_around_a_commit_gets_no_answer():
+    for frames in ([said(0), said(1)], [said(0), committed(1, 2)], [said(0), committed(0, 2), committed(0, 2)]):
+        keeper = KeptCall(random.Random(0), samples=2, calls=2, sets=2, keeps=True)
+        keeper.sample = 0
+        *first, last = frames
+        for frame in first:
+            assert keeper.answer(frame) is not None
+        assert keeper.answer(last) is None
+
+
 def test_an_answer_before_every_sample_was_said_to_be_over_is_missing_samples():
     keeper = KeptCall(random.Random(0), samples=3, calls=2, sets=2, keeps=True)
+    keeper.sample = 2
     keeper.answer(said(0))
     assert keeper.missing() == "said 1 of 3 samples were over before answering"
 
@@ -105,17 +150,15 @@ def test_a_worker_whose_sampled_is_out_of_turn_is_stopped():
         worker.close()
 
 
-def test_an_open_seal_or_a_missing_digest_fails_the_candidate_and_the_seal_is_a_finding():
+def test_an_open_seal_fails_the_candidate_and_is_a_finding():
     from kerneljudge.stages.kept_call import SEALED, kept_problem, seal_findings
 
-    sound = {"sealed_open": [], "kept_digests": [[[64, "torch.float32", 5, 7]]]}
+    sound = {"sealed_open": []}
     assert kept_problem(sound) is None and seal_findings(sound) == []
-    assert kept_problem({**sound, "kept_digests": []}) is None  # a sample the parent did not name
     opened = {**sound, "sealed_open": ["sys.setprofile", "replaced torch.Tensor"]}
     problem = kept_problem(opened)
     assert problem is not None and problem.kind == "integrity_violation" and problem.summary == SEALED
     (found,) = seal_findings(opened)
     assert found.code == "KJ-R026" and found.severity == "error" and "sys.setprofile" in found.summary
-    for broken in ({"kept_digests": sound["kept_digests"]}, {**sound, "kept_digests": [[[64, 5, 7]]]}):
-        problem = kept_problem(broken)  # a worker that does not say what the seal found, or how its copy read
-        assert problem is not None and problem.kind == "integrity_violation"
+    problem = kept_problem({})  # a worker that does not say what the seal found
+    assert problem is not None and problem.kind == "integrity_violation"

@@ -16,7 +16,7 @@ import torch
 
 import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
 from kerneljudge import protocol
-from kerneljudge.worker import evidence, sample_seal, timer, wire
+from kerneljudge.worker import evidence, sample_commit, sample_seal, timer, wire
 
 
 class Worker(timer.Timer):
@@ -107,7 +107,7 @@ def test_a_python_kernel_over_the_copys_operator_is_seen():
     assert seal.kernels_replaced() == []
 
 
-def test_the_seal_names_every_operator_its_copy_and_digests_dispatch():
+def test_the_seal_names_every_operator_its_copy_and_the_commits_digests_dispatch():
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen = set()
@@ -121,10 +121,16 @@ def test_the_seal_names_every_operator_its_copy_and_digests_dispatch():
     made = torch.randn(6, 5)[:, :3]
     into = torch.empty_strided(made.shape, made.stride())
     nest = (torch.ones(3, dtype=torch.float16), [torch.ones(2, dtype=torch.int8)])
+    empty = torch.ones(0)
     with Recorder():
         assert sample_seal.copy_kept(into, made)
-        sample_seal.digests(into)
-        sample_seal.digests(nest)
+        sample_commit.commit_digests([made, made, nest])  # stacked
+        sample_commit.commit_digests([nest, empty])
+        stack_bytes, sample_commit.STACK_BYTES = sample_commit.STACK_BYTES, 8
+        try:
+            sample_commit.commit_digests([made, made])  # one at a time
+        finally:
+            sample_commit.STACK_BYTES = stack_bytes
     assert seen <= set(sample_seal.COPY_OPS)
     assert torch.equal(into, made)
 
@@ -135,6 +141,8 @@ def test_keep_and_sampled_frames_read_and_write_as_the_parent_does():
         for call in (-1, 0, 7, 123456):
             wire.write_frame(write, protocol.Keep(call=call).header())
             assert sample_seal.read_keep(read) == call
+        wire.write_frame(write, protocol.Commit().header())
+        assert sample_seal.read_keep(read) == sample_seal.COMMIT
         wire.write_frame(write, protocol.Captured().header())
         assert sample_seal.read_keep(read) is None
         sample_seal.write_sampled(write, 41)
@@ -145,11 +153,11 @@ def test_keep_and_sampled_frames_read_and_write_as_the_parent_does():
         os.close(write)
 
 
-def test_copies_and_digests_of_nests_and_what_is_no_plain_nest():
+def test_copies_of_nests_and_what_is_no_plain_nest():
     made = (torch.randn(4, 3), [torch.arange(5)])
     into = (torch.empty(4, 3), [torch.empty(5, dtype=torch.int64)])
     assert sample_seal.copy_kept(into, made)
-    assert sample_seal.digests(into) == [list(evidence.digest(made[0])), list(evidence.digest(made[1][0]))]
+    assert torch.equal(into[0], made[0]) and torch.equal(into[1][0], made[1][0])
 
     class Listed(list):
         def __iter__(self):  # a container that computes as it is read: never called by the copy

@@ -28,13 +28,17 @@ from typing import Any
 # from its worker's frames passed verified on the CPU), the worker's copy path watched (KJ-R001), and a candidate
 # whose outputs share one storage timed one call a sample, the reference alike (an honest one failed its timed check);
 # 0.3.8: the seal between a timed sample and its kept copy (worker/sample_seal.py: a hook left behind mended the
-# named output, KJ-R026) and the kept copy's digests taken as it is made (a copy mended before its fetch fails).
-__version__ = "0.3.8"
+# named output, KJ-R026) and the kept copy's digests taken as it is made (a copy mended before its fetch fails);
+# 0.3.9: the commit (worker/sample_commit.py): every output of the checked sample digested and sent before the parent
+# names the call (the seal's own object blinded passed verified by 0.3.8), each side's time to commit set against
+# the other's (stages/commit_window.py, KJ-R027).
+__version__ = "0.3.9"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
 UNTIMED_SAME_AS = {
+    "0.3.9": "0.3.8",
     "0.3.8": "0.3.7",
     "0.3.7": "0.3.6",
     "0.3.6": "0.3.5",

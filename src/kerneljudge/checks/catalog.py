@@ -222,6 +222,14 @@ CATALOG: dict[str, Entry] = {
             ("H03", "H21"),
         ),
         Entry(
+            "KJ-R027",
+            "timing",
+            "the candidate's worker took longer than the reference's to commit to a checked sample's outputs, by more "
+            "than its calls claim to take: work done where no timer sees it",
+            "Do a call's work in the call; leave nothing to run after it.",
+            ("H03", "H21"),
+        ),
+        Entry(
             "KJ-R040",
             "trace",
             "none of the declared custom kernels ran in the traced calls",

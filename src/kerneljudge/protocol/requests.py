@@ -6,7 +6,7 @@ worker's inbox) are the process's (sandbox/talk.py), not a request's.
 
 Which worker serves which: the reference worker `load`, `derive`, `trial`, `compare`, `stage`, `compile`
 and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both `exit`, and
-`keep` within a `time` request that asks for it.
+`keep` and `commit` within a `time` request that asks for them.
 """
 
 from __future__ import annotations
@@ -172,6 +172,14 @@ class Keep(Request):
 
 
 @dataclass(frozen=True)
+class Commit(Request):
+    """Within a `time` request with `ask_keep`, the answer to the `sampled` of the sample whose call the parent
+    checks: first the digests of every call's output of that sample (`committed`), then a `keep` is read."""
+
+    op: ClassVar[str] = "commit"
+
+
+@dataclass(frozen=True)
 class Captured(Request):
     """The oldest output a `time` request kept that the worker still keeps."""
 
@@ -196,7 +204,8 @@ class Exit(Request):
 
 
 OPS: dict[str, type[Request]] = {
-    cls.op: cls for cls in (Load, Derive, Trial, Call, Compare, Stage, Compile, Time, Keep, Captured, Recheck, Exit)
+    cls.op: cls
+    for cls in (Load, Derive, Trial, Call, Compare, Stage, Compile, Time, Keep, Commit, Captured, Recheck, Exit)
 }
 
 

@@ -25,8 +25,9 @@ ANSWERS: dict[str, frozenset[str]] = {
     "call": frozenset({"output", "inputs_differ"}),
 }
 # Frames a worker sends within a request, each answered by the parent before the request's answer comes:
-# after each sample of a `time` request with `ask_keep`, `sampled` (its sample's number), answered by `keep`.
-INTERIM: dict[str, frozenset[str]] = {"time": frozenset({"sampled"})}
+# after each sample of a `time` request with `ask_keep`, `sampled` (its sample's number), answered by `keep`, or by
+# `commit` for the sample whose call is checked, whose `committed` (the digests of its outputs) a `keep` answers.
+INTERIM: dict[str, frozenset[str]] = {"time": frozenset({"sampled", "committed"})}
 ERROR_FIELDS = ("phase", "exc_type", "message")  # strings in every error (worker/base.describe_exception)
 
 

@@ -118,6 +118,22 @@ FIXTURES = (
         timing=True,
     ),
     Fixture(
+        "seal_state_forger",
+        "H03",
+        "keep_hook_mender with the seal blinded first (its methods shadowed on the worker's seal object): the hook "
+        "mends the named output unseen (timed; it passed verified on the CPU by 0.3.8, before the commit)",
+        ("integrity_violation",),
+        timing=True,
+    ),
+    Fixture(
+        "commit_window_worker",
+        "H03",
+        "a slow kernel made to look fast: the seal blinded, its timed calls do nothing and a hook does the checked "
+        "sample's work when the parent asks for the commit, before the digests (timed)",
+        ("KJ-R027",),
+        timing=True,
+    ),
+    Fixture(
         "kept_copy_forger",
         "H31",
         "answers timed calls with nothing and rewrites the worker's copy of the kept output to compute it afresh "

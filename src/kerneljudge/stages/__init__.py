@@ -23,7 +23,9 @@
   observed clock check, the timed median against the trace);
 - `timed_calls.py`: one timed request per side, the timing pool, the compiled reference, the checks of timed
   outputs (kept in the worker and checked after the samples);
-- `kept_call.py`: which timed call's output is checked, named by the parent after its sample ran (H03);
+- `kept_call.py`: which timed call's output is checked, named by the parent after its sample ran and every
+  output of that sample was committed (H03);
+- `commit_window.py`: each side's commit on the parent's clock, the candidate's against the reference's (KJ-R027);
 - `timed_rechecks.py`: the calls checked after the measurement: the graph recheck and the last-call recheck;
 - `timing_pair.py`: the fresh worker pair that timing runs on;
 - `record.py`: the record assembled from the state, a pure function.

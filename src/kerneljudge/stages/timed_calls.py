@@ -114,6 +114,8 @@ def time_side(
                 raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
             if keeper is not None and keeper.missing():
                 raise JudgeFailed(f"the {role} worker {keeper.missing()}")
+        if keeper is not None and keeper.window_ms is not None and request.measured:
+            state.commit_windows.setdefault(role, []).append((keeper.window_ms, request.calls))
         expected = 1 if request.method == "do_bench" else request.samples
         times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
         # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
@@ -226,19 +228,23 @@ def compile_reference(state: JudgmentState) -> str | None:
 def kept_set(state: JudgmentState, keeper: KeptCall, response: dict[str, Any]) -> tuple[int, list[Any]]:
     """Read a candidate's answer to a `time` request that kept a call: what the request left (findings), what its
     worker found in the named sample before the copy (`kept_problem`; the seal, worker/sample_seal.py), and the
-    input set of the kept call, noted in `kept_calls`, with the digests of its copy as the worker made it. A worker
-    that did not say each sample was over, or kept nothing, fails the candidate."""
+    input set of the kept call, noted in `kept_calls`, with the digests its worker committed for that call's output
+    before the call was named. A worker that did not say each sample was over, kept nothing or committed nothing
+    fails the candidate."""
     state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
     state.add_findings(seal_findings(response))
     problem = kept_problem(response)
     if problem is not None:
         raise CandidateFailed(problem)
-    checked, missing = keeper.checked_set(), keeper.missing()
-    if checked is None or keeper.call is None or missing or not response["kept_digests"]:
+    checked, missing, committed = keeper.checked_set(), keeper.missing(), keeper.checked_digests()
+    if checked is None or keeper.call is None or missing or response.get("kept") != 1:
         summary = f"the candidate worker {missing or 'kept no timed output'}"
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary=summary))
+    if committed is None:
+        summary = "the candidate worker committed no digests of its checked sample's outputs"
+        raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=summary))
     state.kept_calls.append({"sample": keeper.sample, "call": keeper.call, "set": checked})
-    return checked, response["kept_digests"][0]
+    return checked, committed
 
 
 def defers(state: JudgmentState, kept: int) -> bool:

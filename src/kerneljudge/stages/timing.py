@@ -18,6 +18,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages import device_memory
 from kerneljudge.stages.build import build_candidate, load_reference
+from kerneljudge.stages.commit_window import window_check, window_findings
 from kerneljudge.stages.failures import CandidateFailed
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import check_deferred, make_ready, time_side
@@ -239,7 +240,7 @@ def take(
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
         one_call=shares_outputs(state),
     )
-    state.drain_left, state.drain_timed_ms, state.deferred_checks = [], [], []
+    state.drain_left, state.drain_timed_ms, state.deferred_checks, state.commit_windows = [], [], [], {}
     state.timing = run_interleaved(
         prepared.sides,
         prepared.pool,
@@ -288,6 +289,9 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
     if method == INTERLEAVED and state.timing.candidate is not None:
         state.timing.trace_check, found = timed_versus_traced(state.trace_summary, state.timing.candidate.median_ms)
         state.add_findings(found)
+    if method == INTERLEAVED and not state.native and state.timing.candidate is not None:
+        state.timing.commit_window = window_check(state.commit_windows, state.timing.candidate.median_ms)
+        state.add_findings(window_findings(state.timing.commit_window))
     check = state.timing.clock_check or {}
     if check.get("suspicious") and not state.native:
         state.add_findings(

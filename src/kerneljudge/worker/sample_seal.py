@@ -11,6 +11,10 @@ started and on namespaces the seal compares, entry by entry and by identity, wit
 the parent's `keep` (no JSON decoder, whose classes a candidate could patch), the copy (torch's C method, the
 dispatcher's registration of `aten::copy_` compared) and the device's wait. The garbage collector is off until the
 copy is made, so that no finaliser of the candidate's runs in between. docs/attacks.md (H03, H21) lists the doors.
+
+The seal is this process's own objects, which a candidate's code that reaches them can blind (`seal_state_forger`
+shadowed its methods and passed verified by 0.3.8): what holds without it is the commit (worker/sample_commit.py),
+the digests of every output of the checked sample sent before the parent names the call.
 """
 
 from __future__ import annotations
@@ -28,8 +32,6 @@ import threading
 from typing import Any
 
 import torch
-
-from kerneljudge.worker import evidence
 
 # Bound when the worker starts: what runs after the seal uses these, never a lookup a candidate could redirect.
 _read, _write, _is, _all, _map, _int, _len, _list = os.read, os.write, operator.is_, all, map, int, len, list
@@ -50,16 +52,21 @@ _function_modes, _dispatch_modes = torch._C._len_torch_function_stack, torch._C.
 _included, _excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set
 _dispatch_dump, _listdir, _open, _tuple, _str = torch._C._dispatch_dump, os.listdir, open, tuple, str
 Tensor = torch.Tensor
-# The parent's `keep` as the parent writes protocol.Keep's header (json.dumps of {"op": "keep", "call": n}).
+# The parent's `keep` as the parent writes protocol.Keep's header (json.dumps of {"op": "keep", "call": n}), and its
+# `commit` (protocol.Commit: the digests of every output of the sample first, worker/sample_commit.py).
 KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')
+COMMIT_HEADER = b'{"op": "commit"}'
+COMMIT = -2  # what `read_keep` answers for a `commit`
 _keep_match = KEEP.fullmatch
-# The dispatcher's operators the copy and its digest run through (tests/test_sample_seal.py records them): a Python
-# kernel registered over one of torch's (torch.library) would run in the window, and shows in its registrations.
+# The dispatcher's operators the copy and the commit's digests run through (tests/test_sample_seal.py records them):
+# a Python kernel registered over one of torch's (torch.library) would run in the window, and shows in its
+# registrations.
 COPY_OPS = (
     "aten::_local_scalar_dense",
     "aten::_to_copy",
     "aten::_unsafe_view",
     "aten::add.Tensor",
+    "aten::arange",
     "aten::arange.start",
     "aten::bitwise_or.Scalar",
     "aten::clone",
@@ -69,19 +76,23 @@ COPY_OPS = (
     "aten::empty.memory_format",
     "aten::empty_strided",
     "aten::mul.Tensor",
+    "aten::new_empty",
     "aten::reshape",
     "aten::slice.Tensor",
+    "aten::stack",
     "aten::sum",
+    "aten::sum.dim_IntList",
     "aten::to.dtype",
     "aten::view",
     "aten::view.dtype",
 )
-# The torch module's names the worker's code after the seal reads (the copy's digests, worker/evidence.digest).
-TORCH_NAMES = ("Tensor", "_C", "arange", "cuda", "int8", "int32", "int64", "uint8")
+# The torch module's names the worker's code after the seal reads (the commit's digests, worker/sample_commit.py).
+TORCH_NAMES = ("Tensor", "_C", "arange", "cuda", "int8", "int32", "int64", "stack", "uint8")
 # Threads of a library's own service class, whose code is the library's (checks/runtime.LIBRARY_THREADS).
 SERVICES = frozenset({"tqdm._monitor.TMonitor"})
 WORKER_MODULES = (
     "kerneljudge.worker.sample_seal",
+    "kerneljudge.worker.sample_commit",
     "kerneljudge.worker.timer",
     "kerneljudge.worker.timed_graph",
     "kerneljudge.worker.timed_outputs",
@@ -236,15 +247,18 @@ class Seal:
 
 
 def read_keep(fd: int) -> int | None:
-    """The call a `keep` frame names, read with what the worker bound when it started; None for any other frame
-    (the caller then breaks the request)."""
+    """The call a `keep` frame names, or COMMIT for a `commit`, read with what the worker bound when it started;
+    None for any other frame (the caller then breaks the request)."""
     prefix = _read_exact(fd, 8)
     if prefix[:4] != b"KJW2":
         return None
     size = _int.from_bytes(prefix[4:], "little")
     if size > 64:
         return None
-    found = _keep_match(_read_exact(fd, size))
+    header = _read_exact(fd, size)
+    if header == COMMIT_HEADER:
+        return COMMIT
+    found = _keep_match(header)
     return None if found is None else _int(found.group(1))
 
 
@@ -274,14 +288,6 @@ def copy_kept(into: Any, value: Any) -> bool:
     else:
         return False
     return _len(items) == _len(into) and _all(_map(copy_kept, into, items))
-
-
-def digests(value: Any) -> list[Any]:
-    """The digests of a nest's tensors (worker/evidence.digest), as the reference's worker computes them of the
-    copy it is sent: the copy committed to when it is made, before any code of the candidate's runs again."""
-    if type(value) is Tensor:
-        return [list(evidence.digest(value))]
-    return [d for item in value for d in digests(item)] if type(value) in (tuple, list) else []  # of `copy_kept`'s
 
 
 def write_sampled(fd: int, sample: int) -> None:

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import evidence, sample_seal, timed_outputs, wire
+from kerneljudge.worker import evidence, sample_commit, sample_seal, timed_outputs, wire
 from kerneljudge.worker.timed_graph import GraphTimer
 
 # The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
@@ -103,7 +103,6 @@ class Timer(GraphTimer):
         lazy: list[str | None] = []  # the first output of the kept call's sample that was no plain tensor, if any
         differing: list[list[str] | None] = []  # where an output of that sample differed from its first's
         kept_copy: Any = None  # storage for the kept output, made before the seal
-        kept_digests: list[Any] = []  # the kept copy's digests, taken when it was made (worker/sample_seal.py)
         sealed_open: list[list[str]] = []  # what the seal found open before the named call's copy
         # The threads new ones are counted against (`Seal.begin`): Python's before any call of the candidate's, native
         # ones again once the warm-up or the graph's capture is over (CUDA's own may start there), as sampling begins.
@@ -123,8 +122,10 @@ class Timer(GraphTimer):
             """After sample `s`: the output of the call the parent names now kept, as a copy. Before the worker
             says the sample is over, the sample's outputs are looked at (plain tensors made alike), storage for the
             copy is made and the seal is looked at (worker/sample_seal.py); from then to the copy only the worker's
-            sealed code runs, the garbage collector off. The copy's digests go to the parent with the request's
-            answer, so that a copy mended later (by the candidate's next call) is seen when it is fetched."""
+            sealed code runs, the garbage collector off. Of the sample whose call the parent checks, the digests of
+            every call's output go to the parent before it names the call (`asked_keep`, worker/sample_commit.py),
+            so that an output mended after the name (the copy, or the original before it) is seen when it is
+            fetched."""
             nonlocal kept_copy
             seal = self.seal if request.ask_keep else None
             doors: list[str] = []
@@ -144,7 +145,8 @@ class Timer(GraphTimer):
                 doors = seal.open_doors(before)
             was = sample_seal.gc_off()
             try:
-                call = self.asked_keep(s, calls) if request.ask_keep else -1
+                plain = seal is not None and lazy[-1] is None and differing[-1] is None
+                call = self.asked_keep(s, calls, made, plain) if request.ask_keep else -1
                 if call >= 0 and seal is not None:
                     doors += seal.kernels_replaced()
                     if doors:
@@ -154,8 +156,7 @@ class Timer(GraphTimer):
                         if not sample_seal.copy_kept(kept_copy, made[call]):
                             differing.append(["container", f"call {call}'s output could not be copied like call 0's"])
                         sample_seal.device_wait(cuda)  # copied before the candidate's next call could mend the original
-                        kept_digests.append(sample_seal.digests(kept_copy))  # then kept (no `append` of its runs)
-                        list.append(self.kept, kept_copy)
+                        list.append(self.kept, kept_copy)  # (no `append` of its runs)
                         kept_copy = None
             finally:
                 sample_seal.gc_back(was)
@@ -249,7 +250,6 @@ class Timer(GraphTimer):
             "kept_overwritten": any(overwritten),
             "not_plain": next((kind for kind in lazy if kind is not None), None),
             "outputs_differ": next((what for what in differing if what is not None), None),
-            "kept_digests": kept_digests,
             "sealed_open": sealed_open[0][:20] if sealed_open else [],
         }
         if request.ask_keep and self.role == "candidate":
@@ -270,11 +270,17 @@ class Timer(GraphTimer):
             evidence.refuse_audit_hooks()
             self.seal = sample_seal.Seal(self)
 
-    def asked_keep(self, sample: int, calls: int) -> int:
+    def asked_keep(self, sample: int, calls: int, made: list[Any], plain: bool) -> int:
         """Say sample `sample` is over (`sampled`) and read the parent's `keep`: the call whose output to keep,
-        or -1. Anything else in its place breaks the request."""
+        or -1. Where the parent asks for a `commit` first, the digests of every call's output of the sample
+        (`made`, if `plain`: plain tensors made alike; none otherwise) go to it before the `keep` is read
+        (worker/sample_commit.py). Anything else in their place breaks the request."""
         sample_seal.write_sampled(self.resp_fd, sample)
         call = sample_seal.read_keep(self.req_fd)
+        if call == sample_seal.COMMIT:
+            digests = sample_commit.commit_digests(made[:calls]) if plain else []
+            sample_commit.write_committed(self.resp_fd, sample, digests)
+            call = sample_seal.read_keep(self.req_fd)
         if call is None or not -1 <= call < calls:
             raise protocol.ProtocolError(f"`sampled` answered by something other than a keep of one of {calls} calls")
         return call

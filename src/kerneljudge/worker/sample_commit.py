@@ -1,0 +1,93 @@
+"""The commit of a checked sample: the digests of every call's output, sent before the parent names the call it
+checks (stages/kept_call.py; H03 by H21).
+
+The seal (worker/sample_seal.py) looks for code of the candidate's that could run between a sample's end and the
+copy of its named output; but the seal is this process's own objects, and a candidate that reaches them can
+blind them (the red team's `seal_state_forger`: its methods shadowed on the seal object, PASS verified by 0.3.8).
+So the parent does not rely on it alone: for the sample whose call it will check, it asks first for the digests of
+every call's output of that sample (`commit`), and names the call only once they are with it. The reference's
+worker takes the digests again of the copy it is sent (worker/compare.py, method `timed`), and they must be the
+committed ones: an output mended after the call is named no longer matches, and one mended before must be every
+call's of the sample, a sample's whole work in the time the parent's clock sees between `commit` and `committed`
+(stages/commit_window.py). The digests are evidence.digest's, taken many outputs at a time where they are small.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+import torch
+
+from kerneljudge.worker import evidence
+
+_write, _prefix = os.write, struct.Struct("<4sI").pack  # wire.PREFIX
+# At most this many bytes of outputs are digested in one stack (its int64 words take twice that).
+STACK_BYTES = evidence.DIGEST_BYTES
+
+
+def tensors_of(value: Any) -> list[torch.Tensor]:
+    """The tensors of one call's output nest, in order (a plain tensor, tuple or list of them: timed_outputs)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in tensors_of(item)]
+    return []
+
+
+def words_of(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes as evidence.digest reads them: 32-bit words, or bytes where their number is odd."""
+    flat = t.detach().reshape(-1)
+    raw = flat.contiguous().view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
+    return raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+
+
+def stacked_digests(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:
+    """evidence.digest of each of `group` (tensors of one dtype, size and device), taken together: one stack, the
+    same weights for every row, one wait for the sums."""
+    rows = torch.stack([words_of(t) for t in group]).to(torch.int64)
+    index = torch.arange(rows.shape[1], device=rows.device, dtype=torch.int64)
+    sums = torch.stack([(rows * (index * 2 + 1)).sum(1), (rows * ((index * 0x9E3779B1) | 1)).sum(1)], 1)
+    nbytes = group[0].numel() * group[0].element_size()
+    return [(nbytes, str(group[0].dtype), a % 2**64, b % 2**64) for a, b in sums.tolist()]
+
+
+def commit_digests(outputs: list[Any]) -> list[list[list[Any]]]:
+    """The digests of each call's output (a list per call, one digest per tensor of its nest), as evidence.digest
+    takes them of one tensor: outputs alike and small are digested a stack at a time."""
+    flat = [(call, t) for call, value in enumerate(outputs) for t in tensors_of(value)]
+    found: dict[int, tuple[Any, ...]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for position, (_, t) in enumerate(flat):
+        nbytes = t.numel() * t.element_size()
+        if nbytes == 0 or nbytes > STACK_BYTES:
+            found[position] = evidence.digest(t)
+        else:
+            groups.setdefault((t.dtype, t.numel(), t.device), []).append(position)
+    for positions in groups.values():
+        per_stack = max(1, STACK_BYTES // (flat[positions[0]][1].numel() * flat[positions[0]][1].element_size()))
+        for start in range(0, len(positions), per_stack):
+            chunk = positions[start : start + per_stack]
+            found.update(zip(chunk, stacked_digests([flat[p][1] for p in chunk]), strict=True))
+    per_call: list[list[list[Any]]] = [[] for _ in outputs]
+    for position, (call, _) in enumerate(flat):
+        per_call[call].append(list(found[position]))
+    return per_call
+
+
+def committed_frame(sample: int, digests: list[list[list[Any]]]) -> bytes:
+    """The `committed` frame (its prefix and header) for `sample`: made by hand, its values ints and dtype names."""
+    calls = b",".join(
+        b"[" + b",".join(b'[%d,"%s",%d,%d]' % (n, dtype.encode(), a, b) for n, dtype, a, b in call) + b"]"
+        for call in digests
+    )
+    header = b'{"type": "committed", "sample": %d, "digests": [%s]}' % (sample, calls)
+    return _prefix(b"KJW2", len(header)) + header
+
+
+def write_committed(fd: int, sample: int, digests: list[list[list[Any]]]) -> None:
+    frame = committed_frame(sample, digests)
+    view = memoryview(frame)
+    while view:
+        view = view[_write(fd, view) :]
