@@ -461,3 +461,21 @@ def test_a_one_call_plan_times_every_side_one_call_a_sample(device):
     assert timing.calls_per_sample == {"candidate": 1, "reference": 1}
     assert timing.speedup == pytest.approx(2.0, rel=0.02)
     assert timing_of(0.005, 0.01, device=device).calls_per_sample["candidate"] > 1
+
+
+def test_one_late_request_is_no_under_claim_but_a_gap_in_most_requests_is():
+    """The candidate's requests set against the reference's by their medians (a loaded CI machine: one honest
+    request 353 ms late, and the sums alone called the candidate's timer a liar)."""
+    reference = [100.0] * 6
+    claimed = {"candidate": 39.0, "reference": 42.0}
+
+    def seen(overheads):
+        return {"candidate": sum(overheads) + claimed["candidate"], "reference": sum(reference) + claimed["reference"]}
+
+    late = [100.0] * 5 + [500.0]
+    assert crosscheck.clock_check(claimed, seen(late), reference)["suspicious"]  # by the sums alone
+    check = crosscheck.clock_check(claimed, seen(late), reference, late)
+    assert not check["suspicious"] and check["candidate_implied_ms"] == pytest.approx(39.0)
+    lying = [160.0] * 6  # 60 ms more in every request than the reference's, 6.5 ms claimed in each
+    check = crosscheck.clock_check(claimed, seen(lying), reference, lying)
+    assert check["suspicious"] and check["candidate_implied_ms"] == pytest.approx(39.0 + 360.0)

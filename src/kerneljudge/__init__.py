@@ -30,8 +30,8 @@ from typing import Any
 # 0.3.8: the seal between a timed sample and its kept copy (worker/sample_seal.py: a hook left behind mended the
 # named output, KJ-R026) and the kept copy's digests taken as it is made (a copy mended before its fetch fails);
 # 0.3.9: the commit (worker/sample_commit.py): every output of the checked sample digested and sent before the parent
-# names the call (the seal's own object blinded passed verified by 0.3.8), each side's time to commit set against
-# the other's (stages/commit_window.py, KJ-R027).
+# names the call (the seal's own object blinded passed verified by 0.3.8), and each side's time beyond its claimed
+# calls, in the commit and around the samples, set against the reference's (stages/untimed_work.py, KJ-R027).
 __version__ = "0.3.9"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without

@@ -134,8 +134,9 @@ class Timing(Model):
     stop_reason: str | None = None  # precision_reached, max_blocks, time_budget, native_trials
     clock_check: dict[str, Any] | None = None  # the candidate's claimed time against the parent's clock
     trace_check: dict[str, Any] | None = None  # the timed calls' device time against the traced calls' kernels
-    # Each side's time to commit to its checked sample's outputs against the other's (stages/commit_window.py)
-    commit_window: dict[str, Any] | None = None
+    # Each side's time beyond what its calls claim, on the parent's clock, in its commits and around its samples,
+    # the candidate's against the bound the reference's set (stages/untimed_work.py), by span
+    untimed_work: dict[str, dict[str, Any]] | None = None
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
     graph_rechecks: int = 0  # of those, plain calls on the candidate's graph buffers after its replays
     # The timed calls whose outputs were kept for those checks, each named after its sample ran (stages/kept_call.py):

@@ -134,6 +134,14 @@ FIXTURES = (
         timing=True,
     ),
     Fixture(
+        "sample_end_worker",
+        "H03",
+        "a slow kernel made to look fast: the seal blinded, its timed calls do nothing and a hook does each sample's "
+        "work after the sample's end, before the worker says it is over (timed; the commit sees right outputs)",
+        ("KJ-R027",),
+        timing=True,
+    ),
+    Fixture(
         "kept_copy_forger",
         "H31",
         "answers timed calls with nothing and rewrites the worker's copy of the kept output to compute it afresh "

@@ -25,7 +25,8 @@
   outputs (kept in the worker and checked after the samples);
 - `kept_call.py`: which timed call's output is checked, named by the parent after its sample ran and every
   output of that sample was committed (H03);
-- `commit_window.py`: each side's commit on the parent's clock, the candidate's against the reference's (KJ-R027);
+- `untimed_work.py`: each side's commit and requests on the parent's clock beyond what its calls claim, the
+  candidate's against the reference's (KJ-R027);
 - `timed_rechecks.py`: the calls checked after the measurement: the graph recheck and the last-call recheck;
 - `timing_pair.py`: the fresh worker pair that timing runs on;
 - `record.py`: the record assembled from the state, a pure function.

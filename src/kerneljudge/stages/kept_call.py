@@ -11,7 +11,7 @@ learns the position afterwards cannot mend it either (`kept_output_survivor`), a
 worker is sent must have the committed digests, whatever ran in the candidate's process in between
 (`seal_state_forger`). Both sides are asked alike, the reference always to keep nothing, so that the two
 workers' samples differ in the model only; the time each side took to commit is set against the other's
-(stages/commit_window.py).
+(stages/untimed_work.py).
 """
 
 from __future__ import annotations

@@ -103,9 +103,10 @@ class JudgmentState:
     call_seed: int | None = None  # the random state the current trial's calls start from, both sides
     draws_random: bool = False  # the reference draws random numbers in its forward
     timed_checks: int = 0
-    # Each side's commits of measured requests (stages/commit_window.py): the parent's clock from `commit` to
-    # `committed` (ms), and the calls whose outputs were digested.
-    commit_windows: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+    # Each side's spans of its measured requests on the parent's clock (stages/untimed_work.py), by span ("commit":
+    # from `commit` to `committed`; "requests": the round trip less the claimed calls and the precursors, per
+    # sample), each (ms, the calls per sample).
+    untimed_spans: dict[str, dict[str, list[tuple[float, int]]]] = field(default_factory=dict)
     # The kept outputs not yet checked, in order: each its pool set and the digests committed for it.
     deferred_checks: list[tuple[int, list[Any]]] = field(default_factory=list)
     kept_calls: list[dict[str, int]] = field(default_factory=list)  # each kept timed call: sample, call, set

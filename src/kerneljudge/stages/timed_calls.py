@@ -114,8 +114,6 @@ def time_side(
                 raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
             if keeper is not None and keeper.missing():
                 raise JudgeFailed(f"the {role} worker {keeper.missing()}")
-        if keeper is not None and keeper.window_ms is not None and request.measured:
-            state.commit_windows.setdefault(role, []).append((keeper.window_ms, request.calls))
         expected = 1 if request.method == "do_bench" else request.samples
         times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
         # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
@@ -141,9 +139,23 @@ def time_side(
                 state.drain_left += left
                 state.drain_timed_ms += [t * request.calls for t in times]
             times = drain.covered(times, request.calls, left)
+        if request.measured and keeper is not None:
+            note_spans(state, role, request, keeper, times, request_ms)
         return SampleTimes(times, [float(h) for h in host], [float(b) for b in busy], request_ms)
 
     return timed
+
+
+def note_spans(
+    state: JudgmentState, role: str, request: TimeRequest, keeper: KeptCall, times: list[float], request_ms: float
+) -> None:
+    """A measured request's spans on the parent's clock beyond its claimed calls (stages/untimed_work.py): its
+    commit, and its round trip less the calls' claimed time and the precursors asked for, per sample."""
+    spans = state.untimed_spans.setdefault(role, {})
+    if keeper.window_ms is not None:
+        spans.setdefault("commit", []).append((keeper.window_ms, request.calls))
+    around = request_ms - sum(times) * request.calls - request.samples * request.precursor_ms
+    spans.setdefault("requests", []).append((around / max(1, request.samples), request.calls))
 
 
 def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any] | None = None) -> None:

@@ -18,11 +18,11 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.stages import device_memory
 from kerneljudge.stages.build import build_candidate, load_reference
-from kerneljudge.stages.commit_window import window_check, window_findings
 from kerneljudge.stages.failures import CandidateFailed
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import check_deferred, make_ready, time_side
 from kerneljudge.stages.timed_rechecks import recheck_graph, recheck_last
+from kerneljudge.stages.untimed_work import bound_check, untimed_findings
 from kerneljudge.stages.workers import at_gate, closing_ended, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain
@@ -240,7 +240,7 @@ def take(
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
         one_call=shares_outputs(state),
     )
-    state.drain_left, state.drain_timed_ms, state.deferred_checks, state.commit_windows = [], [], [], {}
+    state.drain_left, state.drain_timed_ms, state.deferred_checks, state.untimed_spans = [], [], [], {}
     state.timing = run_interleaved(
         prepared.sides,
         prepared.pool,
@@ -290,8 +290,12 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
         state.timing.trace_check, found = timed_versus_traced(state.trace_summary, state.timing.candidate.median_ms)
         state.add_findings(found)
     if method == INTERLEAVED and not state.native and state.timing.candidate is not None:
-        state.timing.commit_window = window_check(state.commit_windows, state.timing.candidate.median_ms)
-        state.add_findings(window_findings(state.timing.commit_window))
+        claimed, spans = state.timing.candidate.median_ms, state.untimed_spans
+        state.timing.untimed_work = {
+            span: bound_check({role: spans.get(role, {}).get(span, []) for role in spans}, claimed)
+            for span in ("commit", "requests")
+        }
+        state.add_findings(untimed_findings(state.timing.untimed_work))
     check = state.timing.clock_check or {}
     if check.get("suspicious") and not state.native:
         state.add_findings(

@@ -86,6 +86,9 @@ class _Session:
         return result
 
 
+SIDES = ("reference", "candidate")  # the overheads per request the clock check sets against each other
+
+
 def run_interleaved(
     sides: dict[str, TimeSide],
     inputs: Sequence[Any],
@@ -268,7 +271,7 @@ def _timing(
         speedup_rse=estimate.rse if estimate is not None and math.isfinite(estimate.rse) else None,
         stop_reason=stop_reason,
         parent_observed_ms={k: round(v, 3) for k, v in session.observed_ms.items()},
-        clock_check=clock_check(session.claimed_ms, session.seen_ms, session.overheads_ms.get("reference"))
+        clock_check=clock_check(session.claimed_ms, session.seen_ms, *map(session.overheads_ms.get, SIDES))
         if method == INTERLEAVED
         else None,
     )

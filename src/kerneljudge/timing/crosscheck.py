@@ -22,10 +22,14 @@ CLAIM_FLOOR = 0.1
 # were mostly overhead and a tenth of their wall time was the bar (issue 19).
 NOISE_MS = 20.0
 NOISE_SPREADS = 4.0
+MIN_REQUESTS = 2  # per side, for the medians
 
 
 def clock_check(
-    claimed_ms: dict[str, float], seen_ms: dict[str, float], reference_overheads_ms: list[float] | None = None
+    claimed_ms: dict[str, float],
+    seen_ms: dict[str, float],
+    reference_overheads_ms: list[float] | None = None,
+    candidate_overheads_ms: list[float] | None = None,
 ) -> dict[str, Any]:
     """Set the candidate worker's claimed time against the parent's clock (H30: a worker that cannot be trusted).
 
@@ -35,10 +39,19 @@ def clock_check(
     through the same path. What is left of the candidate's wall time after that overhead is the timed region
     the parent can account for, which the timed calls must at least roughly have taken. How far the
     reference's per-request overheads spread says how much of a gap overhead alone can make.
+
+    With each side's overhead per request (at least MIN_REQUESTS each), the candidate's requests are set against
+    the reference's by their medians (the candidate's lower one), as the speedup sets blocks against each other:
+    one request the host was late for (a loaded CI machine: 353 ms in one of an honest candidate's, which then
+    claimed 0.098) moves neither, and work hidden in half of the requests or fewer moves no median block ratio.
     """
     overhead = max(0.0, seen_ms["reference"] - claimed_ms["reference"])
     implied = seen_ms["candidate"] - overhead
     claimed = claimed_ms["candidate"]
+    if len(reference_overheads_ms or ()) >= MIN_REQUESTS and len(candidate_overheads_ms or ()) >= MIN_REQUESTS:
+        # the candidate's lower median: of two requests, the one the host was not late for
+        typical, count = statistics.median_low(candidate_overheads_ms or ()), len(candidate_overheads_ms or ())
+        implied = claimed + count * (typical - statistics.median(reference_overheads_ms or ()))
     spread = (
         statistics.pstdev(reference_overheads_ms) if reference_overheads_ms and len(reference_overheads_ms) > 1 else 0.0
     )

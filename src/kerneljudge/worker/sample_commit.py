@@ -9,7 +9,7 @@ every call's output of that sample (`commit`), and names the call only once they
 worker takes the digests again of the copy it is sent (worker/compare.py, method `timed`), and they must be the
 committed ones: an output mended after the call is named no longer matches, and one mended before must be every
 call's of the sample, a sample's whole work in the time the parent's clock sees between `commit` and `committed`
-(stages/commit_window.py). The digests are evidence.digest's, taken many outputs at a time where they are small.
+(stages/untimed_work.py). The digests are evidence.digest's, taken many outputs at a time where they are small.
 """
 
 from __future__ import annotations
@@ -74,6 +74,12 @@ def commit_digests(outputs: list[Any]) -> list[list[list[Any]]]:
     for position, (call, _) in enumerate(flat):
         per_call[call].append(list(found[position]))
     return per_call
+
+
+def warm(device: Any) -> None:
+    """Run the commit once on a few bytes of `device`: the first use of its operators in a process costs tens of
+    milliseconds on the CPU, which the parent's clock would otherwise see in one side's first commit."""
+    commit_digests([torch.zeros(4, device=device), torch.ones(4, device=device), torch.zeros(0, device=device)])
 
 
 def committed_frame(sample: int, digests: list[list[list[Any]]]) -> bytes:

@@ -252,10 +252,11 @@ class Timer(GraphTimer):
             "outputs_differ": next((what for what in differing if what is not None), None),
             "sealed_open": sealed_open[0][:20] if sealed_open else [],
         }
-        if request.ask_keep and self.role == "candidate":
+        if request.ask_keep:
             # What the request left (threads, children, flags, hooks, replaced functions: a thread started in a
             # timed call could read the parent's `keep` before the worker does), replaced functions also as they
-            # were at each kept copy. The reference's own is the judge's and goes unread.
+            # were at each kept copy. The reference's own is the judge's and goes unread: it is gathered so that
+            # its time is on both sides of the parent's clock (stages/untimed_work.py).
             found = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
             header_out["evidence"] = {**found, "apis_replaced": sorted(replaced.union(found["apis_replaced"]))}
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
@@ -268,6 +269,7 @@ class Timer(GraphTimer):
         sets the candidate's round trips against the reference's, timing/crosscheck.py)."""
         if self.seal is None:
             evidence.refuse_audit_hooks()
+            sample_commit.warm(self.device)  # the commit's first operators' one-off cost, paid here, not in a request
             self.seal = sample_seal.Seal(self)
 
     def asked_keep(self, sample: int, calls: int, made: list[Any], plain: bool) -> int:

@@ -1,0 +1,79 @@
+"""Untimed work on the parent's clock (H03 by H21, H30): what each side's worker took beyond the time its calls
+claim, set against the trusted reference's.
+
+The commit (worker/sample_commit.py) makes an output mended after the parent names the checked call fail its
+digests, so a candidate whose code still runs in its worker after a sample (the seal blinded, the red team's
+`seal_state_forger`) must do every call's work before the digests: when the `commit` comes
+(`commit_window_worker`), or after every sample, before the worker says it is over (`sample_end_worker`). Either
+way the work is in no event's span, but it is on the parent's clock, which sees two spans of each measured
+request of each side:
+- `commit`: from the parent's `commit` to the `committed` answer;
+- `requests`: the request's round trip less what its calls claim and the precursors the parent asked for, per
+  sample (the commit, the seal, the drains, the frames: the worker's own work around the samples).
+Each is some fixed time and some time per call, alike for both sides, whose outputs are alike and whose workers
+run the same code around their calls; only the calls per sample differ. So the reference's span bounds an honest
+candidate's (`bound_check`), to which the candidate's own claimed time per call is added (what a call's work is,
+by its own account); more is work done where no timer sees it (KJ-R027). What a candidate can still hide there
+is about its claimed time per call and its share of the reference's span: docs/attacks.md (H03) says what is left.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from kerneljudge.checks.catalog import finding
+from kerneljudge.verdict import Finding
+
+# The least untimed work per call that counts, whatever the claims (ms).
+FLOOR_MS = 0.002
+# ... beyond the noise allowance: this many standard errors of the reference's median span.
+NOISE_SPREADS = 4.0
+MIN_SPANS = 3  # per side, for a check at all
+SPANS = {"commit": "to commit to a checked sample's outputs", "requests": "around each sample of its requests"}
+
+
+def bound_check(spans: dict[str, list[tuple[float, int]]], claimed_per_call_ms: float | None) -> dict[str, Any]:
+    """Each side's median span (ms, and the calls per sample it came with) and whether the candidate's is longer
+    than an honest one could be (`suspicious`).
+
+    A span is some fixed time F and a time d per call, alike for both sides. The parent sees neither part, only
+    each side's whole span; but the reference's median span R = F + n_ref d bounds both (F <= R, d <= R / n_ref),
+    so an honest candidate's span with n calls is at most R (1 + n / n_ref). The candidate's may exceed that by
+    its claimed time per call for each of its n calls (at least FLOOR_MS), and by the noise of R."""
+    candidate, reference = spans.get("candidate", []), spans.get("reference", [])
+    figures: dict[str, Any] = {"candidate_spans": len(candidate), "reference_spans": len(reference)}
+    if len(candidate) < MIN_SPANS or len(reference) < MIN_SPANS or claimed_per_call_ms is None:
+        return {**figures, "suspicious": False}
+    seen, calls = statistics.median(w for w, _ in candidate), statistics.median(n for _, n in candidate)
+    bound, bound_calls = statistics.median(w for w, _ in reference), statistics.median(n for _, n in reference)
+    error = 1.2533 * statistics.pstdev([w for w, _ in reference]) / math.sqrt(len(reference))  # a median's
+    scale = 1 + calls / max(1, bound_calls)
+    allowed = bound * scale + calls * max(FLOOR_MS, claimed_per_call_ms) + NOISE_SPREADS * error * scale
+    return {
+        **figures,
+        "candidate_ms": round(seen, 4),
+        "candidate_calls": calls,
+        "reference_ms": round(bound, 4),
+        "reference_calls": bound_calls,
+        "candidate_claimed_ms_per_call": round(claimed_per_call_ms, 4),
+        "allowed_ms": round(allowed, 4),
+        "suspicious": seen > allowed,
+    }
+
+
+def untimed_findings(checks: dict[str, dict[str, Any]]) -> list[Finding]:
+    """KJ-R027 for each span whose check found the candidate's too long."""
+    found = []
+    for span, check in checks.items():
+        if not check.get("suspicious"):
+            continue
+        summary = (
+            f"the candidate's worker took {check['candidate_ms']:.3g} ms {SPANS[span]} with "
+            f"{check['candidate_calls']:g} calls a sample, where the reference's took {check['reference_ms']:.3g} ms "
+            f"with {check['reference_calls']:g} and its calls claim {check['candidate_claimed_ms_per_call']:.3g} ms "
+            f"each: work done where no timer sees it"
+        )
+        found.append(finding("KJ-R027", "error", summary, {"span": span, **check}))
+    return found

@@ -1,0 +1,70 @@
+"""Untimed work on the parent's clock (stages/untimed_work.py): an honest candidate's span (its commit, its
+requests around the samples) is bounded by the reference's, and more than its claimed calls' time beyond that
+bound is KJ-R027."""
+
+from __future__ import annotations
+
+from kerneljudge.stages.untimed_work import FLOOR_MS, bound_check, untimed_findings
+
+
+def windows(fixed_ms, per_output_ms, calls, count=6, jitter_ms=0.0):
+    """`count` spans of `calls` calls a sample: a fixed part and a part per call, with some jitter."""
+    return [(fixed_ms + calls * per_output_ms + jitter_ms * ((i % 3) - 1), calls) for i in range(count)]
+
+
+def test_an_honest_candidate_with_more_or_fewer_calls_than_the_reference_is_within_the_bound():
+    for calls in (10, 100, 1000, 10000):  # a much faster or slower candidate times more or fewer calls a sample
+        check = bound_check(
+            {"candidate": windows(0.3, 0.002, calls), "reference": windows(0.3, 0.002, 100, jitter_ms=0.02)}, 0.0
+        )
+        assert not check["suspicious"] and untimed_findings({"commit": check}) == []
+        assert check["candidate_calls"] == calls and check["reference_calls"] == 100
+
+
+def test_a_sample_of_work_in_the_commit_beyond_the_claimed_time_is_found():
+    reference = windows(0.3, 0.002, 100, jitter_ms=0.02)
+    # Its calls claim 1 us each and did nothing; its commit does 10 us of work per call of a 1000-call sample.
+    check = bound_check({"candidate": windows(0.3, 0.002 + 0.010, 1000), "reference": reference}, 0.001)
+    assert check["suspicious"] and check["candidate_ms"] > check["allowed_ms"]
+    (found,) = untimed_findings({"requests": check, "commit": {"suspicious": False}})
+    assert found.code == "KJ-R027" and found.severity == "error" and "1000 calls a sample" in found.summary
+    assert "around each sample" in found.summary and found.evidence["span"] == "requests"
+    # The same work within what its calls claim (10 us each) is not: its timed calls did that much.
+    assert not bound_check({"candidate": windows(0.3, 0.012, 1000), "reference": reference}, 0.010)["suspicious"]
+
+
+def test_the_floor_holds_for_claims_of_nothing():
+    reference = windows(0.3, 0.002, 100)
+    under = bound_check({"candidate": windows(0.3, 0.002 + FLOOR_MS / 2, 1000), "reference": reference}, 0.0)
+    over = bound_check({"candidate": windows(0.3, 0.002 + FLOOR_MS * 3, 1000), "reference": reference}, 0.0)
+    assert not under["suspicious"] and over["suspicious"]
+
+
+def test_the_reference_noise_widens_the_bound():
+    quiet = bound_check({"candidate": windows(0.3, 0.02, 100), "reference": windows(0.3, 0.002, 100)}, 0.0)
+    noisy = bound_check(
+        {"candidate": windows(0.3, 0.02, 100), "reference": windows(0.3, 0.002, 100, jitter_ms=0.5)}, 0.0
+    )
+    assert quiet["suspicious"] and not noisy["suspicious"]
+
+
+def test_too_few_commits_or_no_claims_check_nothing():
+    few = bound_check({"candidate": windows(0.3, 1.0, 100, count=2), "reference": windows(0.3, 0.002, 100)}, 0.0)
+    assert few == {"candidate_spans": 2, "reference_spans": 6, "suspicious": False}
+    assert not bound_check({"candidate": windows(0.3, 1.0, 100)}, 0.0)["suspicious"]
+    assert not bound_check({"candidate": windows(0.3, 1.0, 100), "reference": windows(0.3, 0.002, 100)}, None)[
+        "suspicious"
+    ]
+
+
+def test_a_requests_span_is_its_round_trip_less_its_claimed_calls_and_precursors_per_sample():
+    from types import SimpleNamespace
+
+    from kerneljudge.stages.timed_calls import note_spans
+
+    state = SimpleNamespace(untimed_spans={})
+    request = SimpleNamespace(calls=10, samples=4, precursor_ms=0.5)
+    note_spans(state, "candidate", request, SimpleNamespace(window_ms=2.0), [0.1, 0.1, 0.1, 0.1], 20.0)
+    # 4 samples of 10 calls claimed at 0.1 ms each: 4 ms; 4 precursors of 0.5 ms; (20 - 4 - 2) / 4 samples
+    note_spans(state, "candidate", request, SimpleNamespace(window_ms=None), [0.1, 0.1, 0.1, 0.1], 24.0)
+    assert state.untimed_spans == {"candidate": {"commit": [(2.0, 10)], "requests": [(3.5, 10), (4.5, 10)]}}
