@@ -3,9 +3,10 @@ request asks the parent after each sample which call's output to keep (`sampled`
 times the same requests of a reference worker (the red team's small bias_relu task by default, its pool staged)
 with and without the exchange, many samples of one call each, and reports the parent's wall time per sample of
 each and their difference: the exchange's cost, which lies between samples (outside the event pair and the host
-clock) and adds to a timed judgment's measuring hold, once per sample on each side.
+clock) and adds to a timed judgment's measuring hold, once per sample on each side; and, since 0.3.9, what the
+commit of one sample costs a request (the digests of every call's output of it, worker/sample_commit.py).
 
-    python benchmarks/kept_call_exchange.py [--task FILE] [--samples 200] [--repeats 5] [--json FILE]
+    python benchmarks/kept_call_exchange.py [--task FILE] [--samples 200] [--calls 1] [--repeats 5] [--json FILE]
 """
 
 from __future__ import annotations
@@ -21,12 +22,24 @@ from kerneljudge import protocol
 from kerneljudge.tasks.lint_reference import SEEDS, LintReference
 from kerneljudge.tasks.load import load_task
 
+MODES = ("plain", "asked", "committed")  # no exchange; a `keep` after each sample; and a `commit` of the first
 
-def per_sample_ms(worker: LintReference, samples: int, ask_keep: bool, graph: bool) -> float:
-    """The parent's wall milliseconds per sample of one request of `samples` samples of one call."""
-    request = protocol.Time(calls=1, samples=samples, warmup=1, staged=True, ask_keep=ask_keep, graph=graph)
+
+def answer(mode: str):
+    def answering(frame: dict) -> protocol.Request:
+        if mode == "committed" and frame == {"type": "sampled", "sample": 0}:
+            return protocol.Commit()  # every call's output of the sample digested (worker/sample_commit.py)
+        return protocol.Keep(call=-1)
+
+    return answering
+
+
+def per_sample_ms(worker: LintReference, samples: int, calls: int, mode: str, graph: bool) -> float:
+    """The parent's wall milliseconds per sample of one request of `samples` samples of `calls` calls."""
+    ask_keep = mode != "plain"
+    request = protocol.Time(calls=calls, samples=samples, warmup=1, staged=True, ask_keep=ask_keep, graph=graph)
     began = time.perf_counter()
-    response, _ = worker.worker.request(request, interim=lambda frame: protocol.Keep(call=-1))
+    response, _ = worker.worker.request(request, interim=answer(mode))
     elapsed = (time.perf_counter() - began) * 1e3
     if response.get("type") != "timed":
         raise RuntimeError(f"the worker answered {response.get('type')}: {response.get('message')}")
@@ -39,6 +52,7 @@ def main() -> None:
     parser.add_argument("--task", default=str(small), help="a task spec (a file, builtin:NAME)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=1, help="calls per sample (the commit digests each's output)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
@@ -49,29 +63,31 @@ def main() -> None:
         device = worker.hello.get("device", args.device)
         worker.stage()
         for graph in (False, True) if str(device).startswith("cuda") else (False,):
-            seen: dict[bool, list[float]] = {False: [], True: []}
-            for _ in range(args.repeats):  # interleaved, so that drift falls on both alike
-                for ask_keep in (False, True):
-                    seen[ask_keep].append(per_sample_ms(worker, args.samples, ask_keep, graph))
-            plain, asked = statistics.median(seen[False]), statistics.median(seen[True])
+            seen: dict[str, list[float]] = {mode: [] for mode in MODES}
+            for _ in range(args.repeats):  # interleaved, so that drift falls on all alike
+                for mode in MODES:
+                    seen[mode].append(per_sample_ms(worker, args.samples, args.calls, mode, graph))
+            plain, asked, committed = (statistics.median(seen[mode]) for mode in MODES)
             rows.append(
                 {
                     "device": str(device),
                     "graph": graph,
                     "samples": args.samples,
+                    "calls": args.calls,
                     "plain_ms_per_sample": round(plain, 4),
                     "asked_ms_per_sample": round(asked, 4),
                     "exchange_us": round((asked - plain) * 1e3, 1),
+                    "commit_ms_per_request": round((committed - asked) * args.samples, 3),
                 }
             )
     finally:
         worker.close()
-    print("| device | graph | ms per sample, plain | ms per sample, asked | the exchange, us |")
-    print("|---|---|---|---|---|")
+    print("| device | graph | calls | ms per sample, plain | ms per sample, asked | the exchange, us | commit, ms |")
+    print("|---|---|---|---|---|---|---|")
     for row in rows:
         print(
-            f"| {row['device']} | {row['graph']} | {row['plain_ms_per_sample']} | {row['asked_ms_per_sample']} | "
-            f"{row['exchange_us']} |"
+            f"| {row['device']} | {row['graph']} | {row['calls']} | {row['plain_ms_per_sample']} | "
+            f"{row['asked_ms_per_sample']} | {row['exchange_us']} | {row['commit_ms_per_request']} |"
         )
     if args.json:
         with open(args.json, "w") as handle:
