@@ -43,7 +43,8 @@ def clock_check(
     With each side's overhead per request (at least MIN_REQUESTS each), the candidate's requests are set against
     the reference's by their medians (the candidate's lower one), as the speedup sets blocks against each other:
     one request the host was late for (a loaded CI machine: 353 ms in one of an honest candidate's, which then
-    claimed 0.098) moves neither, and work hidden in half of the requests or fewer moves no median block ratio.
+    claimed 0.098) moves neither; work hidden in fewer than half of the requests moves neither median (with two
+    requests, the lower one is the candidate's better request: a cost of robustness the finer KJ-R027 shares).
     """
     overhead = max(0.0, seen_ms["reference"] - claimed_ms["reference"])
     implied = seen_ms["candidate"] - overhead
