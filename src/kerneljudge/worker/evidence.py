@@ -75,6 +75,8 @@ WORKER_PATHS = (
     "kerneljudge.worker.timer.Timer.graph_for",
     "kerneljudge.worker.evidence.replaced_apis",
     "kerneljudge.worker.evidence.digest",
+    "kerneljudge.worker.evidence.digest_words",
+    "kerneljudge.worker.evidence.digest_weights",
     "kerneljudge.worker.timer.evidence",
     "kerneljudge.worker.timer.timed_outputs",
     "kerneljudge.worker.timed_outputs.not_plain",
@@ -275,17 +277,28 @@ def digest(t: torch.Tensor) -> tuple[int, ...]:
     A copy of every input and output for bitwise comparison doubled a worker's memory: 12 GiB more on
     KernelBench's 6 GiB elementwise tasks.
     """
-    flat = t.detach().reshape(-1)
-    raw = flat.contiguous().view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
-    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+    words = digest_words(t)
     sums = [0, 0]
     step = DIGEST_BYTES // words.element_size()
     for start in range(0, words.numel(), step):
         piece = words[start : start + step].to(torch.int64)
         index = torch.arange(start, start + piece.numel(), device=piece.device, dtype=torch.int64)
-        sums[0] += int((piece * (index * 2 + 1)).sum())
-        sums[1] += int((piece * ((index * 0x9E3779B1) | 1)).sum())
-    return (raw.numel(), str(t.dtype), *(s % 2**64 for s in sums))
+        first, second = digest_weights(index)
+        sums[0] += int((piece * first).sum())
+        sums[1] += int((piece * second).sum())
+    return (t.numel() * t.element_size(), str(t.dtype), *(s % 2**64 for s in sums))
+
+
+def digest_words(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes as `digest` reads them: 32-bit words, or bytes where their number is odd."""
+    flat = t.detach().reshape(-1)
+    raw = flat.contiguous().view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
+    return raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+
+
+def digest_weights(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two odd weights of `digest`'s sums at word positions `index` (int64)."""
+    return index * 2 + 1, (index * 0x9E3779B1) | 1
 
 
 class CallWatch:

@@ -14,41 +14,31 @@ call's of the sample, a sample's whole work in the time the parent's clock sees 
 
 from __future__ import annotations
 
-import os
-import struct
 from typing import Any
 
 import torch
 
-from kerneljudge.worker import evidence
+from kerneljudge.worker import evidence, timed_outputs, wire
 
-_write, _prefix = os.write, struct.Struct("<4sI").pack  # wire.PREFIX
 # At most this many bytes of outputs are digested in one stack (its int64 words take twice that).
 STACK_BYTES = evidence.DIGEST_BYTES
 
 
 def tensors_of(value: Any) -> list[torch.Tensor]:
-    """The tensors of one call's output nest, in order (a plain tensor, tuple or list of them: timed_outputs)."""
+    """The tensors of one call's output nest, in order, read as timed_outputs.items reads a call's output."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
-        return [t for item in value for t in tensors_of(item)]
+        return [t for item in timed_outputs.items(value) for t in tensors_of(item)]
     return []
-
-
-def words_of(t: torch.Tensor) -> torch.Tensor:
-    """A tensor's bytes as evidence.digest reads them: 32-bit words, or bytes where their number is odd."""
-    flat = t.detach().reshape(-1)
-    raw = flat.contiguous().view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
-    return raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
 
 
 def stacked_digests(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:
     """evidence.digest of each of `group` (tensors of one dtype, size and device), taken together: one stack, the
     same weights for every row, one wait for the sums."""
-    rows = torch.stack([words_of(t) for t in group]).to(torch.int64)
-    index = torch.arange(rows.shape[1], device=rows.device, dtype=torch.int64)
-    sums = torch.stack([(rows * (index * 2 + 1)).sum(1), (rows * ((index * 0x9E3779B1) | 1)).sum(1)], 1)
+    rows = torch.stack([evidence.digest_words(t) for t in group]).to(torch.int64)
+    first, second = evidence.digest_weights(torch.arange(rows.shape[1], device=rows.device, dtype=torch.int64))
+    sums = torch.stack([(rows * first).sum(1), (rows * second).sum(1)], 1)
     nbytes = group[0].numel() * group[0].element_size()
     return [(nbytes, str(group[0].dtype), a % 2**64, b % 2**64) for a, b in sums.tolist()]
 
@@ -89,11 +79,8 @@ def committed_frame(sample: int, digests: list[list[list[Any]]]) -> bytes:
         for call in digests
     )
     header = b'{"type": "committed", "sample": %d, "digests": [%s]}' % (sample, calls)
-    return _prefix(b"KJW2", len(header)) + header
+    return wire.PREFIX.pack(wire.MAGIC, len(header)) + header
 
 
 def write_committed(fd: int, sample: int, digests: list[list[list[Any]]]) -> None:
-    frame = committed_frame(sample, digests)
-    view = memoryview(frame)
-    while view:
-        view = view[_write(fd, view) :]
+    wire._write_all(fd, committed_frame(sample, digests), None)  # the frame written whole, as write_frame writes
