@@ -151,14 +151,27 @@ def test_a_worker_whose_sampled_is_out_of_turn_is_stopped():
 
 
 def test_an_open_seal_fails_the_candidate_and_is_a_finding():
-    from kerneljudge.stages.kept_call import SEALED, kept_problem, seal_findings
+    from kerneljudge.stages.kept_call import SEALED, kept_problem, sample_findings
 
     sound = {"sealed_open": []}
-    assert kept_problem(sound) is None and seal_findings(sound) == []
+    assert kept_problem(sound) is None and sample_findings(sound) == []
     opened = {**sound, "sealed_open": ["sys.setprofile", "replaced torch.Tensor"]}
     problem = kept_problem(opened)
     assert problem is not None and problem.kind == "integrity_violation" and problem.summary == SEALED
-    (found,) = seal_findings(opened)
+    (found,) = sample_findings(opened)
     assert found.code == "KJ-R026" and found.severity == "error" and "sys.setprofile" in found.summary
     problem = kept_problem({})  # a worker that does not say what the seal found
     assert problem is not None and problem.kind == "integrity_violation"
+
+
+def test_a_timed_output_in_a_later_calls_storage_fails_the_candidate_and_is_kj_r022():
+    """The red team's `timing_cache` on an H100 (session ae): its cached answers were one storage for calls of a
+    sample that shared an input set, which its checked calls never were; the failure now carries KJ-R022."""
+    from kerneljudge.stages.kept_call import OVERWRITTEN, kept_problem, sample_findings
+
+    overwritten = {"sealed_open": [], "kept_overwritten": True}
+    problem = kept_problem(overwritten)
+    assert problem is not None and problem.kind == "integrity_violation" and problem.summary == OVERWRITTEN
+    (found,) = sample_findings(overwritten)
+    assert found.code == "KJ-R022" and found.severity == "error" and "later call" in found.summary
+    assert sample_findings({"sealed_open": [], "kept_overwritten": False}) == []

@@ -211,6 +211,7 @@ def test_outputs_in_one_storage_only_when_timed_cannot_be_checked_and_fail(tiny_
     switched = run_judge(tiny_task, CANDIDATES / "static_buffer_when_timed.py", mode="audit", timing=True)
     assert switched.status == "FAIL" and switched.failure.kind == "integrity_violation", switched.failure
     assert switched.failure.phase == "timing" and "cannot be checked one by one" in switched.failure.summary
+    assert any(f.code == "KJ-R022" and f.severity == "error" for f in switched.findings)
 
 
 def test_shares_storage_sees_an_output_in_anothers_storage_tuples_included():

@@ -31,13 +31,16 @@ from typing import Any
 # named output, KJ-R026) and the kept copy's digests taken as it is made (a copy mended before its fetch fails);
 # 0.3.9: the commit (worker/sample_commit.py): every output of the checked sample digested and sent before the parent
 # names the call (the seal's own object blinded passed verified by 0.3.8), and each side's time beyond its claimed
-# calls, in the commit and around the samples, set against the reference's (stages/untimed_work.py, KJ-R027).
-__version__ = "0.3.9"
+# calls, in the commit and around the samples, set against the reference's (stages/untimed_work.py, KJ-R027);
+# 0.3.10: a timed sample whose checked output shares storage with a later call's is KJ-R022 (an error) as well as
+# the failure it was (stages/kept_call.sample_findings; the red team's `timing_cache` on an H100).
+__version__ = "0.3.10"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
 UNTIMED_SAME_AS = {
+    "0.3.10": "0.3.9",
     "0.3.9": "0.3.8",
     "0.3.8": "0.3.7",
     "0.3.7": "0.3.6",
@@ -48,7 +51,7 @@ UNTIMED_SAME_AS = {
 }
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
-PASSED_SAME_AS = {"0.3.5": "0.3.4", "0.3.3": "0.3.2"}
+PASSED_SAME_AS = {"0.3.10": "0.3.9", "0.3.5": "0.3.4", "0.3.3": "0.3.2"}
 
 __all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
 

@@ -77,8 +77,8 @@ FIXTURES = (
         "timing_cache",
         "H01",
         "honest while checked, then answers from a cache keyed on the input's storage (timed; the trace shows it, or "
-        "a replayed graph's stale answer)",
-        ("KJ-R051", "tolerance"),
+        "a sample's cached outputs in one storage, or a replayed graph's stale answer)",
+        ("KJ-R051", "KJ-R022", "tolerance"),
         cuda_only=True,
         task="row_sum",
         timing=True,

@@ -123,14 +123,23 @@ def commit_well_formed(value: Any, calls: int) -> bool:
     return isinstance(value, list) and len(value) == calls and all(digests_well_formed(d) for d in value)
 
 
-def seal_findings(response: dict[str, Any]) -> list[Finding]:
-    """KJ-R026 where the candidate's worker found the seal open before the named call's copy (worker/sample_seal.py):
-    a hook, a handler, a thread, a mode, a patched namespace or kernel in place as the sample ended."""
+def sample_findings(response: dict[str, Any]) -> list[Finding]:
+    """What the candidate's worker found in the named sample before the copy, as findings: KJ-R026 where the seal was
+    open (worker/sample_seal.py: a hook, a handler, a thread, a mode, a patched namespace or kernel in place as the
+    sample ended); KJ-R022, an error whatever the policy, where the named output lay where a later call of its
+    sample wrote (an output cache while timed, H01: the red team's `timing_cache`), which its checked calls' outputs
+    did not (those that do are timed one call a sample, stages/timing.shares_outputs)."""
+    found = []
     doors = response.get("sealed_open")
-    if not doors:
-        return []
-    named = [str(d)[:120] for d in (doors if isinstance(doors, list) else [doors])][:20]
-    return [finding("KJ-R026", "error", f"a timed sample: {', '.join(named[:6])}", {"doors": named})]
+    if doors:
+        named = [str(d)[:120] for d in (doors if isinstance(doors, list) else [doors])][:20]
+        found.append(finding("KJ-R026", "error", f"a timed sample: {', '.join(named[:6])}", {"doors": named}))
+    if response.get("kept_overwritten") is True:
+        summary = (
+            "a timed sample: the checked call's output shares storage with a later call's, as no checked call's did"
+        )
+        found.append(finding("KJ-R022", "error", summary, {"timed": True}))
+    return found
 
 
 def kept_problem(response: dict[str, Any]) -> Failure | None:

@@ -18,7 +18,7 @@ from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.build import task_failed
 from kerneljudge.stages.calls import compare, tolerance_specs
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, error_failure
-from kerneljudge.stages.kept_call import MENDED, KeptCall, kept_problem, seal_findings
+from kerneljudge.stages.kept_call import MENDED, KeptCall, kept_problem, sample_findings
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import ask, ask_candidate, candidate_step
 from kerneljudge.timing import drain
@@ -244,7 +244,7 @@ def kept_set(state: JudgmentState, keeper: KeptCall, response: dict[str, Any]) -
     before the call was named. A worker that did not say each sample was over, kept nothing or committed nothing
     fails the candidate."""
     state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
-    state.add_findings(seal_findings(response))
+    state.add_findings(sample_findings(response))
     problem = kept_problem(response)
     if problem is not None:
         raise CandidateFailed(problem)
