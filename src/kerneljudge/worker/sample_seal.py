@@ -175,6 +175,27 @@ def process_state() -> dict[str, Any]:
     }
 
 
+def caught_change(then: str, now: str) -> str:
+    """Which signals a `SigCgt` line (a hex mask, bit n-1 for signal n) gained and lost, as " (+SIGBUS, -SIGINT)"."""
+
+    def mask(line: str) -> int:
+        try:
+            return _int(line.split(":")[1].strip(), 16)
+        except (IndexError, ValueError):
+            return 0
+
+    before, after = mask(then), mask(now)
+    named = [("+" if after >> n & 1 else "-") + signal_name(n + 1) for n in range(64) if (before ^ after) >> n & 1]
+    return f" ({', '.join(named)})" if named else ""
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def kernels(ops: tuple[str, ...]) -> tuple[str, ...]:
     """The dispatcher's registrations of `ops` (a Python kernel registered over torch's shows there)."""
     return _tuple(_dispatch_dump(op) for op in ops)
@@ -231,7 +252,9 @@ class Seal:
         if _getprofile() is not None or _thread_profile() is not None:
             found.append("sys.setprofile")
         now = process_state()
-        found += [what for what, value in now.items() if not same(value, self.state[what])]
+        for what, value in now.items():
+            if not same(value, self.state[what]):
+                found.append(what + caught_change(self.state[what], value) if what == "signals caught" else what)
         threads, tasks = before
         if python_threads() - threads:
             found.append(f"{_len(python_threads() - threads)} thread(s) alive beside the worker's own")
