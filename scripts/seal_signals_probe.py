@@ -1,4 +1,4 @@
-"""Which step of a CUDA worker's life changes the signals the process catches (`SigCgt` of /proc/self/status).
+"""Which step of a CUDA worker's life sets a C signal handler, and where its code lies.
 
 The seal (worker/sample_seal.py) takes the caught signals before any candidate code runs and fails a timed sample
 after which they differ (KJ-R026): a handler set through the C library could run the candidate's code between the
@@ -17,11 +17,26 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from kerneljudge.worker.sample_seal import caught_change, proc_lines  # noqa: E402
+from kerneljudge.worker import signal_handlers  # noqa: E402
 
 
-def caught() -> str:
-    return proc_lines("/proc/self/status", "SigCgt")
+def caught() -> dict[int, int]:
+    """Each caught signal and where its handler's code is."""
+    return {number: signal_handlers.handler(number) for number in signal_handlers.caught_now()}
+
+
+def change(before: dict[int, int], after: dict[int, int], roots: tuple[str, ...]) -> str:
+    """The handlers a step set or changed, each with the object its code lies in (and whether the seal trusts it)."""
+    named = []
+    for number, address in sorted(after.items()):
+        if before.get(number) != address:
+            where = signal_handlers.home(address)
+            trusted = where is not None and any(where.startswith(root) for root in roots)
+            named.append(
+                f"{signal_handlers.name(number)} in {where or 'no shared object'}{'' if trusted else ' (a door)'}"
+            )
+    named += [f"{signal_handlers.name(n)} no longer caught" for n in sorted(set(before) - set(after))]
+    return "; ".join(named) or "-"
 
 
 def steps() -> list[tuple[str, Callable[[], object]]]:
@@ -96,7 +111,7 @@ def main() -> int:
     start = caught()
     import torch  # noqa: F401
 
-    rows = [("import torch", caught_change(start, caught()) or "-")]
+    rows = [("import torch", change(start, caught(), signal_handlers.library_roots()))]
     for name, step in steps():
         before = caught()
         try:
@@ -104,11 +119,13 @@ def main() -> int:
             note = ""
         except Exception as exc:  # a step that fails still says what it changed
             note = f" (failed: {type(exc).__name__}: {str(exc)[:80]})"
-        rows.append((name, (caught_change(before, caught()) or "-") + note))
-    print("| step | signals caught, gained (+) or lost (-) |\n|---|---|")
-    for name, change in rows:
-        print(f"| {name} | {change} |")
-    print(f"\nfirst: `{start.strip()}`; last: `{caught().strip()}`")
+        rows.append((name, change(before, caught(), signal_handlers.library_roots()) + note))
+    print("| step | handlers set: the signal, where its code lies |\n|---|---|")
+    for name, changed in rows:
+        print(f"| {name} | {changed} |")
+    print(
+        f"\ncaught first: {sorted(start)}; last: {sorted(caught())}; trusted roots: {signal_handlers.library_roots()}"
+    )
     return 0
 
 

@@ -4,6 +4,7 @@ protocol's frames as the parent does."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
@@ -48,7 +49,7 @@ def test_hooks_handlers_and_timers_left_behind_are_seen(seal):
     found = doors_with(
         seal, lambda: signal.signal(signal.SIGUSR2, lambda *a: None), lambda: signal.signal(signal.SIGUSR2, original)
     )
-    assert "signal handlers" in found and "signals caught (+SIGUSR2)" in found
+    assert "signal handlers" in found and not any("C handler" in door for door in found)  # Python's own, in libpython
     found = doors_with(
         seal, lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 30.0), lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     )
@@ -192,3 +193,40 @@ def test_garbage_collection_is_off_between_the_seal_and_the_copy_and_back_after(
     assert not gc.isenabled()
     sample_seal.gc_back(was)
     assert gc.isenabled() == was
+
+
+def set_c_handler(number: int, address: int) -> bytes:
+    """Set signal `number`'s handler to the code at `address` through the C library (x86-64 glibc's struct
+    sigaction: the handler first, the flags at byte 136); the old action's bytes, for `restore_c_handler`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    new, old = ctypes.create_string_buffer(512), ctypes.create_string_buffer(512)
+    ctypes.c_void_p.from_buffer(new).value = address
+    assert libc.sigaction(number, new, old) == 0, ctypes.get_errno()
+    return old.raw
+
+
+def restore_c_handler(number: int, old: bytes) -> None:
+    assert ctypes.CDLL(None).sigaction(number, ctypes.create_string_buffer(old, 512), None) == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="glibc's x86-64 sigaction")
+def test_a_c_handler_outside_the_installed_libraries_is_a_door_and_a_librarys_own_is_not(seal):
+    """Triton's compiler sets handlers for eight signals at its first compile (an H100, session ae), in libtriton:
+    an honest candidate's first call. A ctypes callback set as a handler runs the candidate's Python code when
+    its signal comes, and lies in no shared object."""
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda number: None)
+    saved: list[bytes] = []
+    found = doors_with(
+        seal,
+        lambda: saved.append(set_c_handler(signal.SIGUSR1, ctypes.cast(callback, ctypes.c_void_p).value)),
+        lambda: restore_c_handler(signal.SIGUSR1, saved.pop()),
+    )
+    assert "a C handler of SIGUSR1 (in no shared object)" in found
+    in_libc = ctypes.cast(ctypes.CDLL(None).getpid, ctypes.c_void_p).value  # never raised: only where it lies counts
+    found = doors_with(
+        seal,
+        lambda: saved.append(set_c_handler(signal.SIGUSR1, in_libc)),
+        lambda: restore_c_handler(signal.SIGUSR1, saved.pop()),
+    )
+    assert not any("C handler" in door for door in found), found
+    assert seal.open_doors(seal.begin(evidence.python_threads())) == []

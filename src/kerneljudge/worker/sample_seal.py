@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from kerneljudge.worker import signal_handlers
+
 # Bound when the worker starts: what runs after the seal uses these, never a lookup a candidate could redirect.
 _read, _write, _is, _all, _map, _int, _len, _list = os.read, os.write, operator.is_, all, map, int, len, list
 _tuple_iter, _list_iter = tuple.__iter__, list.__iter__
@@ -93,6 +95,7 @@ SERVICES = frozenset({"tqdm._monitor.TMonitor"})
 WORKER_MODULES = (
     "kerneljudge.worker.sample_seal",
     "kerneljudge.worker.sample_commit",
+    "kerneljudge.worker.signal_handlers",
     "kerneljudge.worker.timer",
     "kerneljudge.worker.timed_graph",
     "kerneljudge.worker.timed_outputs",
@@ -130,7 +133,7 @@ class Snapshot:
         return self.name if self.exact else None
 
 
-def signal_handlers() -> tuple[Any, ...]:
+def python_signal_handlers() -> tuple[Any, ...]:
     return _tuple(_map(_getsignal, SIGNALS))
 
 
@@ -163,8 +166,7 @@ def monitoring_tools() -> tuple[Any, ...]:
 def process_state() -> dict[str, Any]:
     """What any code may hook into and a namespace cannot show, as comparable values."""
     return {
-        "signal handlers": signal_handlers(),
-        "signals caught": proc_lines("/proc/self/status", "SigCgt"),
+        "signal handlers": python_signal_handlers(),
         "timers": proc_lines("/proc/self/timers"),
         "interval timers": _tuple(_getitimer(t) != (0.0, 0.0) for t in ITIMERS),
         "sys.monitoring": monitoring_tools(),
@@ -173,27 +175,6 @@ def process_state() -> dict[str, Any]:
         "torch dispatch modes": _dispatch_modes(),
         "dispatch keys": (_str(_included()), _str(_excluded())),
     }
-
-
-def caught_change(then: str, now: str) -> str:
-    """Which signals a `SigCgt` line (a hex mask, bit n-1 for signal n) gained and lost, as " (+SIGBUS, -SIGINT)"."""
-
-    def mask(line: str) -> int:
-        try:
-            return _int(line.split(":")[1].strip(), 16)
-        except (IndexError, ValueError):
-            return 0
-
-    before, after = mask(then), mask(now)
-    named = [("+" if after >> n & 1 else "-") + signal_name(n + 1) for n in range(64) if (before ^ after) >> n & 1]
-    return f" ({', '.join(named)})" if named else ""
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def kernels(ops: tuple[str, ...]) -> tuple[str, ...]:
@@ -234,6 +215,7 @@ class Seal:
         self.ops = tuple(op for op in COPY_OPS if _dispatch_dump(op))
         self.kernels = kernels(self.ops)
         self.state = process_state()
+        self.handlers = signal_handlers.Handlers()
         self.threads = python_threads()
 
     def begin(self, threads_baseline: set[int]) -> tuple[set[int], int]:
@@ -252,9 +234,8 @@ class Seal:
         if _getprofile() is not None or _thread_profile() is not None:
             found.append("sys.setprofile")
         now = process_state()
-        for what, value in now.items():
-            if not same(value, self.state[what]):
-                found.append(what + caught_change(self.state[what], value) if what == "signals caught" else what)
+        found += [what for what, value in now.items() if not same(value, self.state[what])]
+        found += self.handlers.foreign()  # handlers set through the C library, outside the installed libraries
         threads, tasks = before
         if python_threads() - threads:
             found.append(f"{_len(python_threads() - threads)} thread(s) alive beside the worker's own")
