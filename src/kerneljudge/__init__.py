@@ -33,7 +33,9 @@ from typing import Any
 # names the call (the seal's own object blinded passed verified by 0.3.8), and each side's time beyond its claimed
 # calls, in the commit and around the samples, set against the reference's (stages/untimed_work.py, KJ-R027);
 # 0.3.10: a timed sample whose checked output shares storage with a later call's is KJ-R022 (an error) as well as
-# the failure it was (stages/kept_call.sample_findings; the red team's `timing_cache` on an H100).
+# the failure it was (stages/kept_call.sample_findings; the red team's `timing_cache` on an H100), and a signal's C
+# handler opens the seal only where its code lies outside the installed libraries (worker/signal_handlers.py: Triton's
+# compiler sets eight at its first compile, and honest Triton candidates with a cold cache failed KJ-R026 on an H100).
 __version__ = "0.3.10"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
