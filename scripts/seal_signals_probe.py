@@ -29,7 +29,7 @@ def change(before: dict[int, int], after: dict[int, int], roots: tuple[str, ...]
     """The handlers a step set or changed, each with the object its code lies in (and whether the seal trusts it)."""
     named = []
     for number, address in sorted(after.items()):
-        if before.get(number) != address:
+        if before.get(number) != address and address not in signal_handlers.IGNORED:
             where = signal_handlers.home(address)
             trusted = where is not None and any(where.startswith(root) for root in roots)
             named.append(
