@@ -1,4 +1,4 @@
-"""The commit of a checked sample (worker/sample_commit.py): every call's output digested as evidence.digest
+"""The commit of a checked sample (worker/sample_commit.py): every call's output digested as commit_digest.digest
 digests one tensor, many at a time where they are small, and the `committed` frame as the parent reads it."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import os
 import pytest
 import torch
 
-from kerneljudge.worker import evidence, sample_commit, wire
+from kerneljudge.worker import commit_digest, sample_commit, wire
 
 
 def single(outputs):
-    """The digests evidence.digest takes of each call's output, one tensor at a time."""
-    return [[list(evidence.digest(t)) for t in sample_commit.tensors_of(value)] for value in outputs]
+    """The digests commit_digest.digest takes of each call's output, one tensor at a time."""
+    return [[list(commit_digest.digest(t)) for t in sample_commit.tensors_of(value)] for value in outputs]
 
 
 @pytest.mark.parametrize(
@@ -37,12 +37,12 @@ def test_outputs_past_one_stack_are_digested_in_several_and_alone_where_each_is_
     outputs = [torch.randn(64) * i for i in range(7)]
     expected = single(outputs)
     stacked = []
-    real = sample_commit.stacked_digests
-    monkeypatch.setattr(sample_commit, "stacked_digests", lambda group: stacked.append(len(group)) or real(group))
+    real = commit_digest.stacked
+    monkeypatch.setattr(commit_digest, "stacked", lambda group: stacked.append(len(group)) or real(group))
     monkeypatch.setattr(sample_commit, "STACK_BYTES", 3 * 64 * 4)
     assert sample_commit.commit_digests(outputs) == expected and stacked == [3, 3, 1]
     stacked.clear()
-    monkeypatch.setattr(sample_commit, "STACK_BYTES", 100)  # each output larger: evidence.digest alone
+    monkeypatch.setattr(sample_commit, "STACK_BYTES", 100)  # each output larger: commit_digest.digest alone
     assert sample_commit.commit_digests(outputs) == expected and stacked == []
 
 

@@ -35,13 +35,16 @@ from typing import Any
 # 0.3.10: a timed sample whose checked output shares storage with a later call's is KJ-R022 (an error) as well as
 # the failure it was (stages/kept_call.sample_findings; the red team's `timing_cache` on an H100), and a signal's C
 # handler opens the seal only where its code lies outside the installed libraries (worker/signal_handlers.py: Triton's
-# compiler sets eight at its first compile, and honest Triton candidates with a cold cache failed KJ-R026 on an H100).
-__version__ = "0.3.10"
+# compiler sets nine at its first compile, and honest Triton candidates with a cold cache failed KJ-R026 on an H100);
+# 0.3.11: the commit's digest a tree of mixed words (worker/commit_digest.py), not evidence.digest's linear sums,
+# which a mend after the name could be moved back onto.
+__version__ = "0.3.11"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
 UNTIMED_SAME_AS = {
+    "0.3.11": "0.3.10",
     "0.3.10": "0.3.9",
     "0.3.9": "0.3.8",
     "0.3.8": "0.3.7",
@@ -53,7 +56,7 @@ UNTIMED_SAME_AS = {
 }
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
-PASSED_SAME_AS = {"0.3.10": "0.3.9", "0.3.5": "0.3.4", "0.3.3": "0.3.2"}
+PASSED_SAME_AS = {"0.3.11": "0.3.10", "0.3.10": "0.3.9", "0.3.5": "0.3.4", "0.3.3": "0.3.2"}
 
 __all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
 

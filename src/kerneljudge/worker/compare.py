@@ -13,7 +13,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.checks import correctness, replay, support
-from kerneljudge.worker import evidence
+from kerneljudge.worker import commit_digest
 from kerneljudge.worker.base import describe_exception, items_of
 from kerneljudge.worker.outputs import json_safe
 
@@ -149,6 +149,6 @@ class Comparisons:
         if request.keep:
             slot["kept"] = outputs
         reply = {"type": "compared", "results": json_safe(results), "task_check": checked}
-        if method == "timed":  # set against the digests the candidate's worker took of its copy (worker/sample_seal.py)
-            reply["digests"] = [list(evidence.digest(c)) for c in outputs]
+        if method == "timed":  # set against the digests the candidate's worker committed (worker/sample_commit.py)
+            reply["digests"] = [list(commit_digest.digest(c)) for c in outputs]
         self.send(reply)

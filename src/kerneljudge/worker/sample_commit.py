@@ -9,7 +9,8 @@ every call's output of that sample (`commit`), and names the call only once they
 worker takes the digests again of the copy it is sent (worker/compare.py, method `timed`), and they must be the
 committed ones: an output mended after the call is named no longer matches, and one mended before must be every
 call's of the sample, a sample's whole work in the time the parent's clock sees between `commit` and `committed`
-(stages/untimed_work.py). The digests are evidence.digest's, taken many outputs at a time where they are small.
+(stages/untimed_work.py). The digests are worker/commit_digest.py's (since 0.3.11: evidence.digest's linear sums
+could be restored after a mend), taken many outputs at a time where they are small.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kerneljudge.worker import evidence, timed_outputs, wire
+from kerneljudge.worker import commit_digest, evidence, timed_outputs, wire
 
 # At most this many bytes of outputs are digested in one stack (its int64 words take twice that).
 STACK_BYTES = evidence.DIGEST_BYTES
@@ -33,18 +34,8 @@ def tensors_of(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def stacked_digests(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:
-    """evidence.digest of each of `group` (tensors of one dtype, size and device), taken together: one stack, the
-    same weights for every row, one wait for the sums."""
-    rows = torch.stack([evidence.digest_words(t) for t in group]).to(torch.int64)
-    first, second = evidence.digest_weights(torch.arange(rows.shape[1], device=rows.device, dtype=torch.int64))
-    sums = torch.stack([(rows * first).sum(1), (rows * second).sum(1)], 1)
-    nbytes = group[0].numel() * group[0].element_size()
-    return [(nbytes, str(group[0].dtype), a % 2**64, b % 2**64) for a, b in sums.tolist()]
-
-
 def commit_digests(outputs: list[Any]) -> list[list[list[Any]]]:
-    """The digests of each call's output (a list per call, one digest per tensor of its nest), as evidence.digest
+    """The digests of each call's output (a list per call, one digest per tensor of its nest), as commit_digest.digest
     takes them of one tensor: outputs alike and small are digested a stack at a time."""
     flat = [(call, t) for call, value in enumerate(outputs) for t in tensors_of(value)]
     found: dict[int, tuple[Any, ...]] = {}
@@ -52,14 +43,14 @@ def commit_digests(outputs: list[Any]) -> list[list[list[Any]]]:
     for position, (_, t) in enumerate(flat):
         nbytes = t.numel() * t.element_size()
         if nbytes == 0 or nbytes > STACK_BYTES:
-            found[position] = evidence.digest(t)
+            found[position] = commit_digest.digest(t)
         else:
             groups.setdefault((t.dtype, t.numel(), t.device), []).append(position)
     for positions in groups.values():
         per_stack = max(1, STACK_BYTES // (flat[positions[0]][1].numel() * flat[positions[0]][1].element_size()))
         for start in range(0, len(positions), per_stack):
             chunk = positions[start : start + per_stack]
-            found.update(zip(chunk, stacked_digests([flat[p][1] for p in chunk]), strict=True))
+            found.update(zip(chunk, commit_digest.stacked([flat[p][1] for p in chunk]), strict=True))
     per_call: list[list[list[Any]]] = [[] for _ in outputs]
     for position, (call, _) in enumerate(flat):
         per_call[call].append(list(found[position]))

@@ -60,17 +60,22 @@ KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')
 COMMIT_HEADER = b'{"op": "commit"}'
 COMMIT = -2  # what `read_keep` answers for a `commit`
 _keep_match = KEEP.fullmatch
-# The dispatcher's operators the copy and the commit's digests run through (tests/test_sample_seal.py records them):
-# a Python kernel registered over one of torch's (torch.library) would run in the window, and shows in its
-# registrations.
+# The dispatcher's operators the copy and the commit's digests (worker/commit_digest.py) run through
+# (tests/test_sample_seal.py records them): a Python kernel registered over one of torch's (torch.library) would run
+# in the window, and shows in its registrations.
 COPY_OPS = (
+    "aten::__rshift__.Scalar",
     "aten::_local_scalar_dense",
     "aten::_to_copy",
     "aten::_unsafe_view",
     "aten::add.Tensor",
     "aten::arange",
     "aten::arange.start",
+    "aten::bitwise_and.Scalar",
     "aten::bitwise_or.Scalar",
+    "aten::bitwise_xor.Scalar",
+    "aten::bitwise_xor.Tensor",
+    "aten::cat",
     "aten::clone",
     "aten::contiguous",
     "aten::copy_",
@@ -79,7 +84,9 @@ COPY_OPS = (
     "aten::empty_strided",
     "aten::mul.Tensor",
     "aten::new_empty",
+    "aten::new_full",
     "aten::reshape",
+    "aten::select.int",
     "aten::slice.Tensor",
     "aten::stack",
     "aten::sum",
@@ -89,12 +96,13 @@ COPY_OPS = (
     "aten::view.dtype",
 )
 # The torch module's names the worker's code after the seal reads (the commit's digests, worker/sample_commit.py).
-TORCH_NAMES = ("Tensor", "_C", "arange", "cuda", "int8", "int32", "int64", "stack", "uint8")
+TORCH_NAMES = ("Tensor", "_C", "arange", "cat", "cuda", "int8", "int32", "int64", "stack", "uint8")
 # Threads of a library's own service class, whose code is the library's (checks/runtime.LIBRARY_THREADS).
 SERVICES = frozenset({"tqdm._monitor.TMonitor"})
 WORKER_MODULES = (
     "kerneljudge.worker.sample_seal",
     "kerneljudge.worker.sample_commit",
+    "kerneljudge.worker.commit_digest",
     "kerneljudge.worker.signal_handlers",
     "kerneljudge.worker.timer",
     "kerneljudge.worker.timed_graph",

@@ -1,18 +1,17 @@
-"""The C handlers of a worker's signals, for the seal (worker/sample_seal.py): which signals the process catches,
-where each handler's code lies, and whether that is a library of the installed environment.
+"""The C handlers of a worker's signals, for the seal (worker/sample_seal.py): which signals the process catches, where
+each handler's code lies, and whether that is a library of the installed environment.
 
 A handler set through the C library (sigaction from a ctypes callback, or from a compiled extension) runs what it
-points at when its signal comes, and Python's `signal.getsignal` does not show it. Until 0.3.10 the seal compared
-the caught signals (`SigCgt` of /proc/self/status) with those before any candidate code ran. But Triton's compiler
-sets handlers of its own for eight signals the first time it compiles a kernel in a process, inside the
-candidate's first call (`scripts/seal_signals_probe.py` on an H100: SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM,
-SIGXCPU, SIGXFSZ and SIGSYS), and every honest Triton candidate whose kernel was not in the cache failed KJ-R026
-(session ae). So each caught signal's handler is read (sigaction, nothing set) and a handler new since the seal
-was taken is a door unless its code lies in a shared object of the installed environment (dladdr): the
+points at when its signal comes, and Python's `signal.getsignal` does not show it. Until 0.3.10 the seal compared the
+caught signals (`SigCgt` of /proc/self/status) with those before any candidate code ran. But Triton's compiler sets
+handlers of its own for nine signals the first time it compiles a kernel in a process, inside the candidate's first
+call (`scripts/seal_signals_probe.py` on an H100: SIGHUP, SIGINT over Python's, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM,
+SIGXCPU, SIGXFSZ and SIGSYS, all in libtriton.so), and every honest Triton candidate whose kernel was not in the
+cache failed KJ-R026 (session ae). So each caught signal's handler is read (sigaction, nothing set) and a handler new
+since the seal was taken is a door unless its code lies in a shared object of the installed environment (dladdr): the
 interpreter's prefixes, the system's library folders, and the folders torch and Triton were loaded from, none of
 which a candidate's process can write in the sandbox (docs/security.md). A ctypes callback lies in no object; a
-candidate's compiled extension lies in its build folder.
-"""
+candidate's compiled extension lies in its build folder."""
 
 from __future__ import annotations
 

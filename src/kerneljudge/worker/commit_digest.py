@@ -1,0 +1,111 @@
+"""The commit's digest (worker/sample_commit.py, and the reference's worker checking a kept copy against it): a
+fingerprint of a tensor's bytes that an output mended after the parent names its call cannot be made to match.
+
+`evidence.digest` is two position-weighted sums of the words, modulo 2**64, its weights public and fixed: linear. A
+few dozen words moved by a few units in their last bits (within any tolerance) can take its sums anywhere, solved
+with a lattice basis reduced before the sample from the public weights alone: a candidate's code left to run between
+the name and the copy (the seal blinded, as `seal_state_forger` does) could mend the named output and restore the
+committed digests in microseconds, inside the time the parent's clock allows a call (stages/untimed_work.py; the
+residual docs/attacks.md named under H03 until 0.3.11). The commit's digest keeps the first sum and puts a tree in
+place of the second: every 64-bit word of the bytes mixed with its position (splitmix64's finaliser, a bijection of
+64-bit words), then pairs combined level by level to one root. Nothing linear is left to solve; matching a root from
+changed leaves is a meet-in-the-middle search over about 2**32 subtrees, seconds of work where the clock allows a
+call's time. A change of any one word changes the root (each step is a bijection in each of its inputs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kerneljudge.worker import evidence
+
+
+def _signed(value: int) -> int:
+    """A 64-bit constant as torch's int64 holds it."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+M1, M2 = _signed(0xBF58476D1CE4E5B9), _signed(0x94D049BB133111EB)  # splitmix64's finaliser
+GOLDEN = _signed(0x9E3779B97F4A7C15)  # the leaves' position key
+PAIR = _signed(0xD6E8FEB86659FD93)  # a left child's multiplier in a pair
+PAD = _signed(0x5851F42D4C957F2D)  # the right child of a level's odd last node
+PIECES = _signed(0xA0761D6478BD642F)  # the seed of the tree over a large tensor's pieces' roots
+EMPTY = 0
+
+
+def logical_right(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """x >> shift with zeros shifted in (torch's int64 shift keeps the sign)."""
+    return (x >> shift) & ((1 << (64 - shift)) - 1)
+
+
+def mix(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser on int64 words, wrapping: a bijection."""
+    x = (x ^ logical_right(x, 30)) * M1
+    x = (x ^ logical_right(x, 27)) * M2
+    return x ^ logical_right(x, 31)
+
+
+def combine(left: torch.Tensor, right: torch.Tensor, level: int) -> torch.Tensor:
+    """A pair's parent: (left * PAIR) ^ right ^ level, then one xorshift-multiply round. For a fixed left it is a
+    bijection of the right, and the reverse; half of `mix`'s operators, as every level costs each of its own."""
+    node = (left * PAIR) ^ right ^ level
+    return (node ^ logical_right(node, 29)) * M1
+
+
+def tree_root(words: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """The root of the tree over the last dimension of `words` (int64), one per row: the leaves each word mixed
+    with its position (`mix`), each level's pairs `combine`d."""
+    if words.shape[-1] == 0:
+        return words.new_full(words.shape[:-1], EMPTY)
+    index = torch.arange(words.shape[-1], device=words.device, dtype=torch.int64)
+    nodes = mix(words ^ (index * GOLDEN + seed))
+    level = 1
+    while nodes.shape[-1] > 1:
+        if nodes.shape[-1] % 2:
+            nodes = torch.cat([nodes, nodes.new_full((*nodes.shape[:-1], 1), PAD)], -1)
+        nodes = combine(nodes[..., 0::2], nodes[..., 1::2], level)
+        level += 1
+    return nodes[..., 0]
+
+
+def packed(words: torch.Tensor) -> torch.Tensor:
+    """The tree's leaves over the last dimension of `words` (evidence.digest_words, contiguous): two 32-bit words to
+    each 64-bit leaf where they pair up (half the leaves: half the tree's cost), else each word a leaf."""
+    if words.dtype == torch.int32 and words.shape[-1] % 2 == 0:
+        return words.view(torch.int64)
+    return words.to(torch.int64)
+
+
+def first_sum(words: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """evidence.digest's first sum over the last dimension of `words` (int64), the words from position `start`."""
+    index = torch.arange(start, start + words.shape[-1], device=words.device, dtype=torch.int64)
+    return (words * evidence.digest_weights(index)[0]).sum(-1)
+
+
+def digest(t: torch.Tensor) -> tuple[Any, ...]:
+    """(bytes, dtype, first sum, tree root) of one tensor, a piece of evidence.DIGEST_BYTES at a time: a large
+    tensor's pieces' roots are the leaves of one more tree."""
+    words = evidence.digest_words(t)
+    step = evidence.DIGEST_BYTES // words.element_size()
+    total, roots = 0, []
+    for start in range(0, words.numel(), step):
+        piece = words[start : start + step]
+        total += int(first_sum(piece.to(torch.int64), start))
+        roots.append(tree_root(packed(piece)))
+    if not roots:
+        root = EMPTY
+    elif len(roots) == 1:
+        root = int(roots[0])
+    else:
+        root = int(tree_root(torch.stack(roots), PIECES))
+    return (t.numel() * t.element_size(), str(t.dtype), total % 2**64, root % 2**64)
+
+
+def stacked(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:
+    """`digest` of each of `group` (tensors of one dtype and size, on one device, each within one piece), taken
+    together: one stack, one wait for the sums and roots."""
+    rows = torch.stack([evidence.digest_words(t) for t in group])
+    found = torch.stack([first_sum(rows.to(torch.int64)), tree_root(packed(rows))], 1)
+    nbytes = group[0].numel() * group[0].element_size()
+    return [(nbytes, str(group[0].dtype), a % 2**64, b % 2**64) for a, b in found.tolist()]

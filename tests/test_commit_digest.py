@@ -1,0 +1,103 @@
+"""The commit's digest (worker/commit_digest.py): splitmix64's finaliser and the tree over a tensor's words, as a
+plain Python model of them computes them; any one word changed changes the root; a large tensor's pieces and a
+stack of small ones digest as one tensor does."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from kerneljudge.worker import commit_digest, evidence
+
+MASK = (1 << 64) - 1
+
+
+def mix_model(x: int) -> int:
+    x &= MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def combine_model(left: int, right: int, level: int) -> int:
+    node = ((left * 0xD6E8FEB86659FD93) & MASK) ^ (right & MASK) ^ level
+    return ((node ^ (node >> 29)) * 0xBF58476D1CE4E5B9) & MASK
+
+
+def pack_model(words: list[int]) -> list[int]:
+    """Two 32-bit words to a 64-bit leaf, little-endian, where they pair up."""
+    if len(words) % 2:
+        return words
+    return [(lo & 0xFFFFFFFF) | ((hi & 0xFFFFFFFF) << 32) for lo, hi in zip(words[0::2], words[1::2], strict=True)]
+
+
+def root_model(words: list[int], seed: int = 0) -> int:
+    if not words:
+        return 0
+    nodes = [mix_model((w & MASK) ^ ((i * 0x9E3779B97F4A7C15 + seed) & MASK)) for i, w in enumerate(words)]
+    level = 1
+    while len(nodes) > 1:
+        if len(nodes) % 2:
+            nodes.append(0x5851F42D4C957F2D)
+        nodes = [combine_model(a, b, level) for a, b in zip(nodes[0::2], nodes[1::2], strict=True)]
+        level += 1
+    return nodes[0]
+
+
+def test_mix_is_splitmix64s_finaliser():
+    values = [0, 1, 2**63, MASK, 0x0123456789ABCDEF] + [random.Random(7).getrandbits(64) for _ in range(50)]
+    signed = torch.tensor([commit_digest._signed(v) for v in values], dtype=torch.int64)
+    assert [v % 2**64 for v in commit_digest.mix(signed).tolist()] == [mix_model(v) for v in values]
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 8, 9, 33])
+def test_the_tree_root_is_the_models(size):
+    words = [random.Random(size).randrange(-(2**31), 2**31) for _ in range(size)]
+    root = commit_digest.tree_root(torch.tensor(words, dtype=torch.int64).reshape(1, size))
+    assert [r % 2**64 for r in root.tolist()] == [root_model(words)]
+
+
+@pytest.mark.parametrize(
+    "t",
+    [torch.randn(8), torch.randn(7), torch.randn(5, dtype=torch.float16), torch.arange(6, dtype=torch.int64)],
+)
+def test_a_tensors_root_is_the_models_over_its_words_paired_where_they_pair(t):
+    words = evidence.digest_words(t)
+    leaves = pack_model(words.tolist()) if words.dtype == torch.int32 else words.tolist()  # bytes stay bytes
+    assert commit_digest.digest(t)[3] == root_model(leaves)
+    assert commit_digest.stacked([t, t])[0] == commit_digest.digest(t)
+
+
+def test_any_one_word_changed_changes_the_root_and_a_first_sum_kept_does_not_keep_it():
+    x = torch.randn(257)
+    before = commit_digest.digest(x)
+    for position in (0, 1, 128, 255, 256):
+        y = x.clone()
+        y[position] = torch.nextafter(y[position], torch.tensor(float("inf")))
+        assert commit_digest.digest(y)[3] != before[3]
+    # Words 0 and 1 moved by -3 and +1 keep evidence.digest's first sum (weights 1 and 3): its second sum is linear
+    # too, and a few dozen such moves solved together keep both; the tree's root is not kept.
+    words = evidence.digest_words(x).clone()
+    words[0] -= 3
+    words[1] += 1
+    y = words.view(torch.float32)
+    assert evidence.digest(y)[2] == evidence.digest(x)[2] and commit_digest.digest(y)[2] == before[2]
+    assert commit_digest.digest(y)[3] != before[3]
+
+
+def test_a_large_tensors_pieces_and_a_stack_of_small_ones_digest_as_one_does(monkeypatch):
+    x = torch.randn(1000)
+    monkeypatch.setattr(evidence, "DIGEST_BYTES", 4 * 300)  # four pieces
+    pieces = commit_digest.digest(x)
+    words = evidence.digest_words(x).tolist()
+    roots = [root_model(pack_model(words[s : s + 300])) for s in range(0, 1000, 300)]
+    assert pieces[3] == root_model([commit_digest._signed(r) for r in roots], 0xA0761D6478BD642F)
+    assert pieces[:3] == tuple(evidence.digest(x)[:3])  # the first sum, as evidence.digest's
+    y = x.clone()
+    y[999] += 1
+    assert commit_digest.digest(y)[3] != pieces[3]
+    monkeypatch.undo()
+    group = [torch.randn(7, 5) * i for i in range(4)]
+    assert commit_digest.stacked(group) == [commit_digest.digest(t) for t in group]
