@@ -61,7 +61,14 @@ def test_the_tree_root_is_the_models(size):
 
 @pytest.mark.parametrize(
     "t",
-    [torch.randn(8), torch.randn(7), torch.randn(5, dtype=torch.float16), torch.arange(6, dtype=torch.int64)],
+    [
+        torch.randn(8),
+        torch.randn(7),
+        torch.randn(5, dtype=torch.float16),
+        torch.arange(6, dtype=torch.int64),
+        torch.randn(9)[1:],  # its words start four bytes into their storage: no int64 view of them
+        torch.randn(3, 5)[:, 1:],  # not contiguous
+    ],
 )
 def test_a_tensors_root_is_the_models_over_its_words_paired_where_they_pair(t):
     words = evidence.digest_words(t)

@@ -123,13 +123,14 @@ def test_the_seal_names_every_operator_its_copy_and_the_commits_digests_dispatch
     into = torch.empty_strided(made.shape, made.stride())
     nest = (torch.ones(3, dtype=torch.float16), [torch.ones(2, dtype=torch.int8)])
     empty = torch.ones(0)
+    unaligned = torch.randn(9)[1:]  # its words four bytes into their storage (commit_digest.packed)
     with Recorder():
         assert sample_seal.copy_kept(into, made)
         sample_commit.commit_digests([made, made, nest])  # stacked
         sample_commit.commit_digests([nest, empty])
         stack_bytes, sample_commit.STACK_BYTES = sample_commit.STACK_BYTES, 8
         try:
-            sample_commit.commit_digests([made, made])  # one at a time
+            sample_commit.commit_digests([made, made, unaligned])  # one at a time
         finally:
             sample_commit.STACK_BYTES = stack_bytes
     assert seen <= set(sample_seal.COPY_OPS)

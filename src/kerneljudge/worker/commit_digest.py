@@ -72,9 +72,12 @@ def tree_root(words: torch.Tensor, seed: int = 0) -> torch.Tensor:
 def packed(words: torch.Tensor) -> torch.Tensor:
     """The tree's leaves over the last dimension of `words` (evidence.digest_words, contiguous): two 32-bit words to
     each 64-bit leaf where they pair up (half the leaves: half the tree's cost), else each word a leaf."""
-    if words.dtype == torch.int32 and words.shape[-1] % 2 == 0:
+    if words.dtype != torch.int32 or words.shape[-1] % 2:
+        return words.to(torch.int64)
+    if words.storage_offset() % 2 == 0:
         return words.view(torch.int64)
-    return words.to(torch.int64)
+    low, high = words[..., 0::2].to(torch.int64), words[..., 1::2].to(torch.int64)  # a view of int32s off 8 bytes
+    return (low & 0xFFFFFFFF) | (high << 32)  # the same leaves, little-endian
 
 
 def first_sum(words: torch.Tensor, start: int = 0) -> torch.Tensor:

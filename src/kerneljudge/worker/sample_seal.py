@@ -64,6 +64,7 @@ _keep_match = KEEP.fullmatch
 # (tests/test_sample_seal.py records them): a Python kernel registered over one of torch's (torch.library) would run
 # in the window, and shows in its registrations.
 COPY_OPS = (
+    "aten::__lshift__.Scalar",
     "aten::__rshift__.Scalar",
     "aten::_local_scalar_dense",
     "aten::_to_copy",
@@ -73,6 +74,7 @@ COPY_OPS = (
     "aten::arange.start",
     "aten::bitwise_and.Scalar",
     "aten::bitwise_or.Scalar",
+    "aten::bitwise_or.Tensor",
     "aten::bitwise_xor.Scalar",
     "aten::bitwise_xor.Tensor",
     "aten::cat",
