@@ -136,7 +136,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
     from kerneljudge.sandbox.talk import WorkerProtocolError
     from kerneljudge.tasks.lint_reference import SEEDS, LintReference
     from kerneljudge.tasks.load import load_task
-    from kerneljudge.worker.evidence import digest
+    from kerneljudge.worker.commit_digest import digest
 
     worker = LintReference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:

@@ -28,7 +28,7 @@ def single(outputs):
         lambda i: (torch.full((3,), float(i)), [torch.ones(2, dtype=torch.int8) * i]),  # a nest
     ],
 )
-def test_each_calls_digests_are_evidence_digests_of_its_tensors(make):
+def test_each_calls_digests_are_commit_digests_of_its_tensors(make):
     outputs = [make(i) for i in range(5)]
     assert sample_commit.commit_digests(outputs) == single(outputs)
 
