@@ -8,7 +8,9 @@ import ctypes
 import gc
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 
@@ -230,4 +232,22 @@ def test_a_c_handler_outside_the_installed_libraries_is_a_door_and_a_librarys_ow
         lambda: restore_c_handler(signal.SIGUSR1, saved.pop()),
     )
     assert not any("C handler" in door for door in found), found
+    assert seal.open_doors(seal.begin(evidence.python_threads())) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="glibc's x86-64 sigaction")
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_c_handler_in_a_shared_object_built_outside_the_installed_environment_is_a_door(seal, tmp_path):
+    """A candidate's compiled extension lies in its own build folder, not among the installed libraries."""
+    source, built = tmp_path / "handler.c", tmp_path / "libhandler.so"
+    source.write_text("void on_signal(int number) { (void)number; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(built), str(source)], check=True)
+    library = ctypes.CDLL(str(built))
+    saved: list[bytes] = []
+    found = doors_with(
+        seal,
+        lambda: saved.append(set_c_handler(signal.SIGUSR1, ctypes.cast(library.on_signal, ctypes.c_void_p).value)),
+        lambda: restore_c_handler(signal.SIGUSR1, saved.pop()),
+    )
+    assert f"a C handler of SIGUSR1 ({os.path.realpath(built)})" in found
     assert seal.open_doors(seal.begin(evidence.python_threads())) == []
