@@ -31,7 +31,7 @@ def change(before: dict[int, int], after: dict[int, int], roots: tuple[str, ...]
     for number, address in sorted(after.items()):
         if before.get(number) != address and address not in signal_handlers.IGNORED:
             where = signal_handlers.home(address)
-            trusted = where is not None and any(where.startswith(root) for root in roots)
+            trusted = signal_handlers.installed(address, roots)
             named.append(
                 f"{signal_handlers.name(number)} in {where or 'no shared object'}{'' if trusted else ' (a door)'}"
             )

@@ -93,6 +93,12 @@ def library_roots() -> tuple[str, ...]:
     return tuple(sorted(_realpath(root).rstrip(_sep) + _sep for root in roots))
 
 
+def installed(address: int, roots: tuple[str, ...]) -> bool:
+    """Whether the code at `address` lies in a shared object under one of `roots` (`library_roots`)."""
+    where = home(address)
+    return where is not None and any(where.startswith(root) for root in roots)
+
+
 class Handlers:
     """Each caught signal's handler, as the seal was taken; `foreign` after each timed sample."""
 
@@ -101,8 +107,7 @@ class Handlers:
         self.then = {number: handler(number) for number in caught_now()}
 
     def trusted(self, address: int) -> bool:
-        where = home(address)
-        return where is not None and any(where.startswith(root) for root in self.roots)
+        return installed(address, self.roots)
 
     def foreign(self) -> list[str]:
         """The handlers new since the seal whose code lies outside the installed environment's libraries."""
