@@ -135,9 +135,11 @@ run() {
     # The examples' CLI judgments go with the whole set; a filtered run (KJ_GPU_TESTS_K) is a targeted check.
     [ -n "${KJ_GPU_TESTS_K:-}" ] || for example in examples/*/; do
       for candidate in "$example"candidate_*.py; do
+        # A folder without a reference and candidates (adapters/, responses/) is no example to judge.
+        [ -f "$example/reference.py" ] && [ -f "$candidate" ] || continue
         name="$(basename "$example")-$(basename "$candidate" .py)"
-        python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda --json "$records/cli-$name.json" \
-          > "$records/cli-$name.txt" 2>&1
+        timeout "$(stage_left)" python3 -m kerneljudge judge "$example/reference.py" "$candidate" --device cuda \
+          --json "$records/cli-$name.json" > "$records/cli-$name.txt" 2>&1
         echo "$name exit=$?" | tee -a "$OUT/gpu.txt"
       done
     done

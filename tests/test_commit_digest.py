@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from kerneljudge.worker import commit_digest, evidence
+from kerneljudge.worker import commit_digest, digest_graphs, evidence
 
 MASK = (1 << 64) - 1
 
@@ -108,3 +108,13 @@ def test_a_large_tensors_pieces_and_a_stack_of_small_ones_digest_as_one_does(mon
     monkeypatch.undo()
     group = [torch.randn(7, 5) * i for i in range(4)]
     assert commit_digest.stacked(group) == [commit_digest.digest(t) for t in group]
+
+
+def test_off_a_cuda_device_the_digest_runs_eagerly_and_captures_nothing(monkeypatch):
+    monkeypatch.setattr(digest_graphs, "_graphs", {})
+    t = torch.randn(64)
+    assert digest_graphs.replayed("stack", commit_digest.stack_sums, evidence.digest_words(t)[None]).tolist()[0] == [
+        commit_digest.first_sum(evidence.digest_words(t).to(torch.int64)).item(),
+        commit_digest.tree_root(commit_digest.packed(evidence.digest_words(t))).item(),
+    ]
+    assert not digest_graphs._graphs

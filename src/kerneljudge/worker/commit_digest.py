@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from kerneljudge.worker import evidence
+from kerneljudge.worker import digest_graphs, evidence
 
 
 def _signed(value: int) -> int:
@@ -86,29 +86,46 @@ def first_sum(words: torch.Tensor, start: int = 0) -> torch.Tensor:
     return (words * evidence.digest_weights(index)[0]).sum(-1)
 
 
+def piece_sums(start: int) -> Any:
+    """The first sum and the tree root of a piece of words that starts at word `start`, as one int64 pair."""
+
+    def sums(words: torch.Tensor) -> torch.Tensor:
+        return torch.stack([first_sum(words.to(torch.int64), start), tree_root(packed(words))])
+
+    return sums
+
+
+def stack_sums(rows: torch.Tensor) -> torch.Tensor:
+    """The first sum and the tree root of each row of words, one int64 pair a row."""
+    return torch.stack([first_sum(rows.to(torch.int64)), tree_root(packed(rows))], 1)
+
+
 def digest(t: torch.Tensor) -> tuple[Any, ...]:
     """(bytes, dtype, first sum, tree root) of one tensor, a piece of evidence.DIGEST_BYTES at a time: a large
-    tensor's pieces' roots are the leaves of one more tree."""
+    tensor's pieces' roots are the leaves of one more tree. On a CUDA device each piece's sums replay a graph
+    (worker/digest_graphs.py)."""
     words = evidence.digest_words(t)
     step = evidence.DIGEST_BYTES // words.element_size()
     total, roots = 0, []
     for start in range(0, words.numel(), step):
-        piece = words[start : start + step]
-        total += int(first_sum(piece.to(torch.int64), start))
-        roots.append(tree_root(packed(piece)))
+        piece_total, piece_root = digest_graphs.replayed(
+            ("piece", start), piece_sums(start), words[start : start + step]
+        ).tolist()
+        total += piece_total
+        roots.append(piece_root)
     if not roots:
         root = EMPTY
     elif len(roots) == 1:
-        root = int(roots[0])
+        root = roots[0]
     else:
-        root = int(tree_root(torch.stack(roots), PIECES))
+        root = int(tree_root(torch.tensor(roots, dtype=torch.int64), PIECES))
     return (t.numel() * t.element_size(), str(t.dtype), total % 2**64, root % 2**64)
 
 
 def stacked(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:
     """`digest` of each of `group` (tensors of one dtype and size, on one device, each within one piece), taken
-    together: one stack, one wait for the sums and roots."""
+    together: one stack, one wait for the sums and roots (on a CUDA device, one graph's replay)."""
     rows = torch.stack([evidence.digest_words(t) for t in group])
-    found = torch.stack([first_sum(rows.to(torch.int64)), tree_root(packed(rows))], 1)
+    found = digest_graphs.replayed("stack", stack_sums, rows)
     nbytes = group[0].numel() * group[0].element_size()
     return [(nbytes, str(group[0].dtype), a % 2**64, b % 2**64) for a, b in found.tolist()]

@@ -98,13 +98,16 @@ COPY_OPS = (
     "aten::view.dtype",
 )
 # The torch module's names the worker's code after the seal reads (the commit's digests, worker/sample_commit.py).
-TORCH_NAMES = ("Tensor", "_C", "arange", "cat", "cuda", "int8", "int32", "int64", "stack", "uint8")
+TORCH_NAMES = ("Tensor", "_C", "arange", "cat", "cuda", "int8", "int32", "int64", "stack", "tensor", "uint8")
+# torch.cuda's names the commit's graphs (worker/digest_graphs.py) read; the graph class's own are all looked at.
+CUDA_NAMES = ("CUDAGraph", "Stream", "current_stream", "stream")
 # Threads of a library's own service class, whose code is the library's (checks/runtime.LIBRARY_THREADS).
 SERVICES = frozenset({"tqdm._monitor.TMonitor"})
 WORKER_MODULES = (
     "kerneljudge.worker.sample_seal",
     "kerneljudge.worker.sample_commit",
     "kerneljudge.worker.commit_digest",
+    "kerneljudge.worker.digest_graphs",
     "kerneljudge.worker.signal_handlers",
     "kerneljudge.worker.timer",
     "kerneljudge.worker.timed_graph",
@@ -218,6 +221,8 @@ class Seal:
             Snapshot("builtins", vars(builtins), False),
             Snapshot("torch", vars(torch), False, TORCH_NAMES),
             Snapshot("torch.Tensor", vars(Tensor), True),
+            Snapshot("torch.cuda", vars(torch.cuda), False, CUDA_NAMES),
+            Snapshot("torch.cuda.CUDAGraph", vars(torch.cuda.CUDAGraph), True),
         ]
         spaces += [Snapshot(name, vars(sys.modules[name]), True) for name in WORKER_MODULES if name in sys.modules]
         spaces += [Snapshot(c.__qualname__, vars(c), True) for c in type(worker).__mro__ if c is not object]

@@ -1,0 +1,61 @@
+"""The commit's digests replayed from CUDA graphs (worker/digest_graphs.py): on a CUDA device they are the eager
+operators' digests of the same bytes (the CPU's), for every shape of words, a second tensor of a shape already
+captured included (a replay reads its input afresh); a stack of small outputs alike; a tensor past GRAPH_BYTES and a
+shape whose capture failed are digested eagerly, with the same values."""
+
+import pytest
+import torch
+
+from kerneljudge.worker import commit_digest, digest_graphs, evidence
+
+pytestmark = pytest.mark.gpu
+
+# (the base tensor, the output read of it): a view of the base moved to the device is the same bytes there.
+SHAPES = [
+    (lambda: torch.randn(8), lambda b: b),
+    (lambda: torch.randn(7), lambda b: b),
+    (lambda: torch.randn(5, dtype=torch.float16), lambda b: b),
+    (lambda: torch.arange(6, dtype=torch.int64) * 977, lambda b: b),
+    (lambda: torch.randn(9), lambda b: b[1:]),  # words four bytes into their storage
+    (lambda: torch.randn(3, 5), lambda b: b[:, 1:]),  # not contiguous
+    (lambda: torch.randn(1 << 18), lambda b: b),  # a 1 MiB output
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_graphs(monkeypatch):
+    monkeypatch.setattr(digest_graphs, "_graphs", {})
+    monkeypatch.setattr(digest_graphs, "_refused", set())
+
+
+@pytest.mark.parametrize(("base", "view"), SHAPES)
+def test_a_replayed_digest_is_the_eager_one_and_reads_each_input_afresh(base, view):
+    for _ in range(3):
+        made = base()
+        assert commit_digest.digest(view(made.cuda())) == commit_digest.digest(view(made))
+    assert len(digest_graphs._graphs) == 1 and not digest_graphs._refused
+
+
+def test_a_stack_of_small_outputs_replays_one_graph_with_the_eager_digests():
+    for _ in range(3):
+        group = [torch.randn(528) for _ in range(70)]
+        assert commit_digest.stacked([t.cuda() for t in group]) == commit_digest.stacked(group)
+    assert [key[0] for key in digest_graphs._graphs] == ["stack"]
+
+
+def test_pieces_and_large_tensors_and_a_failed_capture_digest_eagerly_alike(monkeypatch):
+    big = torch.randn((digest_graphs.GRAPH_BYTES >> 2) + 3)
+    assert commit_digest.digest(big.cuda()) == commit_digest.digest(big)
+    assert not digest_graphs._graphs
+    monkeypatch.setattr(evidence, "DIGEST_BYTES", 4096)
+    pieces = torch.randn(5000)
+    assert commit_digest.digest(pieces.cuda()) == commit_digest.digest(pieces)
+    assert len(digest_graphs._graphs) == 5  # a graph a piece: each piece's first sum starts at its own word
+
+    def refuse(compute, words):
+        raise RuntimeError("capture refused")
+
+    monkeypatch.setattr(digest_graphs, "capture", refuse)
+    odd = torch.randn(77)
+    assert commit_digest.digest(odd.cuda()) == commit_digest.digest(odd)
+    assert len(digest_graphs._refused) == 1
