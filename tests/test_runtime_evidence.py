@@ -178,6 +178,8 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     monkeypatch.setattr(evidence, "CODES", {})
     evidence.take_worker_originals()
     assert not set(evidence.replaced_apis()) & set(evidence.WORKER_PATHS)
+    # Every watched path names something of the worker's (a stale one, renamed away, would watch nothing).
+    assert [path for path in evidence.WORKER_PATHS if evidence.ORIGINALS[path] is None] == []
     monkeypatch.setattr(timer, "sample_seal", object())
     assert "kerneljudge.worker.timer.sample_seal" in evidence.replaced_apis()
     monkeypatch.undo()
