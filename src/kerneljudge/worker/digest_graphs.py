@@ -22,8 +22,10 @@ from typing import Any
 
 import torch
 
-GRAPH_BYTES = 32 << 20
-GRAPHS = 16
+# A graph's private pool keeps the peak of its temporaries (some ten times its input: the words widened to int64, the
+# weights, the leaves and their levels), so these bound what the graphs hold in a worker to well under 1 GiB.
+GRAPH_BYTES = 8 << 20
+GRAPHS = 8
 
 _graphs: dict[tuple[Any, ...], tuple[Any, torch.Tensor, torch.Tensor]] = {}
 _refused: set[tuple[Any, ...]] = set()
