@@ -143,6 +143,9 @@ run() {
       timeout "$(stage_left)" python3 -m pytest -m gpu "${selected[@]}" -v -n 0 -p no:cacheprovider \
         ${KJ_GPU_TESTS_K:+-k "$KJ_GPU_TESTS_K"} 2>&1 | tee "$OUT/gpu_tests.log"
       status=${PIPESTATUS[0]}
+    else
+      echo "no GPU test in shard $shard" | tee "$OUT/gpu_tests.log"
+      status=1
     fi
     # The examples' CLI judgments go with the whole set (its last shard); a filtered run (KJ_GPU_TESTS_K) is a
     # targeted check.

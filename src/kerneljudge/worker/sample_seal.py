@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from kerneljudge.worker import signal_handlers
+from kerneljudge.worker.seal_scope import COPY_OPS, CUDA_NAMES, SERVICES, TORCH_NAMES, WORKER_MODULES
 
 # Bound when the worker starts: what runs after the seal uses these, never a lookup a candidate could redirect.
 _read, _write, _is, _all, _map, _int, _len, _list = os.read, os.write, operator.is_, all, map, int, len, list
@@ -60,61 +61,6 @@ KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')
 COMMIT_HEADER = b'{"op": "commit"}'
 COMMIT = -2  # what `read_keep` answers for a `commit`
 _keep_match = KEEP.fullmatch
-# The dispatcher's operators the copy and the commit's digests (worker/commit_digest.py) run through
-# (tests/test_sample_seal.py records them): a Python kernel registered over one of torch's (torch.library) would run
-# in the window, and shows in its registrations.
-COPY_OPS = (
-    "aten::__lshift__.Scalar",
-    "aten::__rshift__.Scalar",
-    "aten::_local_scalar_dense",
-    "aten::_to_copy",
-    "aten::_unsafe_view",
-    "aten::add.Tensor",
-    "aten::arange",
-    "aten::arange.start",
-    "aten::bitwise_and.Scalar",
-    "aten::bitwise_or.Scalar",
-    "aten::bitwise_or.Tensor",
-    "aten::bitwise_xor.Scalar",
-    "aten::bitwise_xor.Tensor",
-    "aten::cat",
-    "aten::clone",
-    "aten::contiguous",
-    "aten::copy_",
-    "aten::detach",
-    "aten::empty.memory_format",
-    "aten::empty_strided",
-    "aten::mul.Tensor",
-    "aten::new_empty",
-    "aten::new_full",
-    "aten::reshape",
-    "aten::select.int",
-    "aten::slice.Tensor",
-    "aten::stack",
-    "aten::sum",
-    "aten::sum.dim_IntList",
-    "aten::to.dtype",
-    "aten::view",
-    "aten::view.dtype",
-)
-# The torch module's names the worker's code after the seal reads (the commit's digests, worker/sample_commit.py).
-TORCH_NAMES = ("Tensor", "_C", "arange", "cat", "cuda", "int8", "int32", "int64", "stack", "tensor", "uint8")
-# torch.cuda's names the commit's graphs (worker/digest_graphs.py) read; the graph class's own are all looked at.
-CUDA_NAMES = ("CUDAGraph", "Stream", "current_stream", "stream")
-# Threads of a library's own service class, whose code is the library's (checks/runtime.LIBRARY_THREADS).
-SERVICES = frozenset({"tqdm._monitor.TMonitor"})
-WORKER_MODULES = (
-    "kerneljudge.worker.sample_seal",
-    "kerneljudge.worker.sample_commit",
-    "kerneljudge.worker.commit_digest",
-    "kerneljudge.worker.digest_graphs",
-    "kerneljudge.worker.signal_handlers",
-    "kerneljudge.worker.timer",
-    "kerneljudge.worker.timed_graph",
-    "kerneljudge.worker.timed_outputs",
-    "kerneljudge.worker.wire",
-    "kerneljudge.worker.evidence",
-)
 
 
 class Snapshot:
