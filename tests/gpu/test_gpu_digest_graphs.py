@@ -28,7 +28,9 @@ def fresh_graphs(monkeypatch):
     monkeypatch.setattr(digest_graphs, "_refused", set())
 
 
-@pytest.mark.parametrize(("base", "view"), SHAPES)
+@pytest.mark.parametrize(
+    ("base", "view"), SHAPES, ids=["f32x8", "f32x7", "f16x5", "i64x6", "offset", "strided", "1MiB"]
+)
 def test_a_replayed_digest_is_the_eager_one_and_reads_each_input_afresh(base, view):
     for _ in range(3):
         made = base()
