@@ -4,11 +4,11 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange generate serve all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
-#                                bench, start, copies, latency, batch, ipc, teardown, exchange, generate) that many seconds after the script's start, which then still packs what
+#                                bench, start, copies, latency, batch, ipc, teardown, exchange, digest, generate) that many seconds after the script's start, which then still packs what
 #                                came back (set it under the device call's limit); the records, the stores and the
 #                                stages' JSON reports and logs come back packed in $OUT/results.tar.gz, the Markdown
 #                                tables, gpu.txt and gpu_tests.log beside it
@@ -43,6 +43,8 @@
 #                                gone, bare and sandboxed, by what it holds ($OUT/context_teardown.md; KJ_TEARDOWN_ARGS);
 #                                `exchange`: benchmarks/kept_call_exchange.py, what naming the kept timed call after
 #                                each sample costs, eager and in a CUDA graph ($OUT/kept_call_exchange.md);
+#                                `digest`: benchmarks/commit_digest_cost.py, the commit's digests of outputs of several
+#                                sizes against a memory-bound kernel making them ($OUT/commit_digest_cost.md);
 #                                `conformance`: benchmarks/conformance.py over the public task sets (KernelBench
 #                                and GPU MODE checkouts by path, in KJ_CONF_ARGS; default "--kernelbench
 #                                ext/KernelBench --gpumode ext/reference-kernels --jobs 12"; KJ_CONF_RESUME names a
@@ -265,6 +267,11 @@ run() {
       2> "$OUT/kept_call_exchange.log" | tee "$OUT/kept_call_exchange.md"
     status=${PIPESTATUS[0]}
   fi
+  if asked digest; then  # the commit's digests against the work they cover, by output size
+    timeout "$(stage_left)" python3 benchmarks/commit_digest_cost.py --device cuda --json "$OUT/commit_digest_cost.json" \
+      2> "$OUT/commit_digest_cost.log" | tee "$OUT/commit_digest_cost.md"
+    status=${PIPESTATUS[0]}
+  fi
   if asked generate; then
     # The model is the loopback server replaying examples/responses/ (sample S of a task is its response S:
     # --seed 0); the candidates go through the real client, the run folder through batch as it is.
@@ -343,6 +350,6 @@ PY
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange generate serve all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve all)" >&2
      exit 1 ;;
 esac
