@@ -23,6 +23,15 @@ import torch
 
 from kerneljudge.worker import sample_commit
 
+COLUMNS = (
+    ("output KiB", "kib"),
+    ("outputs", "calls"),
+    ("kernel ms", "kernel_ms"),
+    ("digests ms", "digest_ms"),
+    ("digests / kernel", "ratio"),
+    ("digests GB/s", "digest_gb_s"),
+)
+
 
 def median_ms(run: Callable[[], object], device: torch.device, repeats: int) -> float:
     """The median wall milliseconds of `run`, the device waited for after each, one unmeasured run first."""
@@ -70,13 +79,10 @@ def main() -> None:
     rows = [measure(device, kib, calls, args.repeats) for calls in args.calls for kib in args.sizes_kib]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"commit digests against the work, {name}, torch {torch.__version__}, medians of {args.repeats}\n")
-    print("| output KiB | outputs | kernel ms | digests ms | digests / kernel | digests GB/s |")
-    print("|---|---|---|---|---|---|")
+    print("| " + " | ".join(title for title, _ in COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
     for row in rows:
-        print(
-            f"| {row['kib']} | {row['calls']} | {row['kernel_ms']} | {row['digest_ms']} | {row['ratio']} | "
-            f"{row['digest_gb_s']} |"
-        )
+        print("| " + " | ".join(str(row[key]) for _, key in COLUMNS) + " |")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"device": name, "rows": rows}, handle, indent=1)
