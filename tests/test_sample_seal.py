@@ -131,10 +131,11 @@ def test_the_seal_names_every_operator_its_copy_and_the_commits_digests_dispatch
         sample_commit.commit_digests([made, made, nest])  # stacked
         sample_commit.commit_digests([nest, empty])
         stack_bytes, sample_commit.STACK_BYTES = sample_commit.STACK_BYTES, 8
+        piece_bytes, evidence.DIGEST_BYTES = evidence.DIGEST_BYTES, 16
         try:
-            sample_commit.commit_digests([made, made, unaligned])  # one at a time
+            sample_commit.commit_digests([made, made, unaligned])  # one at a time, in pieces (a tree over their roots)
         finally:
-            sample_commit.STACK_BYTES = stack_bytes
+            sample_commit.STACK_BYTES, evidence.DIGEST_BYTES = stack_bytes, piece_bytes
     assert seen <= set(sample_seal.COPY_OPS)
     assert torch.equal(into, made)
 

@@ -106,20 +106,14 @@ def digest(t: torch.Tensor) -> tuple[Any, ...]:
     (worker/digest_graphs.py)."""
     words = evidence.digest_words(t)
     step = evidence.DIGEST_BYTES // words.element_size()
-    total, roots = 0, []
-    for start in range(0, words.numel(), step):
-        piece_total, piece_root = digest_graphs.replayed(
-            ("piece", start), piece_sums(start), words[start : start + step]
-        ).tolist()
-        total += piece_total
-        roots.append(piece_root)
-    if not roots:
-        root = EMPTY
-    elif len(roots) == 1:
-        root = roots[0]
-    else:
-        root = int(tree_root(torch.tensor(roots, dtype=torch.int64), PIECES))
-    return (t.numel() * t.element_size(), str(t.dtype), total % 2**64, root % 2**64)
+    starts = range(0, words.numel(), step)
+    if not starts:
+        return (0, str(t.dtype), 0, EMPTY)
+    # Each piece's graph is its own (its first sum starts at its own word), so the pairs stand until stacked.
+    sums = torch.stack([digest_graphs.replayed(("piece", s), piece_sums(s), words[s : s + step]) for s in starts])
+    root = sums[0, 1] if len(starts) == 1 else tree_root(sums[:, 1], PIECES)
+    total = sum(int(first) for first, _ in sums.tolist())
+    return (t.numel() * t.element_size(), str(t.dtype), total % 2**64, int(root) % 2**64)
 
 
 def stacked(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:

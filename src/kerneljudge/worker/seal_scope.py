@@ -44,7 +44,7 @@ COPY_OPS = (
     "aten::view.dtype",
 )
 # The torch module's names the worker's code after the seal reads (the commit's digests, worker/sample_commit.py).
-TORCH_NAMES = ("Tensor", "_C", "arange", "cat", "cuda", "int8", "int32", "int64", "stack", "tensor", "uint8")
+TORCH_NAMES = ("Tensor", "_C", "arange", "cat", "cuda", "int8", "int32", "int64", "stack", "uint8")
 # torch.cuda's names the commit's graphs (worker/digest_graphs.py) read; the graph class's own are all looked at.
 CUDA_NAMES = ("CUDAGraph", "Stream", "current_stream", "stream")
 # Threads of a library's own service class, whose code is the library's (checks/runtime.LIBRARY_THREADS).
