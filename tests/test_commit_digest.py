@@ -39,10 +39,11 @@ def root_model(words: list[int], seed: int = 0) -> int:
     nodes = [mix_model((w & MASK) ^ ((i * 0x9E3779B97F4A7C15 + seed) & MASK)) for i, w in enumerate(words)]
     level = 1
     while len(nodes) > 1:
-        if len(nodes) % 2:
-            nodes.append(0x5851F42D4C957F2D)
-        nodes = [combine_model(a, b, level) for a, b in zip(nodes[0::2], nodes[1::2], strict=True)]
-        level += 1
+        step = 2 if level == 1 else 3  # two levels from the leaves, then three a step, each padded to whole groups
+        nodes += [0x5851F42D4C957F2D] * (-len(nodes) % (1 << step))
+        for _ in range(step):
+            nodes = [combine_model(a, b, level) for a, b in zip(nodes[0::2], nodes[1::2], strict=True)]
+            level += 1
     return nodes[0]
 
 
@@ -52,7 +53,7 @@ def test_mix_is_splitmix64s_finaliser():
     assert [v % 2**64 for v in commit_digest.mix(signed).tolist()] == [mix_model(v) for v in values]
 
 
-@pytest.mark.parametrize("size", [0, 1, 2, 3, 5, 8, 9, 33])
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 5, 8, 9, 33, 36, 37])
 def test_the_tree_root_is_the_models(size):
     words = [random.Random(size).randrange(-(2**31), 2**31) for _ in range(size)]
     root = commit_digest.tree_root(torch.tensor(words, dtype=torch.int64).reshape(1, size))

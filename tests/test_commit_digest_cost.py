@@ -15,8 +15,10 @@ def test_each_size_and_count_is_timed_both_ways_and_tabled(tmp_path, capsys, mon
     argv = ["commit_digest_cost.py", "--device", "cpu", "--sizes-kib", "4", "64", "--calls", "1", "3"]
     monkeypatch.setattr(sys, "argv", [*argv, "--repeats", "2", "--json", str(out)])
     commit_digest_cost.main()
-    rows = json.loads(out.read_text())["rows"]
+    found = json.loads(out.read_text())
+    rows = found["rows"]
+    assert found["fused"] is False  # the CPU: the operators digest, in both columns
     assert [(r["kib"], r["calls"]) for r in rows] == [(4, 1), (64, 1), (4, 3), (64, 3)]
-    assert all(r["kernel_ms"] > 0 and r["digest_ms"] > 0 and r["ratio"] > 0 for r in rows)
+    assert all(r["kernel_ms"] > 0 and r["operators_ms"] > 0 and r["digest_ms"] > 0 and r["ratio"] > 0 for r in rows)
     table = capsys.readouterr().out
     assert table.count("\n| 4 | ") == 2 and table.count("\n| 64 | ") == 2

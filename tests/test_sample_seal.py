@@ -14,12 +14,13 @@ import subprocess
 import sys
 import threading
 
+import digest_emulation
 import pytest
 import torch
 
 import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
 from kerneljudge import protocol
-from kerneljudge.worker import evidence, sample_commit, sample_seal, timer, wire
+from kerneljudge.worker import digest_kernels, evidence, sample_commit, sample_seal, timer, wire
 
 
 class Worker(timer.Timer):
@@ -110,8 +111,12 @@ def test_a_python_kernel_over_the_copys_operator_is_seen():
     assert seal.kernels_replaced() == []
 
 
-def test_the_seal_names_every_operator_its_copy_and_the_commits_digests_dispatch():
+@pytest.mark.parametrize("fused", [False, True], ids=["operators", "fused"])
+def test_the_seal_names_every_operator_its_copy_and_the_commits_digests_dispatch(monkeypatch, fused):
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    if fused:  # the steps around worker/digest_kernels.py's kernels, which are emulated and not recorded
+        digest_emulation.install(monkeypatch, digest_kernels)
 
     seen = set()
 

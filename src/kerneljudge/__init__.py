@@ -41,13 +41,15 @@ from typing import Any
 # CUDA graphs (worker/digest_graphs.py: the tree's launches made one commit 1.6 ms on an H100, and KJ-R027 allows
 # work in the commit window in proportion), and the seal looks at torch.cuda's graph class and the names they use;
 # 0.3.13: the worker's copy path watched (evidence.WORKER_PATHS) names the commit's digest functions, in place of a
-# name renamed away in 0.3.11 that watched nothing.
-__version__ = "0.3.13"
+# name renamed away in 0.3.11 that watched nothing; 0.3.14: on a CUDA device the commit's tree climbed by fused
+# kernels (worker/digest_kernels.py: four leaves, then three levels a launch), the tree padded per step to match.
+__version__ = "0.3.14"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
 # (benchmarks/conformance_ledger.py; stores keep the strict key).
 UNTIMED_SAME_AS = {
+    "0.3.14": "0.3.13",
     "0.3.13": "0.3.12",
     "0.3.12": "0.3.11",
     "0.3.11": "0.3.10",
@@ -63,6 +65,7 @@ UNTIMED_SAME_AS = {
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
 PASSED_SAME_AS = {
+    "0.3.14": "0.3.13",
     "0.3.13": "0.3.12",
     "0.3.12": "0.3.11",
     "0.3.11": "0.3.10",

@@ -1,12 +1,16 @@
 """The commit's digests replayed from CUDA graphs (worker/digest_graphs.py): on a CUDA device they are the eager
 operators' digests of the same bytes (the CPU's), for every shape of words, a second tensor of a shape already
 captured included (a replay reads its input afresh); a stack of small outputs alike; a tensor past GRAPH_BYTES and a
-shape whose capture failed are digested eagerly, with the same values."""
+shape whose capture failed are digested eagerly, with the same values. Every one of them runs the fused kernels
+(worker/digest_kernels.py, built by the jiterator), which give the CPU operators' sums for every length, packing,
+start and row count."""
+
+import time
 
 import pytest
 import torch
 
-from kerneljudge.worker import commit_digest, digest_graphs, evidence
+from kerneljudge.worker import commit_digest, digest_graphs, digest_kernels, evidence
 
 pytestmark = pytest.mark.gpu
 
@@ -26,6 +30,24 @@ SHAPES = [
 def fresh_graphs(monkeypatch):
     monkeypatch.setattr(digest_graphs, "_graphs", {})
     monkeypatch.setattr(digest_graphs, "_refused", set())
+    yield
+    assert not commit_digest._fused_refused  # the CUDA digests above ran the fused kernels, not the operators
+
+
+def test_the_fused_kernels_build_once_and_give_the_operators_sums_for_every_length():
+    began = time.perf_counter()
+    commit_digest.warm(torch.device("cuda"))
+    print(f"fused kernels built in {(time.perf_counter() - began) * 1e3:.0f} ms")
+    assert digest_kernels.usable(torch.zeros(2, dtype=torch.int64, device="cuda"))
+    generator = torch.Generator().manual_seed(11)
+    for dtype in (torch.int32, torch.uint8):
+        for start in (0, 123_457):
+            for length in [*range(2, 80), 255, 256, 257, 4097, 100_003]:
+                for rows in ((), (3,)):
+                    words = torch.randint(-(2**31), 2**31, (*rows, length), generator=generator).to(dtype)
+                    on_device = commit_digest.sums(words.cuda(), start)
+                    on_cpu = commit_digest.sums(words, start)
+                    assert [t.tolist() for t in on_device] == [t.tolist() for t in on_cpu], (dtype, start, length)
 
 
 @pytest.mark.parametrize(

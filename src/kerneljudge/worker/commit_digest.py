@@ -10,7 +10,11 @@ residual docs/attacks.md named under H03 until 0.3.11). The commit's digest keep
 place of the second: every 64-bit word of the bytes mixed with its position (splitmix64's finaliser, a bijection of
 64-bit words), then pairs combined level by level to one root. Nothing linear is left to solve; matching a root from
 changed leaves is a meet-in-the-middle search over about 2**32 subtrees, seconds of work where the clock allows a
-call's time. A change of any one word changes the root (each step is a bijection in each of its inputs)."""
+call's time. A change of any one word changes the root (each step is a bijection in each of its inputs).
+
+The tree is climbed in steps, the first of two levels and each after of three, with the nodes padded before each to
+a whole number of its groups, so that on a CUDA device each step is one fused kernel (worker/digest_kernels.py, since
+0.3.14): the operators below define the digest, and the kernels compute it to the bit."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from typing import Any
 
 import torch
 
-from kerneljudge.worker import digest_graphs, evidence
+from kerneljudge.worker import digest_graphs, digest_kernels, evidence
 
 
 def _signed(value: int) -> int:
@@ -32,6 +36,9 @@ PAIR = _signed(0xD6E8FEB86659FD93)  # a left child's multiplier in a pair
 PAD = _signed(0x5851F42D4C957F2D)  # the right child of a level's odd last node
 PIECES = _signed(0xA0761D6478BD642F)  # the seed of the tree over a large tensor's pieces' roots
 EMPTY = 0
+LEAF_LEVELS, STEP_LEVELS = 2, 3  # the levels of the tree's first step, from the leaves, and of each step after it
+_fused_refused: set[str] = set()  # "jiterator" once its kernels failed to build or run in this process
+_warmed: set[torch.device] = set()  # the devices `warm` built the kernels on
 
 
 def logical_right(x: torch.Tensor, shift: int) -> torch.Tensor:
@@ -53,20 +60,63 @@ def combine(left: torch.Tensor, right: torch.Tensor, level: int) -> torch.Tensor
     return (node ^ logical_right(node, 29)) * M1
 
 
+def padded(nodes: torch.Tensor, multiple: int) -> torch.Tensor:
+    """`nodes` with PAD appended to the last dimension up to a multiple of `multiple`."""
+    extra = -nodes.shape[-1] % multiple
+    if not extra:
+        return nodes
+    return torch.cat([nodes, nodes.new_full((*nodes.shape[:-1], extra), PAD)], -1)
+
+
 def tree_root(words: torch.Tensor, seed: int = 0) -> torch.Tensor:
     """The root of the tree over the last dimension of `words` (int64), one per row: the leaves each word mixed
-    with its position (`mix`), each level's pairs `combine`d."""
+    with its position (`mix`), then steps of LEAF_LEVELS and then STEP_LEVELS levels, the nodes padded with PAD to a
+    whole number of the step's groups before it, each level's pairs `combine`d."""
     if words.shape[-1] == 0:
         return words.new_full(words.shape[:-1], EMPTY)
     index = torch.arange(words.shape[-1], device=words.device, dtype=torch.int64)
     nodes = mix(words ^ (index * GOLDEN + seed))
     level = 1
     while nodes.shape[-1] > 1:
-        if nodes.shape[-1] % 2:
-            nodes = torch.cat([nodes, nodes.new_full((*nodes.shape[:-1], 1), PAD)], -1)
-        nodes = combine(nodes[..., 0::2], nodes[..., 1::2], level)
-        level += 1
+        step = LEAF_LEVELS if level == 1 else STEP_LEVELS
+        nodes = padded(nodes, 1 << step)
+        for _ in range(step):
+            nodes = combine(nodes[..., 0::2], nodes[..., 1::2], level)
+            level += 1
     return nodes[..., 0]
+
+
+def fused_sums(leaves: torch.Tensor, start: int, packed_words: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(`first_sum`, `tree_root`) over the last dimension of `leaves` (`packed` words, at least two), by
+    worker/digest_kernels.py's kernels: each step's whole groups in one launch and its padded tail in another."""
+    count = leaves.shape[-1]
+    whole = count - count % 4
+    nodes, parts = [], []
+    groups = torch.arange((count + 3) // 4, device=leaves.device, dtype=torch.int64)
+    if whole:
+        views = [leaves[..., k:whole:4] for k in range(4)]
+        nodes_parts = digest_kernels.leaves(views, groups[: whole // 4], 0, start, packed_words, count)
+        nodes.append(nodes_parts[0])
+        parts.append(nodes_parts[1])
+    if count % 4:
+        tail = padded(leaves[..., whole:], 4)  # the padding's words are the kernel's PAD leaves, past `count`
+        views = [tail[..., k::4] for k in range(4)]
+        nodes_parts = digest_kernels.leaves(views, groups[whole // 4 :], 0, start, packed_words, count)
+        nodes.append(nodes_parts[0])
+        parts.append(nodes_parts[1])
+    first = torch.cat(parts, -1).sum(-1)
+    top = torch.cat(nodes, -1) if len(nodes) > 1 else nodes[0]
+    level = 1 + LEAF_LEVELS
+    while top.shape[-1] > 1:
+        width = top.shape[-1]
+        whole = width - width % 8
+        made = [digest_kernels.levels([top[..., k:whole:8] for k in range(8)], level)] if whole else []
+        if width % 8:
+            tail = padded(top[..., whole:], 8)
+            made.append(digest_kernels.levels([tail[..., k::8] for k in range(8)], level))
+        top = torch.cat(made, -1) if len(made) > 1 else made[0]
+        level += STEP_LEVELS
+    return first, top[..., 0]
 
 
 def packed(words: torch.Tensor) -> torch.Tensor:
@@ -86,18 +136,34 @@ def first_sum(words: torch.Tensor, start: int = 0) -> torch.Tensor:
     return (words * evidence.digest_weights(index)[0]).sum(-1)
 
 
+def sums(words: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(`first_sum`, `tree_root`) over the last dimension of `words` (evidence.digest_words), the words from position
+    `start`: by the fused kernels on a CUDA device where the jiterator builds them, else by the operators."""
+    leaves = packed(words)
+    if leaves.shape[-1] > 1 and digest_kernels.usable(leaves) and not _fused_refused:
+        try:
+            return fused_sums(leaves, start, leaves.shape[-1] != words.shape[-1])
+        except RuntimeError:  # no NVRTC, or a build that failed: the operators give the same digest
+            _fused_refused.add("jiterator")
+    return first_sum(words.to(torch.int64), start), tree_root(leaves)
+
+
+def warm(device: torch.device) -> None:
+    """Build the fused kernels on `device` (NVRTC, once a process) before a timed request's samples, so that no
+    commit's span holds the build: 67 words take both kernels' whole groups and tails."""
+    if device.type == "cuda" and device not in _warmed:
+        _warmed.add(device)
+        sums(torch.zeros(67, dtype=torch.int32, device=device))
+
+
 def piece_sums(start: int) -> Any:
     """The first sum and the tree root of a piece of words that starts at word `start`, as one int64 pair."""
-
-    def sums(words: torch.Tensor) -> torch.Tensor:
-        return torch.stack([first_sum(words.to(torch.int64), start), tree_root(packed(words))])
-
-    return sums
+    return lambda words: torch.stack(sums(words, start))
 
 
 def stack_sums(rows: torch.Tensor) -> torch.Tensor:
     """The first sum and the tree root of each row of words, one int64 pair a row."""
-    return torch.stack([first_sum(rows.to(torch.int64)), tree_root(packed(rows))], 1)
+    return torch.stack(sums(rows), 1)
 
 
 def digest(t: torch.Tensor) -> tuple[Any, ...]:

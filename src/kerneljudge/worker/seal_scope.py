@@ -16,6 +16,7 @@ COPY_OPS = (
     "aten::_to_copy",
     "aten::_unsafe_view",
     "aten::add.Tensor",
+    "aten::alias",
     "aten::arange",
     "aten::arange.start",
     "aten::bitwise_and.Scalar",
