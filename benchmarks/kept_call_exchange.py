@@ -25,10 +25,10 @@ from kerneljudge.tasks.load import load_task
 MODES = ("plain", "asked", "committed")  # no exchange; a `keep` after each sample; and a `commit` of the first one
 
 
-def answer(mode: str):
+def answer(mode: str, calls: int):
     def answering(frame: dict) -> protocol.Request:
         if mode == "committed" and frame == {"type": "sampled", "sample": 0}:
-            return protocol.Commit()  # every call's output of the sample digested (worker/sample_commit.py)
+            return protocol.Commit(calls=calls)  # every call's output of the sample digested (worker/sample_commit.py)
         return protocol.Keep(call=-1)
 
     return answering
@@ -39,7 +39,7 @@ def per_sample_ms(worker: LintReference, samples: int, calls: int, mode: str, gr
     ask_keep = mode != "plain"
     request = protocol.Time(calls=calls, samples=samples, warmup=1, staged=True, ask_keep=ask_keep, graph=graph)
     began = time.perf_counter()
-    response, _ = worker.worker.request(request, interim=answer(mode))
+    response, _ = worker.worker.request(request, interim=answer(mode, calls))
     elapsed = (time.perf_counter() - began) * 1e3
     if response.get("type") != "timed":
         raise RuntimeError(f"the worker answered {response.get('type')}: {response.get('message')}")

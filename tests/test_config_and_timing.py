@@ -147,7 +147,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
         def commit_and_keep_second_call_of_sample_one(frame):
             said.append(frame)
             if frame == {"type": "sampled", "sample": 1}:
-                return protocol.Commit()  # every output's digests first (worker/sample_commit.py)
+                return protocol.Commit(calls=2)  # every output's digests first (worker/sample_commit.py)
             return protocol.Keep(call=1 if frame["type"] == "committed" else -1)
 
         timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, ask_keep=True)
@@ -165,6 +165,17 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
         assert list(values["captured"][0].shape) == captured["items"][0]["shape"]
         assert said[2]["digests"][1] == [list(digest(values["captured"][0]))]  # the kept output's, as committed
         assert len(said[2]["digests"]) == 2  # of each call's output
+        # The reference's side commits as many outputs as the candidate's sample holds, its own in turn.
+        asked = []
+
+        def commit_five(frame):
+            asked.append(frame)
+            return protocol.Commit(calls=5) if frame == {"type": "sampled", "sample": 0} else protocol.Keep(call=-1)
+
+        more = protocol.Time(calls=2, samples=1, warmup=1, staged=True, ask_keep=True)
+        assert worker.worker.request(more, interim=commit_five)[0]["type"] == "timed"
+        five = asked[1]["digests"]
+        assert len(five) == 5 and five[0] == five[2] == five[4] and five[1] == five[3]  # calls 0 and 1 in turn
         again, _ = worker.worker.request(protocol.Captured())  # fetched once, then dropped
         assert again["type"] == "error" and "no kept output" in again["message"]
         # A keep naming no call of the sample fails the request, and the worker serves on.

@@ -37,7 +37,7 @@ def run(keeper, samples, calls):
     answers = []
     for sample in range(samples):
         answer = keeper.answer(said(sample))
-        if answer == protocol.Commit():
+        if isinstance(answer, protocol.Commit):
             answers.append("commit")
             answer = keeper.answer(committed(sample, calls))
         answers.append(answer.call)
@@ -53,7 +53,7 @@ def test_the_call_is_drawn_once_its_sample_is_committed_and_only_that_sample_kee
         if sample != keeper.sample:
             assert answer == protocol.Keep(call=-1) and source.bounds == ([5, 7] if sample > keeper.sample else [5])
             continue
-        assert answer == protocol.Commit() and source.bounds == [5]  # the digests first, the call not drawn
+        assert answer == protocol.Commit(calls=7) and source.bounds == [5]  # the digests first, the call not drawn
         assert keeper.missing() == "never answered the parent's commit"
         answer = keeper.answer(committed(sample, 7))
         assert answer == protocol.Keep(call=keeper.call) and source.bounds == [5, 7]
@@ -89,7 +89,7 @@ def test_the_last_call_recheck_names_its_fixed_call():
 @pytest.mark.parametrize("digests", [None, [], [[[64, "torch.float32", 1, 2]]], [[[64, 1, 2]], [[64, 1, 2]]], "x"])
 def test_a_commit_not_of_every_call_commits_nothing(digests):
     keeper = KeptCall(random.Random(0), samples=1, calls=2, sets=2, keeps=True)
-    assert keeper.answer(said(0)) == protocol.Commit()
+    assert keeper.answer(said(0)) == protocol.Commit(calls=2)
     assert keeper.answer({"type": "committed", "sample": 0, "digests": digests}) == protocol.Keep(call=keeper.call)
     assert keeper.checked_digests() is None  # the candidate then fails (stages/timed_calls.kept_set)
 
@@ -175,3 +175,15 @@ def test_a_timed_output_in_a_later_calls_storage_fails_the_candidate_and_is_kj_r
     (found,) = sample_findings(overwritten)
     assert found.code == "KJ-R022" and found.severity == "error" and "later call" in found.summary
     assert sample_findings({"sealed_open": [], "kept_overwritten": False}) == []
+
+
+def test_the_reference_side_commits_as_many_outputs_as_the_candidates_sample_holds():
+    keeper = KeptCall(random.Random(0), samples=1, calls=3, sets=2, keeps=False, commits=11)
+    assert keeper.answer(said(0)) == protocol.Commit(calls=11)
+    assert keeper.answer(committed(0, 3)) == protocol.Keep(call=-1) and keeper.committed == []  # not 11: refused
+    keeper = KeptCall(random.Random(0), samples=1, calls=3, sets=2, keeps=False, commits=11)
+    keeper.answer(said(0))
+    assert keeper.answer(committed(0, 11)) == protocol.Keep(call=-1) and len(keeper.committed) == 11
+    # A side that keeps an output commits every call of its own, whatever it is asked.
+    keeping = KeptCall(random.Random(0), samples=1, calls=3, sets=2, keeps=True, commits=11)
+    assert keeping.commits == 3 and keeping.answer(said(0)) == protocol.Commit(calls=3)

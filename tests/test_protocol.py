@@ -48,7 +48,7 @@ def every_request():
         protocol.Compile(),
         protocol.Time(calls=2, samples=3, warmup=1, precursor_ms=0.5, graph=True, ask_keep=True, keep_earlier=True),
         protocol.Keep(call=-1),
-        protocol.Commit(),
+        protocol.Commit(calls=3),
         protocol.Captured(),
         protocol.Recheck(calls=4, buffer=1, compiled=True),
         protocol.Exit(),

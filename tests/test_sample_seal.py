@@ -151,8 +151,10 @@ def test_keep_and_sampled_frames_read_and_write_as_the_parent_does():
         for call in (-1, 0, 7, 123456):
             wire.write_frame(write, protocol.Keep(call=call).header())
             assert sample_seal.read_keep(read) == call
-        wire.write_frame(write, protocol.Commit().header())
-        assert sample_seal.read_keep(read) == sample_seal.COMMIT
+        for calls in (0, 1, 5, 10_000):
+            wire.write_frame(write, protocol.Commit(calls=calls).header())
+            assert sample_seal.committed_calls(sample_seal.read_keep(read)) == calls
+        assert [sample_seal.committed_calls(answer) for answer in (None, -1, 0, 7)] == [None] * 4
         wire.write_frame(write, protocol.Captured().header())
         assert sample_seal.read_keep(read) is None
         sample_seal.write_sampled(write, 41)

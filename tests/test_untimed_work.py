@@ -4,7 +4,7 @@ bound is KJ-R027."""
 
 from __future__ import annotations
 
-from kerneljudge.stages.untimed_work import FLOOR_MS, bound_check, untimed_findings
+from kerneljudge.stages.untimed_work import FLOOR_MS, MATCHED_FLOOR_MS, MATCHED_MARGIN, bound_check, untimed_findings
 
 
 def windows(fixed_ms, per_output_ms, calls, count=6, jitter_ms=0.0):
@@ -48,6 +48,26 @@ def test_the_reference_noise_widens_the_bound():
     assert quiet["suspicious"] and not noisy["suspicious"]
 
 
+def test_matched_commits_bound_the_candidates_by_the_references_own_and_no_claimed_work():
+    """The commit since 0.3.14: the reference digests as many outputs as the candidate's sample holds. The red team's
+    case on the CPU: 4 MiB outputs whose digest costs 20 ms each, a call claiming 0.8 ms that left half its work
+    (0.4 ms) to the commit, one call a sample; the unmatched bound, with the reference's two calls, let it pass."""
+    honest = windows(0.5, 20.0, 1, jitter_ms=0.3)
+    deferring = windows(0.5, 20.0 + 10.0, 1)  # its half of the work, and what its hook costs around the digests
+    for matched, reference in ((True, windows(0.5, 20.0, 1, jitter_ms=0.3)), (False, windows(0.5, 20.0, 2))):
+        assert not bound_check({"candidate": honest, "reference": reference}, 0.8, matched)["suspicious"]
+        found = bound_check({"candidate": deferring, "reference": reference}, 0.8, matched)
+        assert found["suspicious"] is matched and found["matched"] is matched
+    # Matched, an honest candidate's span may exceed the reference's by the margin and the floor, no more.
+    reference = windows(0.3, 0.002, 100)
+    bound = 0.3 + 100 * 0.002
+    inside = bound * (1 + MATCHED_MARGIN) + MATCHED_FLOOR_MS - 0.01
+    assert not bound_check({"candidate": [(inside, 100)] * 6, "reference": reference}, 0.0, True)["suspicious"]
+    assert bound_check({"candidate": [(inside + 0.02, 100)] * 6, "reference": reference}, 0.0, True)["suspicious"]
+    # Its claimed time per call buys nothing here: no commit holds a call's work.
+    assert bound_check({"candidate": [(inside + 0.02, 100)] * 6, "reference": reference}, 0.5, True)["suspicious"]
+
+
 def test_too_few_commits_or_no_claims_check_nothing():
     few = bound_check({"candidate": windows(0.3, 1.0, 100, count=2), "reference": windows(0.3, 0.002, 100)}, 0.0)
     assert few == {"candidate_spans": 2, "reference_spans": 6, "suspicious": False}
@@ -64,7 +84,10 @@ def test_a_requests_span_is_its_round_trip_less_its_claimed_calls_and_precursors
 
     state = SimpleNamespace(untimed_spans={})
     request = SimpleNamespace(calls=10, samples=4, precursor_ms=0.5)
-    note_spans(state, "candidate", request, SimpleNamespace(window_ms=2.0), [0.1, 0.1, 0.1, 0.1], 20.0)
+    note_spans(state, "candidate", request, SimpleNamespace(window_ms=2.0, commits=10), [0.1, 0.1, 0.1, 0.1], 20.0)
     # 4 samples of 10 calls claimed at 0.1 ms each: 4 ms; 4 precursors of 0.5 ms; (20 - 4 - 2) / 4 samples
-    note_spans(state, "candidate", request, SimpleNamespace(window_ms=None), [0.1, 0.1, 0.1, 0.1], 24.0)
-    assert state.untimed_spans == {"candidate": {"commit": [(2.0, 10)], "requests": [(3.5, 10), (4.5, 10)]}}
+    note_spans(state, "candidate", request, SimpleNamespace(window_ms=None, commits=10), [0.1, 0.1, 0.1, 0.1], 24.0)
+    # The reference's commit is noted with the outputs it digested: the candidate's calls, not its own.
+    note_spans(state, "reference", request, SimpleNamespace(window_ms=3.0, commits=25), [0.1, 0.1, 0.1, 0.1], 20.0)
+    assert state.untimed_spans["candidate"] == {"commit": [(2.0, 10)], "requests": [(3.5, 10), (4.5, 10)]}
+    assert state.untimed_spans["reference"]["commit"] == [(3.0, 25)]

@@ -42,7 +42,9 @@ from typing import Any
 # work in the commit window in proportion), and the seal looks at torch.cuda's graph class and the names they use;
 # 0.3.13: the worker's copy path watched (evidence.WORKER_PATHS) names the commit's digest functions, in place of a
 # name renamed away in 0.3.11 that watched nothing; 0.3.14: on a CUDA device the commit's tree climbed by fused
-# kernels (worker/digest_kernels.py: four leaves, then three levels a launch), the tree padded per step to match.
+# kernels (worker/digest_kernels.py: four leaves, then three levels a launch), the tree padded per step to match, and
+# the reference's commit digests the candidate's number of outputs, the two commits matched on a CUDA device without
+# the candidate's claimed work (stages/untimed_work.py: half a call's work left to the commit passed verified).
 __version__ = "0.3.14"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
@@ -65,7 +67,6 @@ UNTIMED_SAME_AS = {
 # Raises that changed only judgments that fail in enforce mode, each with the version before it: a judgment
 # that passed by that version, with timing or without, is the same judgment (a row of it answers too).
 PASSED_SAME_AS = {
-    "0.3.14": "0.3.13",
     "0.3.13": "0.3.12",
     "0.3.12": "0.3.11",
     "0.3.11": "0.3.10",

@@ -174,9 +174,13 @@ class Keep(Request):
 @dataclass(frozen=True)
 class Commit(Request):
     """Within a `time` request with `ask_keep`, the answer to the `sampled` of the sample whose call the parent
-    checks: first the digests of every call's output of that sample (`committed`), then a `keep` is read."""
+    checks: first the digests of `calls` outputs of that sample (`committed`), then a `keep` is read. The candidate's
+    worker is asked for its own calls a sample, every one; the reference's for as many as the candidate's sample
+    holds, its own calls' outputs taken in turn, so that its commit is timed doing the candidate's digesting
+    (stages/untimed_work.py)."""
 
     op: ClassVar[str] = "commit"
+    calls: int
 
 
 @dataclass(frozen=True)

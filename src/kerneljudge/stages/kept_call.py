@@ -44,14 +44,25 @@ class KeptCall:
 
     One sample of each request, drawn before it and never sent, is committed: its `sampled` is answered with a
     `commit`, and the call is named only once the digests of every call's output of that sample are here
-    (worker/sample_commit.py). Both sides commit alike; only the candidate's side keeps the named output."""
+    (worker/sample_commit.py). Both sides commit alike, as many outputs as the candidate's sample holds; only the
+    candidate's side keeps the named output."""
 
     def __init__(
-        self, source: random.Random, samples: int, calls: int, sets: int, keeps: bool, call: int | None = None
+        self,
+        source: random.Random,
+        samples: int,
+        calls: int,
+        sets: int,
+        keeps: bool,
+        call: int | None = None,
+        commits: int = 0,
     ) -> None:
         """`keeps`: whether this side keeps an output at all (the candidate's); `call` fixes the kept call
-        (the last-call recheck), where it is otherwise drawn when the sample's digests are committed."""
+        (the last-call recheck), where it is otherwise drawn when the sample's digests are committed; `commits`: the
+        outputs the commit digests (0: every call's, as the candidate's side asks; the reference's side asks for the
+        candidate's calls, its own outputs taken in turn)."""
         self.source, self.samples, self.calls, self.sets, self.keeps = source, samples, calls, sets, keeps
+        self.commits = calls if keeps or not commits else commits  # a keeping side's commit is of every call
         self.sample = source.randrange(samples)
         self.fixed = call
         self.call: int | None = None
@@ -72,7 +83,7 @@ class KeptCall:
         if sample != self.sample:
             return protocol.Keep(call=-1)
         self.asked = time.perf_counter()
-        return protocol.Commit()
+        return protocol.Commit(calls=self.commits)
 
     def pending(self) -> bool:
         """Whether a `commit` was sent and its `committed` has not come."""
@@ -83,7 +94,7 @@ class KeptCall:
             return None
         self.window_ms = (time.perf_counter() - float(self.asked or 0.0)) * 1e3
         digests = frame.get("digests")
-        self.committed = digests if commit_well_formed(digests, self.calls) else []
+        self.committed = digests if commit_well_formed(digests, self.commits) else []
         if not self.keeps:
             return protocol.Keep(call=-1)
         self.call = self.fixed if self.fixed is not None else self.source.randrange(self.calls)

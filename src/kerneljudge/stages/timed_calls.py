@@ -73,7 +73,14 @@ def time_side(
             # against the claimed times (worker/timer.py). The call is named after it ran (stages/kept_call.py).
             # The reference is asked alike and keeps none.
             sets = len(request.inputs)
-            keeper = KeptCall(state.source, request.samples, request.calls, sets, keeps=role == "candidate")
+            keeper = KeptCall(
+                state.source,
+                request.samples,
+                request.calls,
+                sets,
+                keeps=role == "candidate",
+                commits=request.commit_calls,
+            )
         keeps = keeper is not None and role == "candidate"
         deferred = keeps and defers(state, len(state.deferred_checks) + 1)
         if keeps and not deferred:
@@ -153,7 +160,7 @@ def note_spans(
     commit, and its round trip less the calls' claimed time and the precursors asked for, per sample."""
     spans = state.untimed_spans.setdefault(role, {})
     if keeper.window_ms is not None:
-        spans.setdefault("commit", []).append((keeper.window_ms, request.calls))
+        spans.setdefault("commit", []).append((keeper.window_ms, keeper.commits))
     around = request_ms - sum(times) * request.calls - request.samples * request.precursor_ms
     spans.setdefault("requests", []).append((around / max(1, request.samples), request.calls))
 

@@ -173,6 +173,7 @@ def run_interleaved(
         used = kept()
         return log_ratios([medians[baseline][b] for b in used], [medians["candidate"][b] for b in used])
 
+    commit_calls = calls.get("candidate", 0)
     while True:
         block_inputs = inputs[block % len(inputs)]
         order = list(sides)
@@ -181,7 +182,10 @@ def run_interleaved(
         # boundary costs one NVML snapshot (3.6 ms on the H200: docs/batch.md) instead of two.
         before = (snapshots[-1] if snapshots else monitor.snapshot()) if monitor else {}
         for name in order:
-            request = TimeRequest(block_inputs, calls[name], plan.samples, 1, precursor[name], graph=graph)
+            # Every side's commit digests as many outputs as the candidate's sample holds (stages/untimed_work.py).
+            request = TimeRequest(
+                block_inputs, calls[name], plan.samples, 1, precursor[name], graph=graph, commit_calls=commit_calls
+            )
             result = session.time(name, request)
             medians[name].append(statistics.median(result.times_ms))
             if busy:

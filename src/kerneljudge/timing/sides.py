@@ -27,6 +27,7 @@ class TimeRequest:
     measured: bool = True  # False for calibration: no output capture, not in the cross-check
     graph: bool = False  # replay a CUDA graph of the sample's calls (captured on the first such request)
     warming: bool = False  # a call before the measurement only, its times unused (JudgeConfig.timing_warm)
+    commit_calls: int = 0  # the outputs a measured request's commit digests: the candidate's calls (0: its own)
 
 
 class GraphUnsupported(Exception):

@@ -96,6 +96,7 @@ WORKER_PATHS = (
     "kerneljudge.worker.sample_seal.python_threads",
     "kerneljudge.worker.sample_seal.native_tasks",
     "kerneljudge.worker.sample_seal.read_keep",
+    "kerneljudge.worker.sample_seal.committed_calls",
     "kerneljudge.worker.sample_seal._read_exact",
     "kerneljudge.worker.sample_seal.write_sampled",
     "kerneljudge.worker.sample_seal.copy_kept",

@@ -58,9 +58,9 @@ Tensor = torch.Tensor
 # The parent's `keep` as the parent writes protocol.Keep's header (json.dumps of {"op": "keep", "call": n}), and its
 # `commit` (protocol.Commit: the digests of every output of the sample first, worker/sample_commit.py).
 KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')
-COMMIT_HEADER = b'{"op": "commit"}'
-COMMIT = -2  # what `read_keep` answers for a `commit`
-_keep_match = KEEP.fullmatch
+COMMIT_FRAME = re.compile(rb'\{"op": "commit", "calls": ([0-9]{1,9})\}')
+COMMIT = -2  # `read_keep` answers a `commit` of n outputs with COMMIT - n (`committed_calls`)
+_keep_match, _commit_match = KEEP.fullmatch, COMMIT_FRAME.fullmatch
 
 
 class Snapshot:
@@ -212,8 +212,8 @@ class Seal:
 
 
 def read_keep(fd: int) -> int | None:
-    """The call a `keep` frame names, or COMMIT for a `commit`, read with what the worker bound when it started;
-    None for any other frame (the caller then breaks the request)."""
+    """The call a `keep` frame names, or COMMIT - n for a `commit` of n outputs, read with what the worker bound when
+    it started; None for any other frame (the caller then breaks the request)."""
     prefix = _read_exact(fd, 8)
     if prefix[:4] != b"KJW2":
         return None
@@ -221,10 +221,16 @@ def read_keep(fd: int) -> int | None:
     if size > 64:
         return None
     header = _read_exact(fd, size)
-    if header == COMMIT_HEADER:
-        return COMMIT
+    found = _commit_match(header)
+    if found is not None:
+        return COMMIT - _int(found.group(1))
     found = _keep_match(header)
     return None if found is None else _int(found.group(1))
+
+
+def committed_calls(answer: int | None) -> int | None:
+    """How many outputs a `commit` that `read_keep` answered `answer` asks for; None where it read no commit."""
+    return None if answer is None or answer > COMMIT else COMMIT - answer
 
 
 def _read_exact(fd: int, n: int) -> bytes:

@@ -276,13 +276,15 @@ class Timer(GraphTimer):
 
     def asked_keep(self, sample: int, calls: int, made: list[Any], plain: bool) -> int:
         """Say sample `sample` is over (`sampled`) and read the parent's `keep`: the call whose output to keep,
-        or -1. Where the parent asks for a `commit` first, the digests of every call's output of the sample
-        (`made`, if `plain`: plain tensors made alike; none otherwise) go to it before the `keep` is read
-        (worker/sample_commit.py). Anything else in their place breaks the request."""
+        or -1. Where the parent asks for a `commit` of n outputs first, the digests of n of the sample's outputs
+        (`made`, its calls' in turn: every one where n is its calls; if `plain`: plain tensors made alike; none
+        otherwise) go to it before the `keep` is read (worker/sample_commit.py). Anything else in their place breaks
+        the request."""
         sample_seal.write_sampled(self.resp_fd, sample)
         call = sample_seal.read_keep(self.req_fd)
-        if call == sample_seal.COMMIT:
-            digests = sample_commit.commit_digests(made[:calls]) if plain else []
+        asked = sample_seal.committed_calls(call)
+        if asked is not None:
+            digests = sample_commit.commit_digests([made[i % calls] for i in range(asked)]) if plain else []
             sample_commit.write_committed(self.resp_fd, sample, digests)
             call = sample_seal.read_keep(self.req_fd)
         if call is None or not -1 <= call < calls:
