@@ -55,6 +55,7 @@ WORKER_MODULES = (
     "kerneljudge.worker.seal_scope",
     "kerneljudge.worker.sample_commit",
     "kerneljudge.worker.commit_digest",
+    "kerneljudge.worker.digest_kernels",
     "kerneljudge.worker.digest_graphs",
     "kerneljudge.worker.signal_handlers",
     "kerneljudge.worker.timer",
