@@ -143,7 +143,7 @@ def sums(words: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, torch.Tenso
     if leaves.shape[-1] > 1 and digest_kernels.usable(leaves) and not _fused_refused:
         try:
             return fused_sums(leaves, start, leaves.shape[-1] != words.shape[-1])
-        except RuntimeError:  # no NVRTC, or a build that failed: the operators give the same digest
+        except Exception:  # no NVRTC, a build or launch that failed: the operators give the same digest
             _fused_refused.add("jiterator")
     return first_sum(words.to(torch.int64), start), tree_root(leaves)
 
