@@ -134,6 +134,17 @@ FIXTURES = (
         timing=True,
     ),
     Fixture(
+        "commit_window_half",
+        "H03",
+        "half its work left to the commit: the seal blinded, its timed calls do x + bias and a hook does the relu_ of "
+        "the checked sample's outputs when the parent asks for the commit (timed; 4 MiB outputs; the CPU's commit "
+        "bound lets it pass, docs/timing.md)",
+        ("KJ-R027",),
+        cuda_only=True,
+        task="wide_bias_relu",
+        timing=True,
+    ),
+    Fixture(
         "sample_end_worker",
         "H03",
         "a slow kernel made to look fast: the seal blinded, its timed calls do nothing and a hook does each sample's "

@@ -149,8 +149,9 @@ def sums(words: torch.Tensor, start: int = 0) -> tuple[torch.Tensor, torch.Tenso
 
 
 def warm(device: torch.device) -> None:
-    """Build the fused kernels on `device` (NVRTC, once a process) before a timed request's samples, so that no
-    commit's span holds the build: 67 words take both kernels' whole groups and tails."""
+    """Build the fused kernels on `device` (NVRTC, once a process) when the seal is taken, before any code of the
+    candidate's runs (worker/sample_commit.warm), so that no commit's span holds the build: 67 words take both
+    kernels' whole groups and tails."""
     if device.type == "cuda" and device not in _warmed:
         _warmed.add(device)
         sums(torch.zeros(67, dtype=torch.int32, device=device))

@@ -59,7 +59,9 @@ def commit_digests(outputs: list[Any]) -> list[list[list[Any]]]:
 
 def warm(device: Any) -> None:
     """Run the commit once on a few bytes of `device`: the first use of its operators in a process costs tens of
-    milliseconds on the CPU, which the parent's clock would otherwise see in one side's first commit."""
+    milliseconds on the CPU, and on a CUDA device the fused kernels' build (commit_digest.warm) more, which the
+    parent's clock would otherwise see in one side's first commit."""
+    commit_digest.warm(torch.device(device))
     commit_digests([torch.zeros(4, device=device), torch.ones(4, device=device), torch.zeros(0, device=device)])
 
 

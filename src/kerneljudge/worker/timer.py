@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import commit_digest, evidence, sample_commit, sample_seal, timed_outputs, wire
+from kerneljudge.worker import evidence, sample_commit, sample_seal, timed_outputs, wire
 from kerneljudge.worker.timed_graph import GraphTimer
 
 # The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
@@ -94,8 +94,6 @@ class Timer(GraphTimer):
         kept_before = len(self.kept)
         cuda = self.device.type == "cuda"
         flush = self.flush_buffer(request.flush_bytes)  # before the samples, not in them
-        if cuda:
-            commit_digest.warm(self.device)  # the commit's fused kernels built here once, not in a sample's commit
         l2_reset = self.reset_persisting_l2() if cuda else None
         # Bracket the measured samples for `ncu --profile-from-start off` (no-ops without a profiler attached).
         bracket = request.profile_range and cuda
