@@ -56,7 +56,7 @@ _included, _excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispa
 _dispatch_dump, _listdir, _open, _tuple, _str = torch._C._dispatch_dump, os.listdir, open, tuple, str
 Tensor = torch.Tensor
 # The parent's `keep` as the parent writes protocol.Keep's header (json.dumps of {"op": "keep", "call": n}), and its
-# `commit` (protocol.Commit: the digests of every output of the sample first, worker/sample_commit.py).
+# `commit` (protocol.Commit: the digests of that many outputs of the sample first, worker/sample_commit.py).
 KEEP = re.compile(rb'\{"op": "keep", "call": (-?[0-9]{1,9})\}')
 COMMIT_FRAME = re.compile(rb'\{"op": "commit", "calls": ([0-9]{1,9})\}')
 COMMIT = -2  # `read_keep` answers a `commit` of n outputs with COMMIT - n (`committed_calls`)
