@@ -38,7 +38,6 @@ PIECES = _signed(0xA0761D6478BD642F)  # the seed of the tree over a large tensor
 EMPTY = 0
 LEAF_LEVELS, STEP_LEVELS = 2, 3  # the levels of the tree's first step, from the leaves, and of each step after it
 _fused_refused: set[str] = set()  # "jiterator" once its kernels failed to build or run in this process
-_warmed: set[torch.device] = set()  # the devices `warm` built the kernels on
 
 
 def logical_right(x: torch.Tensor, shift: int) -> torch.Tensor:
@@ -86,35 +85,37 @@ def tree_root(words: torch.Tensor, seed: int = 0) -> torch.Tensor:
     return nodes[..., 0]
 
 
+def grouped(nodes: torch.Tensor, size: int) -> list[list[torch.Tensor]]:
+    """Views of the k-th of each `size` nodes (k = 0 .. size - 1) over the last dimension: one list for the whole
+    groups, one for the tail padded with PAD to a group, as each step's kernel takes them."""
+    whole = nodes.shape[-1] - nodes.shape[-1] % size
+    parts = [nodes[..., :whole]] if whole else []
+    if whole < nodes.shape[-1]:
+        parts.append(padded(nodes[..., whole:], size))
+    return [[part[..., k::size] for k in range(size)] for part in parts]
+
+
+def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+
+
 def fused_sums(leaves: torch.Tensor, start: int, packed_words: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(`first_sum`, `tree_root`) over the last dimension of `leaves` (`packed` words, at least two), by
-    worker/digest_kernels.py's kernels: each step's whole groups in one launch and its padded tail in another."""
+    worker/digest_kernels.py's kernels: each step's whole groups in one launch and its padded tail in another (the
+    tail's padding words are the leaves kernel's PAD leaves, past `count`)."""
     count = leaves.shape[-1]
-    whole = count - count % 4
-    nodes, parts = [], []
     groups = torch.arange((count + 3) // 4, device=leaves.device, dtype=torch.int64)
-    if whole:
-        views = [leaves[..., k:whole:4] for k in range(4)]
-        nodes_parts = digest_kernels.leaves(views, groups[: whole // 4], 0, start, packed_words, count)
-        nodes.append(nodes_parts[0])
-        parts.append(nodes_parts[1])
-    if count % 4:
-        tail = padded(leaves[..., whole:], 4)  # the padding's words are the kernel's PAD leaves, past `count`
-        views = [tail[..., k::4] for k in range(4)]
-        nodes_parts = digest_kernels.leaves(views, groups[whole // 4 :], 0, start, packed_words, count)
-        nodes.append(nodes_parts[0])
-        parts.append(nodes_parts[1])
-    first = torch.cat(parts, -1).sum(-1)
-    top = torch.cat(nodes, -1) if len(nodes) > 1 else nodes[0]
-    level = 1 + LEAF_LEVELS
+    made, first_group = [], 0
+    for views in grouped(leaves, 4):
+        width = views[0].shape[-1]
+        made.append(
+            digest_kernels.leaves(views, groups[first_group : first_group + width], 0, start, packed_words, count)
+        )
+        first_group += width
+    first = joined([part for _, part in made]).sum(-1)
+    top, level = joined([node for node, _ in made]), 1 + LEAF_LEVELS
     while top.shape[-1] > 1:
-        width = top.shape[-1]
-        whole = width - width % 8
-        made = [digest_kernels.levels([top[..., k:whole:8] for k in range(8)], level)] if whole else []
-        if width % 8:
-            tail = padded(top[..., whole:], 8)
-            made.append(digest_kernels.levels([tail[..., k::8] for k in range(8)], level))
-        top = torch.cat(made, -1) if len(made) > 1 else made[0]
+        top = joined([digest_kernels.levels(views, level) for views in grouped(top, 8)])
         level += STEP_LEVELS
     return first, top[..., 0]
 
@@ -152,8 +153,7 @@ def warm(device: torch.device) -> None:
     """Build the fused kernels on `device` (NVRTC, once a process) when the seal is taken, before any code of the
     candidate's runs (worker/sample_commit.warm), so that no commit's span holds the build: 67 words take both
     kernels' whole groups and tails."""
-    if device.type == "cuda" and device not in _warmed:
-        _warmed.add(device)
+    if device.type == "cuda":
         sums(torch.zeros(67, dtype=torch.int32, device=device))
 
 
