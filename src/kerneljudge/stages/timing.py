@@ -22,7 +22,7 @@ from kerneljudge.stages.failures import CandidateFailed
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.timed_calls import check_deferred, make_ready, time_side
 from kerneljudge.stages.timed_rechecks import recheck_graph, recheck_last
-from kerneljudge.stages.untimed_work import bound_check, untimed_findings
+from kerneljudge.stages.untimed_work import NOISE_SHARE, bound_check, untimed_findings
 from kerneljudge.stages.workers import at_gate, closing_ended, join_closing
 from kerneljudge.tasks.shapes import describe_shape
 from kerneljudge.timing import drain
@@ -291,12 +291,11 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
         state.add_findings(found)
     if method == INTERLEAVED and not state.native and state.timing.candidate is not None:
         claimed, spans = state.timing.candidate.median_ms, state.untimed_spans
-        # Both commits digest the candidate's outputs' number; on a CUDA device the digests are fused kernels, far
-        # cheaper than the work (worker/digest_kernels.py), so the two commits are matched (stages/untimed_work.py).
-        matched = state.device == "cuda"
+        # Both commits digest the candidate's outputs' number, so the two are matched (stages/untimed_work.py).
+        share = NOISE_SHARE["cuda" if state.device == "cuda" else "cpu"]
         state.timing.untimed_work = {
             span: bound_check(
-                {role: spans.get(role, {}).get(span, []) for role in spans}, claimed, matched and span == "commit"
+                {role: spans.get(role, {}).get(span, []) for role in spans}, claimed, span == "commit", share
             )
             for span in ("commit", "requests")
         }
