@@ -62,7 +62,7 @@ def test_matched_commits_bound_the_candidates_by_the_references_own_and_no_claim
     case on a CUDA device: 4 MiB outputs whose digest costs 0.1 ms each, a call claiming 0.05 ms that left half its
     work (0.025 ms) to the commit, 40 calls a sample; the unmatched bound, with the reference's 20, let it pass."""
     honest = windows(0.2, 0.1, 40, jitter_ms=0.3)
-    deferring = windows(0.2, 0.1 + 0.025 + 0.005, 40)  # its half of the work, and what its hook costs around the digests
+    deferring = windows(0.2, 0.1 + 0.025 + 0.005, 40)  # half its work, and its hook's cost
     for matched, reference in ((True, windows(0.2, 0.1, 40, jitter_ms=0.3)), (False, windows(0.2, 0.1, 20))):
         assert not bound_check({"candidate": honest, "reference": reference}, 0.05, matched)["suspicious"]
         found = bound_check({"candidate": deferring, "reference": reference}, 0.05, matched)

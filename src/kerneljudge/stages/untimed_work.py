@@ -103,7 +103,8 @@ def untimed_findings(checks: dict[str, dict[str, Any]]) -> list[Finding]:
         summary = (
             f"the candidate's worker took at least {check['candidate_least_ms']:.3g} ms {SPANS[span]} with "
             f"{check['candidate_calls']:g} calls a sample, where the reference's took as little as "
-            f"{check['reference_least_ms']:.3g} ms with {check['reference_calls']:g} and its calls claim {check['candidate_claimed_ms_per_call']:.3g} ms "
+            f"{check['reference_least_ms']:.3g} ms with {check['reference_calls']:g} and its calls claim "
+            f"{check['candidate_claimed_ms_per_call']:.3g} ms "
             f"each: work done where no timer sees it"
         )
         found.append(finding("KJ-R027", "error", summary, {"span": span, **check}))
