@@ -139,7 +139,7 @@ def test_kernel_calls_a_worker_has_no_use_for_are_refused(tiny_task, layers):
 
 def test_unconfined_the_kernel_lets_the_worker_trace_itself(tiny_task):
     record = run_judge(tiny_task, CANDIDATES / "escape_syscalls.py", sandbox="off")
-    assert probes(record, "ptrace: ALLOWED")
+    assert probes(record, "ptrace: ALLOWED") and answered(record), (record.status, record.failure)
 
 
 def test_the_record_lists_the_layers_around_every_worker(tiny_task, layers):
