@@ -25,8 +25,9 @@ reference's commit digests as many outputs as the candidate's (its own in turn, 
 commits do the same work (`matched`): the candidate's may exceed the reference's by NOISE_SHARE of it and
 NOISE_FLOOR_MS, and by nothing for its calls' claimed work. NOISE_SHARE is what two processes' least spans of the
 same work differ by: a quarter on a CUDA device, whose digests are fused kernels far cheaper than the work they
-cover (worker/digest_kernels.py); the whole span on the CPU, whose digests cost tens of times the work, so that
-a candidate's commit can hide no less than its work there (the red team's `commit_window_half` is for CUDA only).
+cover (worker/digest_kernels.py); the whole on the CPU, where two processes' commits of the same outputs differed by
+up to 56% (session af) and their least by up to 48% under load (session ah). There the digests cost tens of times
+the work, so half a call's work still hides in a commit (the red team's `commit_window_half` is for CUDA only).
 More is work done where no timer sees it (KJ-R027). docs/attacks.md (H03) says what is left.
 """
 
@@ -42,7 +43,7 @@ from kerneljudge.verdict import Finding
 FLOOR_MS = 0.002
 # What an honest candidate's least span may exceed its bound by, as a share of it, by device: the two processes
 # differ besides their work (the allocator's state, the caches, a GPU's launch jitter on a few outputs). On CI's
-# 2-core machine under load honest commits' least spans came within 1.42 of the reference's (session ah).
+# 2-core machine under load honest commits' least spans came within 1.48 of the reference's (session ah).
 NOISE_SHARE = {"cpu": 1.0, "cuda": 0.25}
 NOISE_FLOOR_MS = 0.25  # ... and in ms, on matched spans
 MIN_SPANS = 3  # per side, for a check at all
@@ -104,8 +105,7 @@ def untimed_findings(checks: dict[str, dict[str, Any]]) -> list[Finding]:
             f"the candidate's worker took at least {check['candidate_least_ms']:.3g} ms {SPANS[span]} with "
             f"{check['candidate_calls']:g} calls a sample, where the reference's took as little as "
             f"{check['reference_least_ms']:.3g} ms with {check['reference_calls']:g} and its calls claim "
-            f"{check['candidate_claimed_ms_per_call']:.3g} ms "
-            f"each: work done where no timer sees it"
+            f"{check['candidate_claimed_ms_per_call']:.3g} ms each: work done where no timer sees it"
         )
         found.append(finding("KJ-R027", "error", summary, {"span": span, **check}))
     return found
