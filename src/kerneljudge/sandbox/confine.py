@@ -28,6 +28,7 @@ LAYERS = (
     "allowlist_root",
     "private_tmp",
     "pid_namespace",
+    "ipc_namespace",
     "unprivileged_user",
     "no_new_privs",
     "resource_limits",

@@ -219,7 +219,10 @@ class WorkerEnding:
         if returncode is not None and returncode >= 0:
             status = describe_returncode(returncode)
             return f"the {self.role} worker exited by itself ({status}) before answering{cause}"
-        return f"the {self.role} worker died ({describe_returncode(returncode)}){cause}"
+        died = describe_returncode(returncode)
+        if returncode == -signal.SIGKILL:  # the judge's own kills are told above: this one is the kernel's or its own
+            died += ", not sent by the judge: an out-of-memory kill looks like this"
+        return f"the {self.role} worker died ({died}){cause}"
 
 
 def describe_returncode(returncode: int | None) -> str:

@@ -5,7 +5,7 @@ It runs before any candidate code, as the judge's user, and imports only the sta
 no ``os.unshare`` and a ``preexec_fn`` is unsafe in the judge's threaded parent, so the layers are applied
 here, through libc, in three processes:
 
-    outer  (the pid the parent spawned): enters the network, mount and PID namespaces, waits, and
+    outer  (the pid the parent spawned): enters the network, mount, PID and IPC namespaces, waits, and
            exits the way the worker did, so the parent sees the worker's signal or exit status; if the
            judge dies first (its lifeline pipe reads end-of-file, sandbox/lifeline.py), it kills init
            and its own process group, and with them the worker;
@@ -97,7 +97,8 @@ def _exit_like(status: int) -> None:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(sig, signal.SIG_DFL)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # no handler can be set for these (ValueError): none needed
+            signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
         os.kill(os.getpid(), sig)
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else SETUP_FAILED)

@@ -77,18 +77,30 @@ class Endpoint:
         return cls(name, int(fd), mode == "rw", int(capacity))
 
 
+# Only a channel's owner (the judge's uid) may open its file again, and only for reading. A memfd is made
+# 0777, and a worker handed a read-only descriptor could open /proc/self/fd/N read-write and write the inputs
+# the reference writes and reads, or punch holes under its registered head (worker/pinned.py). Reopening checks
+# the file's mode against the opener's uid: this holds for a worker under a uid of its own (a root judge's);
+# one keeping the judge's uid owns the file and could change its mode back (docs/security.md). Seals cannot
+# say it instead: F_SEAL_WRITE and F_SEAL_FUTURE_WRITE refuse writes to every holder, and the parent and the
+# reference write these channels for as long as the reader reads them.
+CHANNEL_MODE = 0o400
+
+
 def create(name: str, capacity_bytes: int) -> Endpoint:
     """A new channel (the parent's read-write endpoint): sparse, so capacity costs nothing until written, and
     sealed against shrinking, so that no process holding it can take pages from under another's mapping or
-    registered head (worker/pinned.py)."""
+    registered head (worker/pinned.py); its mode lets no one else open it again (`CHANNEL_MODE`)."""
     fd = os.memfd_create(f"kerneljudge-{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.fchmod(fd, CHANNEL_MODE)
     os.ftruncate(fd, capacity_bytes)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
     return Endpoint(name, fd, True, capacity_bytes)
 
 
 def reader(endpoint: Endpoint) -> Endpoint:
-    """A read-only descriptor of the same channel (to hand to a process that must not write it)."""
+    """A read-only descriptor of the same channel (to hand to a process that must not write it): a process
+    under another uid cannot open it again for writing (`CHANNEL_MODE`)."""
     fd = os.open(f"/proc/self/fd/{endpoint.fd}", os.O_RDONLY | os.O_CLOEXEC)
     return Endpoint(endpoint.name, fd, False, endpoint.capacity_bytes)
 
