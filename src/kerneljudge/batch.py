@@ -28,6 +28,7 @@ from kerneljudge.gate import LaneGate, PastDeadline
 from kerneljudge.progress import BatchProgress
 from kerneljudge.stages.spare_pairs import SparePairs, pairs_taken
 from kerneljudge.store import Store, StoreKey, config_digest, environment_digest
+from kerneljudge.tasks.source import read_source
 from kerneljudge.verdict import Record
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from kerneljudge.tasks.source import Task
 
 MANIFEST_KEYS = ("task", "candidate")
+# A line holds two paths (PATH_MAX is 4 KiB each); 64 MiB is a million such items at 64 bytes.
+MAX_MANIFEST_LINE_CHARS = 16 * 1024
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 COUNTED = {"PASS": "passed", "FAIL": "failed", "SUSPICIOUS": "suspicious", "UNSUPPORTED": "unsupported"}
 
 
@@ -85,19 +89,20 @@ class Prepared:
 def read_manifest(path: str | Path) -> list[BatchItem]:
     """Every item of a JSONL manifest; the first bad line raises ManifestError naming it."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"cannot read the manifest {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    lines = read_source(path, "the manifest", ManifestError, MAX_MANIFEST_BYTES).splitlines()
     items = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path} line {number}"
+        if len(line) > MAX_MANIFEST_LINE_CHARS:
+            raise ManifestError(f"{where}: longer than {MAX_MANIFEST_LINE_CHARS} characters, not an item")
         try:
             entry = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:  # thousands of nested brackets: json's decoder recurses once per level
+            raise ManifestError(f"{where}: not an item (JSON nested too deeply)") from None
         if not isinstance(entry, dict):
             raise ManifestError(f'{where}: expected an object {{"task": PATH, "candidate": PATH}}')
         unknown = sorted(set(entry) - set(MANIFEST_KEYS))

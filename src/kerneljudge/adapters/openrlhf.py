@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from starlette.concurrency import run_in_threadpool
 
 from kerneljudge.adapters.common import AdapterError, Outcome, build_items, default_judge, merge, score
-from kerneljudge.serve.schema import Options
+from kerneljudge.serve.schema import MAX_ITEMS, MAX_SOURCE_CHARS, Options
 from kerneljudge.serve.service import BadRequest, Service
 
 NO_REWARD_VALUE = 0.0
 OPTIONS = Options()  # reward v2; the server's mode, policy and timing
+# The lists' lengths are checked before their elements (one error, not one per element); a query is a
+# prompt and a response, each at most the schema's cap on a text.
+Prompt = Annotated[str, StringConstraints(max_length=MAX_SOURCE_CHARS)]
+Query = Annotated[str, StringConstraints(max_length=2 * MAX_SOURCE_CHARS)]
 
 
 class RewardRequest(BaseModel):
@@ -38,9 +42,9 @@ class RewardRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    query: list[str]
-    prompts: list[str]
-    labels: list[Any]
+    query: Annotated[list[Query], Field(max_length=MAX_ITEMS)]
+    prompts: Annotated[list[Prompt], Field(max_length=MAX_ITEMS)]
+    labels: Annotated[list[Any], Field(max_length=MAX_ITEMS)]
 
     @model_validator(mode="after")
     def _same_lengths(self) -> RewardRequest:

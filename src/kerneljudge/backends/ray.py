@@ -10,7 +10,8 @@ actor's lanes start. What crosses between driver and actor is plain data of the 
 goes out as one JSON text (task and candidate texts, names and paths; the configuration's dict), and a
 record comes back as `record.model_dump_json()` inside a JSON envelope, which the driver parses with
 `Record.model_validate_json` (schema-checked). No Record, Task or exception object is unpickled from
-another process; Ray's own transport moves only these strings.
+another process; Ray's own transport moves only these strings, each capped in length (ray_actor.py): a job
+or an envelope over its cap fails that job alone with `RemoteJudgeError`, read by its length first.
 
 Exactly once. The driver owns the store (`batch.run_batch`), so a record is stored and counted once,
 when its future resolves. Ray's retries are off (`max_restarts=0`, `max_task_retries=0`): a candidate
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kerneljudge.backends import Backend, Job, Stage
-from kerneljudge.backends.ray_actor import GpuJudge, job_to_json
+from kerneljudge.backends.ray_actor import GpuJudge, RemoteJudgeError, job_to_json, one_line, read_envelope
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.verdict import Record
 
@@ -43,10 +44,6 @@ WAIT_S = 0.2  # the dispatcher's longest wait before it looks at newly submitted
 
 class LaneLost(KernelJudgeError):
     """A job was not judged: the actors it was sent to died (twice), or no lane of the cluster was left."""
-
-
-class RemoteJudgeError(KernelJudgeError):
-    """The judge itself failed on a lane of the cluster (not the candidate: that is a record)."""
 
 
 def import_ray() -> Any:
@@ -171,7 +168,12 @@ class RayBackend(Backend):
 
     def submit(self, job: Job, progress: Stage | None = None) -> Future[Record]:
         future: Future[Record] = Future()
-        pending = _Pending(job_to_json(job), progress or (lambda text: None), future)
+        try:
+            payload = job_to_json(job)
+        except RemoteJudgeError as exc:  # too long to send: this job's error, not the backend's
+            future.set_exception(RemoteJudgeError(f"not sent to a lane: {exc}"))
+            return future
+        pending = _Pending(payload, progress or (lambda text: None), future)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the backend is closed")
@@ -263,27 +265,22 @@ class RayBackend(Backend):
             if name in self._free:
                 self._free[name] += 1
         try:
-            envelope = json.loads(ray.get(ref))
-        except json.JSONDecodeError as exc:
-            pending.future.set_exception(RemoteJudgeError(f"{name} sent no JSON envelope: {exc}"))
+            envelope = read_envelope(ray.get(ref))
+        except RemoteJudgeError as exc:
+            pending.future.set_exception(RemoteJudgeError(f"{name} {exc}"))
             return
         except ray.exceptions.RayActorError as exc:
             self._lost(pending, name, exc)
             return
         except ray.exceptions.RayError as exc:
-            pending.future.set_exception(RemoteJudgeError(f"{name}: {str(exc).splitlines()[0]}"))
+            pending.future.set_exception(RemoteJudgeError(f"{name}: {one_line(str(exc))}"))
             return
-        for line in envelope.get("stages", []):
+        for line in envelope.stages:
             pending.progress(f"{name}: {line}")
-        if "error" in envelope:
-            pending.future.set_exception(RemoteJudgeError(f"the judge failed on {name}: {envelope['error']}"))
+        if envelope.record is None:
+            pending.future.set_exception(RemoteJudgeError(f"the judge failed on {name}: {envelope.error}"))
             return
-        try:
-            record = Record.model_validate_json(envelope["record"])
-        except (KeyError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-            pending.future.set_exception(RemoteJudgeError(f"{name} sent no valid record: {str(exc).splitlines()[0]}"))
-            return
-        pending.future.set_result(record)
+        pending.future.set_result(envelope.record)
 
     def _lost(self, pending: _Pending, name: str, exc: Exception) -> None:
         """`name`'s actor died with `pending` in flight: forget the actor; judge the job elsewhere, once."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import UsageError
+from kerneljudge.serve.limits import MAX_CONNECTIONS, ServeLimits
 
 if TYPE_CHECKING:
     from kerneljudge.backends import Backend
@@ -64,6 +65,14 @@ def add_serve_parser(sub: Any) -> None:
     s.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
     s.add_argument("--no-timing", action="store_true", help="by default check correctness only; an item may ask")
     s.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help="open connections and requests in progress at most; beyond them uvicorn answers 503 (docs/serve.md, "
+        "'Bounded inputs')",
+    )
+    s.add_argument(
         "--cached-baselines",
         action="store_true",
         help="time each task's reference once per device (an A/A judgment) and share it (docs/batch.md)",
@@ -112,6 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from kerneljudge.serve.app import create_app
+        from kerneljudge.serve.limits import uvicorn_config
     except ImportError as exc:
         missing = f"kerneljudge serve needs its extra ({exc.name} is missing)"
         raise UsageError(f"{missing}: pip install 'kerneljudge[serve]'") from None
@@ -129,8 +139,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"store {args.store}); API at /docs",
         file=sys.stderr,
     )
+    limits = ServeLimits(max_connections=args.max_connections)
     try:
-        uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="info")
+        uvicorn.Server(uvicorn_config(create_app(service, limits=limits), args.host, args.port, limits)).run()
     finally:
         service.close()
     return 0

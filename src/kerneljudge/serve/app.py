@@ -7,8 +7,9 @@
 - POST /get_reward: OpenRLHF's remote reward model (kerneljudge/adapters/openrlhf.py, docs/adapters.md).
 
 A candidate's failure is an ordinary 200 answer. Only the service's own faults are 5xx; a request it does
-not judge is 4xx with `{"detail": "one line"}`, and a full queue is 429 with a Retry-After header. The
-OpenAPI schema is FastAPI's, at /openapi.json.
+not judge is 4xx with `{"detail": "one line"}`, and a full queue is 429 with a Retry-After header. A body
+is read within its size and time bounds before anything parses it (serve/limits.py). The OpenAPI schema
+is FastAPI's, at /openapi.json.
 """
 
 from __future__ import annotations
@@ -23,32 +24,37 @@ from starlette.concurrency import run_in_threadpool
 
 from kerneljudge import __version__
 from kerneljudge.serve.jobs import JobBook, one_line
+from kerneljudge.serve.limits import BoundedBody, ServeLimits
 from kerneljudge.serve.metrics import CONTENT_TYPE
-from kerneljudge.serve.schema import Answer, Health, Item, JobAccepted, JobStatus, TaskInfo
+from kerneljudge.serve.schema import Answer, Health, Item, ItemList, JobAccepted, JobStatus, TaskInfo
 from kerneljudge.serve.service import QueueFull, ServeError, Service, Ticket
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "a bad item: unknown task, a task that does not parse, a bad option"},
+    400: {"description": "a bad item: unknown task, a task that does not parse, a bad option; a body not JSON"},
+    408: {"description": "the body did not arrive in time"},
     409: {"description": "a request_id sent before with another item"},
-    413: {"description": "more new judgments than the server ever admits at once"},
-    422: {"description": "the body is not items as the schema says"},
+    413: {"description": "a body over the size cap, or more new judgments than the server ever admits at once"},
+    422: {"description": "the body is not items as the schema says (a list of more than 1024 items included)"},
     429: {"description": "the queue is full: retry after the Retry-After header's seconds"},
     503: {"description": "the server is shutting down"},
 }
-Items = Annotated[Item | list[Item], Body(description="one item, or a list of them")]
+Items = Annotated[Item | ItemList, Body(description="one item, or a list of them")]
 
 
 class JudgeFault(ServeError):
     """The judge raised instead of returning a record: the service's fault, never the candidate's."""
 
 
-def create_app(service: Service, jobs: JobBook | None = None) -> FastAPI:
-    """The routes over `service`; the caller closes the service after the app stops serving."""
+def create_app(service: Service, jobs: JobBook | None = None, limits: ServeLimits | None = None) -> FastAPI:
+    """The routes over `service`, behind the body bounds of `limits`; the caller closes the service after the
+    app stops serving."""
+    limits = limits or ServeLimits()
     app = FastAPI(
         title="kerneljudge",
         version=__version__,
         description="A judge for AI-written GPU kernels, as a reward service (docs/serve.md).",
     )
+    app.add_middleware(BoundedBody, max_body_bytes=limits.max_body_bytes, body_timeout_s=limits.body_timeout_s)
     book = jobs or JobBook()
     app.state.service = service
     app.state.jobs = book

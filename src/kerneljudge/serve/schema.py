@@ -8,7 +8,8 @@ the server.
 
 from __future__ import annotations
 
-from typing import Literal
+import itertools
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,11 +19,24 @@ from kerneljudge.reward import REWARD_BINARY_V1, REWARD_V1, REWARD_V2
 REWARD_SPECS = (REWARD_V2, REWARD_V1, REWARD_BINARY_V1)
 MAX_SOURCE_CHARS = 512 * 1024  # a task's or a candidate's text (a model's whole response included)
 MAX_REQUEST_ID_CHARS = 200
+# Items in one request: the list's length is checked before its items, so a long list is one error, not
+# one per item (the body's own cap, serve/limits.py, comes first).
+MAX_ITEMS = 1024
 JobState = Literal["pending", "running", "done", "failed"]
 
 
 class Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_fields(cls, data: Any) -> Any:
+        # extra="forbid" makes an error per unknown key: an object of a million keys would build a million.
+        if isinstance(data, dict) and len(data) > len(cls.model_fields):
+            unknown = itertools.islice((key for key in data if key not in cls.model_fields), 3)
+            names = ", ".join(repr(str(key)[:40]) for key in unknown)
+            raise ValueError(f"{len(data)} fields, more than the {len(cls.model_fields)} known (unknown: {names})")
+        return data
 
 
 class Options(Wire):
@@ -74,6 +88,9 @@ class Item(Wire):
         if (self.task is None) == (self.task_source is None):
             raise ValueError("give exactly one of task (an id) and task_source (a task's text)")
         return self
+
+
+ItemList = Annotated[list[Item], Field(max_length=MAX_ITEMS)]
 
 
 class AnswerMetrics(Wire):
