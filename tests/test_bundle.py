@@ -124,3 +124,34 @@ def test_a_source_changed_since_its_judgment_is_a_one_line_error_and_nothing_is_
 def test_verify_of_a_folder_that_is_not_a_bundle_says_so(tmp_path, capsys):
     assert main(["verify", str(tmp_path)]) == 2
     assert "not a kerneljudge bundle" in capsys.readouterr().out
+
+
+def test_a_hostile_bundle_is_refused_line_by_line_without_a_crash_or_a_hang(tmp_path, capsys):
+    """A bundle is another's folder: a FIFO or a device in place of a listed file, a folder chain deeper than
+    any recursion limit and a name of non-UTF-8 bytes are each a problem line, never a traceback or a wait."""
+    import os
+
+    db = _store(tmp_path)
+    bundle = tmp_path / "bundle"
+    assert main(["export", "--store", str(db), "--bundle", str(bundle)]) == 0
+    sums = (bundle / "SHA256SUMS").read_text().splitlines()
+    fifo_name = next(line.split("  ", 1)[1] for line in sums if line.endswith("1-candidate.stdout"))
+    (bundle / fifo_name).unlink()
+    os.mkfifo(bundle / fifo_name)
+    zero_name = next(line.split("  ", 1)[1] for line in sums if line.endswith("index.json"))
+    (bundle / zero_name).unlink()
+    os.symlink("/dev/zero", bundle / zero_name)
+    fd = os.open(bundle, os.O_RDONLY)
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    (bundle / os.fsdecode(b"\xff\n")).write_bytes(b"x")
+    capsys.readouterr()
+    assert main(["verify", str(bundle)]) == 2
+    out = capsys.readouterr().out
+    assert "it is a FIFO" in out and "it is a character device" in out
+    assert "\\xff\\x0a: not listed" in out and "depth past 8" in out
+    subprocess.run(["rm", "-rf", str(bundle)], check=True)

@@ -24,14 +24,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kerneljudge import __version__
 from kerneljudge.errors import KernelJudgeError
+from kerneljudge.sandbox.tree import Bounds, Tally, shown, walk
+from kerneljudge.tasks.source import MAX_SOURCE_BYTES, read_bounded
 from kerneljudge.verdict import Record
+
+# A bundle handed to `verify` is another's folder, read as hostile data: walked without recursion or links,
+# within bounds far above what `write_bundle` makes, and every file read with a cap.
+VERIFY_BOUNDS = Bounds(depth=8, entries=200_000, name_bytes=64 * 2**20)
+MAX_LISTING_BYTES = 1 << 30  # records.jsonl and SHA256SUMS
 
 SUMS = "SHA256SUMS"
 
@@ -150,12 +157,17 @@ def write_bundle(records: list[Record], out: Path) -> int:
 
 def verify_bundle(root: Path) -> tuple[int, list[str]]:
     """Check a bundle: (how many records it holds, every problem found); no problems means it verifies."""
+    root = Path(root).resolve()  # the walk below follows no link, the folder named by one included
     sums_path = root / SUMS
     if not sums_path.is_file():
         return 0, [f"{root} holds no {SUMS}: not a kerneljudge bundle"]
     problems: list[str] = []
     listed: dict[str, str] = {}
-    for number, line in enumerate(sums_path.read_text().splitlines(), 1):
+    try:
+        sums_text = _read(sums_path, MAX_LISTING_BYTES).decode("utf-8", "replace")
+    except BundleError as exc:
+        return 0, [str(exc)]
+    for number, line in enumerate(sums_text.splitlines(), 1):
         sha, sep, name = line.partition("  ")
         if not sep or len(sha) != 64 or not name or name.startswith("/") or ".." in Path(name).parts:
             problems.append(f"{SUMS} line {number} is malformed")
@@ -163,20 +175,30 @@ def verify_bundle(root: Path) -> tuple[int, list[str]]:
         listed[name] = sha
     for name, sha in listed.items():
         path = root / name
-        if not path.is_file():
+        if not path.is_symlink() and not path.exists():
             problems.append(f"{name}: listed but missing")
-        elif _sha256(path.read_bytes()) != sha:
-            problems.append(f"{name}: its sha256 differs from {SUMS}")
-    for dirpath, _, names in os.walk(root):
-        for filename in names:
-            relative = (Path(dirpath) / filename).relative_to(root).as_posix()
-            if relative != SUMS and relative not in listed:
-                problems.append(f"{relative}: not listed in {SUMS}")
+            continue
+        try:
+            if _sha256(_read(path, MAX_LISTING_BYTES)) != sha:
+                problems.append(f"{name}: its sha256 differs from {SUMS}")
+        except BundleError as exc:
+            problems.append(str(exc))
+    tally = Tally()
+    for entry in walk(root, VERIFY_BOUNDS, tally):
+        relative = shown(entry.rel)
+        if not stat.S_ISDIR(entry.info.st_mode) and relative != SUMS and relative not in listed:
+            problems.append(f"{relative}: not listed in {SUMS}")
+    if tally.bound is not None:
+        problems.append(f"{root}: more than a bundle holds ({tally.describe()}); not read further")
     records_path = root / "records.jsonl"
     if "records.jsonl" not in listed or not records_path.is_file():
         return 0, [*problems, "records.jsonl: missing"]
+    try:
+        records_text = _read(records_path, MAX_LISTING_BYTES).decode("utf-8", "replace")
+    except BundleError as exc:
+        return 0, [*problems, str(exc)]
     count = 0
-    for number, line in enumerate(records_path.read_text().splitlines(), 1):
+    for number, line in enumerate(records_text.splitlines(), 1):
         try:
             record = Record.model_validate_json(line)
         except ValueError as exc:
@@ -188,6 +210,15 @@ def verify_bundle(root: Path) -> tuple[int, list[str]]:
             source = root / "sources" / f"{sha}.py"
             if not source.is_file():
                 problems.append(f"records.jsonl line {number}: no source for its {role} ({sha[:12]})")
-            elif _sha256(source.read_bytes()) != sha:
-                problems.append(f"records.jsonl line {number}: its {role} source does not hash to the record's")
+                continue
+            try:
+                if _sha256(_read(source, MAX_SOURCE_BYTES)) != sha:
+                    problems.append(f"records.jsonl line {number}: its {role} source does not hash to the record's")
+            except BundleError as exc:
+                problems.append(f"records.jsonl line {number}: {exc}")
     return count, problems
+
+
+def _read(path: Path, max_bytes: int) -> bytes:
+    """A bundle's file: a regular file within `max_bytes`, or BundleError with a one-line reason."""
+    return read_bounded(path, "the bundle's file", BundleError, max_bytes)
