@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kerneljudge.tasks.source import MAX_LISTING_BYTES, read_source
 from kerneljudge.verdict import Record
 
 THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -141,9 +142,7 @@ class Baseline:
     @classmethod
     def read(cls, path: str | Path) -> Baseline:
         try:
-            data = json.loads(Path(path).read_text())
-        except OSError as exc:
-            raise BaselineError(f"cannot read the baseline {path}: {exc.strerror or exc}") from None
+            data = json.loads(read_source(Path(path), "the baseline", BaselineError, MAX_LISTING_BYTES))
         except ValueError as exc:
             raise BaselineError(f"the baseline {path} is not JSON: {exc}") from None
         if not isinstance(data, dict) or not data:

@@ -23,6 +23,7 @@ from pathlib import Path
 from kerneljudge.errors import UsageError
 from kerneljudge.generate.client import ChatRequest, Completion, now_iso
 from kerneljudge.generate.records import Attempt
+from kerneljudge.tasks.source import MAX_LISTING_BYTES, read_source
 
 BOOK_FILE = "responses.jsonl"
 DEFAULT_MODEL = "replay"
@@ -74,7 +75,7 @@ class ResponseBook:
 
 
 def read_book(path: Path) -> Iterator[Canned]:
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_source(path, "responses", UsageError, MAX_LISTING_BYTES).splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path} line {number}"
@@ -87,10 +88,9 @@ def read_book(path: Path) -> Iterator[Canned]:
         task = entry.get("task", entry.get("task_name"))
         text = entry.get("response")
         if "file" in entry:
-            try:
-                text = (path.parent / entry["file"]).read_text()
-            except (OSError, TypeError) as exc:
-                raise UsageError(f"{where}: cannot read {entry['file']!r} ({getattr(exc, 'strerror', exc)})") from None
+            if not isinstance(entry["file"], str):
+                raise UsageError(f"{where}: 'file' must be a path (a string)")
+            text = read_source(path.parent / entry["file"], f"{where}: the response", UsageError)
         if not isinstance(task, str) or not isinstance(text, str):
             if entry.get("error"):  # a failed request in a replayed samples.jsonl: nothing to replay
                 continue

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kerneljudge.errors import UsageError
-from kerneljudge.tasks.source import sha256_text
+from kerneljudge.tasks.source import read_source, sha256_text
 
 PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
@@ -151,10 +151,7 @@ def feedback_template(path: Path | None = None) -> Template:
 
 
 def read_template(path: Path) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read template {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return read_source(path, "template", UsageError)
 
 
 def generation_prompt(template: Template, reference: str, task_name: str) -> str:

@@ -20,6 +20,7 @@ REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 # A task's or a candidate's file: KernelBench's largest reference is a few KiB, and the server caps a text at
 # 512 KiB (serve/schema.py). The bound keeps /dev/zero or a stray dataset file from filling the parent's memory.
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
+MAX_LISTING_BYTES = 256 * 1024 * 1024  # a file of many lines given as an input: responses, a baseline
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
