@@ -186,7 +186,9 @@ class WorkerLog(Model):
     truncated: bool
     # The OS sandbox layers around this worker: name -> {"status": in_force|missing|not_applicable, "detail"}
     sandbox_layers: dict[str, dict[str, str]] = Field(default_factory=dict)
-    # What the worker left in its workspace: created, modified and deleted paths (relative), truncated
+    # What the worker left in its workspace (sandbox/workspace.WorkspaceChanges): created, modified and deleted
+    # paths (relative, escaped: sandbox/tree.shown), truncated, the walk's bound past which it stopped (KJ-R070)
+    # and its counts, and what its removal left
     workspace_changes: dict[str, Any] | None = None
 
 

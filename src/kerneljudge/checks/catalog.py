@@ -295,6 +295,13 @@ CATALOG: dict[str, Entry] = {
             "that do.",
             ("H10",),
         ),
+        # ---- what the candidate's workers left behind (checks/workspace.py, sandbox/tree.py)
+        Entry(
+            "KJ-R070",
+            "workspace",
+            "the candidate left more in its workspace than the judge reads",
+            "Keep the workspace to what your build needs: at most 64 levels deep and 50,000 entries, short names.",
+        ),
         # ---- precision forensics
         Entry(
             "KJ-P001",
@@ -316,6 +323,13 @@ CATALOG: dict[str, Entry] = {
             "task",
             "the reference draws random numbers in its forward (initial states, dropout in training mode)",
             "Pass random tensors as inputs instead: a kernel that draws its own numbers cannot match the reference.",
+        ),
+        Entry(
+            "KJ-T003",
+            "task",
+            "the reference's own replays on identical inputs disagree beyond rounding, and the comparison passes "
+            "either: it cannot verify any candidate",
+            "Pass the random tensors as inputs, or drop the random op: the output must follow from the inputs.",
         ),
         # ---- correctness
         Entry(

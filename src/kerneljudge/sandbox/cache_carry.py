@@ -23,10 +23,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kerneljudge.sandbox.tree import Entry, Tally, remove_tree, shown, walk
 from kerneljudge.sandbox.workspace import CACHE_DIRS
 
 # The caches whose entries are named by content (Triton's kernels and launchers, Inductor's graphs, the
@@ -66,10 +68,7 @@ def carry(source_root: Path, dest_root: Path, owner: tuple[int, int] | None) -> 
             _copy_tree(source_root / sub, dest_root / sub, owner, counts, made)
     except TooMuch as exc:
         for path in reversed(made):  # deepest first: files, then their folders
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            remove_tree(path)
         return Carried(dropped=str(exc))
     return Carried(counts["files"], counts["bytes"], counts["left_behind"])
 
@@ -92,51 +91,58 @@ def _real_folders(root: Path, sub: str) -> bool:
 def _copy_tree(
     source: Path, dest: Path, owner: tuple[int, int] | None, counts: dict[str, int], made: list[Path]
 ) -> None:
-    try:
-        entries = list(os.scandir(source))
-    except OSError:  # no such cache in the checked worker (or not a folder): nothing to carry
-        return
-    for entry in entries:
-        counts["entries"] += 1
-        if counts["entries"] > MAX_ENTRIES:
-            raise TooMuch(f"more than {MAX_ENTRIES} entries in the checked worker's caches")
-        info = entry.stat(follow_symlinks=False)
-        target = dest / entry.name
-        if stat.S_ISDIR(info.st_mode):
-            if not target.exists():
-                target.mkdir(mode=0o755)
-                made.append(target)
-                _own(target, owner)
-            elif not target.is_dir() or target.is_symlink():
-                counts["left_behind"] += 1
-                continue
-            _copy_tree(Path(entry.path), target, owner, counts, made)
-        elif stat.S_ISREG(info.st_mode) and not os.path.lexists(target):
-            counts["bytes"] += info.st_size
-            if counts["bytes"] > MAX_BYTES:
-                raise TooMuch(f"more than {MAX_BYTES // 2**20} MiB in the checked worker's caches")
-            try:
-                _copy_file(entry.path, target, info)
-            except OSError:  # gone, unreadable or no longer a regular file since the scan
-                target.unlink(missing_ok=True)
-                counts["left_behind"] += 1
-                continue
+    """Copy what is under `source` (a folder, `_real_folders`) into `dest`."""
+    tally = Tally()
+    with closing(walk(source, tally=tally)) as found:  # bounded, no recursion, no link followed (sandbox/tree.py)
+        for entry in found:
+            _copy_entry(entry, dest / os.fsdecode(entry.rel), owner, counts, made)
+    if tally.bound is not None:
+        raise TooMuch(f"the checked worker's caches are past the walk's bound ({tally.describe()})")
+
+
+def _copy_entry(
+    entry: Entry, target: Path, owner: tuple[int, int] | None, counts: dict[str, int], made: list[Path]
+) -> None:
+    counts["entries"] += 1
+    if counts["entries"] > MAX_ENTRIES:
+        raise TooMuch(f"more than {MAX_ENTRIES} entries in the checked worker's caches")
+    info = entry.info
+    if stat.S_ISDIR(info.st_mode):
+        if not os.path.lexists(target):
+            target.mkdir(mode=0o755)
             made.append(target)
             _own(target, owner)
-            counts["files"] += 1
-        else:
+        elif not target.is_dir() or target.is_symlink():
             counts["left_behind"] += 1
+            entry.descend = False
+    elif stat.S_ISREG(info.st_mode) and not os.path.lexists(target):
+        counts["bytes"] += info.st_size
+        if counts["bytes"] > MAX_BYTES:
+            raise TooMuch(f"more than {MAX_BYTES // 2**20} MiB in the checked worker's caches")
+        try:
+            _copy_file(entry, target)
+        except OSError:  # gone, unreadable or no longer a regular file since the scan
+            target.unlink(missing_ok=True)
+            counts["left_behind"] += 1
+            return
+        made.append(target)
+        _own(target, owner)
+        counts["files"] += 1
+    else:
+        counts["left_behind"] += 1
 
 
-def _copy_file(source: str, target: Path, info: os.stat_result) -> None:
-    """A regular file's bytes, opened without following a link or blocking on a FIFO put there since the
-    scan, into a new file (never through a name already there); its mtime kept."""
-    with os.fdopen(os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as src:
+def _copy_file(entry: Entry, target: Path) -> None:
+    """A regular file's bytes, opened in its folder without following a link or blocking on a FIFO put there
+    since the scan, into a new file (never through a name already there); its mtime kept."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    with os.fdopen(os.open(entry.name, flags, dir_fd=entry.dir_fd), "rb") as src:
         if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-            raise OSError(f"{source} is no longer a regular file")
+            raise OSError(f"{shown(entry.rel)} is no longer a regular file")
         fd_out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd_out, "wb") as dst:
             shutil.copyfileobj(src, dst)  # every byte, however the writes are split
+    info = entry.info
     os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
 
 

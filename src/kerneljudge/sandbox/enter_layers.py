@@ -3,8 +3,8 @@ processes apply them: outer's namespaces, init's mount view, and the worker's li
 seccomp filter. Each records its outcome in the `Report` by layer name; one that fails is recorded and
 skipped, never fatal here (the launcher decides what a missing required layer means).
 
-Standard library and libc only (and, for seccomp, a libseccomp binding): it runs in the launcher, before
-any candidate code.
+Standard library and libc only (and, for seccomp, a libseccomp binding; sandbox/tree.py, the workspace's
+walk, is standard library too): it runs in the launcher, before any candidate code.
 """
 
 from __future__ import annotations
@@ -15,9 +15,15 @@ import os
 import platform
 import resource
 import stat
+from contextlib import closing
 from typing import Any
 
+from kerneljudge.sandbox.tree import Tally, walk
+
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -38,6 +44,22 @@ DENIED_SYSCALLS = (
     "add_key", "request_key", "userfaultfd", "reboot", "swapon", "swapoff", "acct", "quotactl",
     "open_by_handle_at", "name_to_handle_at",
 )  # fmt: skip
+
+# clone with any of these asks for new namespaces, in which the child would hold every capability: refused
+# like unshare. CLONE_NEWTIME (0x80) is not among them: in clone's flags that bit is part of the exit signal,
+# and only clone3 and unshare can ask for it. clone3 takes its flags in memory, which seccomp cannot read, so
+# it answers ENOSYS and the C library falls back to clone, whose flags the filter sees (what container
+# runtimes do); threads and fork keep working.
+SYS_CLONE3 = 435  # the same on every architecture; older libseccomp do not know the name
+CLONE_NAMESPACE_FLAGS = (
+    CLONE_NEWNS,
+    CLONE_NEWCGROUP,
+    CLONE_NEWUTS,
+    CLONE_NEWIPC,
+    CLONE_NEWUSER,
+    CLONE_NEWPID,
+    CLONE_NEWNET,
+)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -94,7 +116,7 @@ def skipped(spec: dict[str, Any], report: Report, name: str) -> bool:
 
 
 def enter_namespaces(spec: dict[str, Any], report: Report) -> None:
-    """Unshare user (only when not root), network, mount and PID namespaces, one at a time."""
+    """Unshare user (only when not root), network, mount, PID and IPC namespaces, one at a time."""
     uid, gid = os.geteuid(), os.getegid()
     if uid != 0:
         # Without root, the other namespaces need a user namespace; the worker keeps the judge's uid
@@ -110,6 +132,7 @@ def enter_namespaces(spec: dict[str, Any], report: Report) -> None:
         ("network_namespace", CLONE_NEWNET, "own network namespace: only a loopback, which is down"),
         ("mount_namespace", CLONE_NEWNS, "own mount namespace, private propagation"),
         ("pid_namespace", CLONE_NEWPID, "own PID namespace"),
+        ("ipc_namespace", CLONE_NEWIPC, "own IPC namespace: its SysV and POSIX message queue objects end with it"),
     ):
         if skipped(spec, report, name):
             continue
@@ -207,14 +230,25 @@ def setup_mounts(spec: dict[str, Any], report: Report) -> None:
 
 
 def set_limits(spec: dict[str, Any], report: Report) -> None:
+    """Each limit at what the policy asks, or at the inherited hard limit where that is lower (stricter, and no
+    process may raise its hard limit without privilege). Missing only where a limit cannot be set at all."""
     if skipped(spec, report, "resource_limits"):
         return
-    applied = []
+    applied, lower = [], []
     try:
-        for name, value in spec["rlimits"].items():
-            resource.setrlimit(getattr(resource, name), (value, value))
-            applied.append(f"{name.removeprefix('RLIMIT_')}={value}")
-        report.set("resource_limits", "in_force", " ".join(applied))
+        for name, wanted in spec["rlimits"].items():
+            which = getattr(resource, name, None)
+            if which is None:
+                raise ValueError(f"{name} is not known on this platform")
+            hard = resource.getrlimit(which)[1]
+            value = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(which, (value, value))
+            short = name.removeprefix("RLIMIT_")
+            applied.append(f"{short}={value}")
+            if value < wanted:
+                lower.append(f"{short} {value} (inherited, below the {wanted} asked)")
+        detail = " ".join(applied) + (f"; lower than the policy asks: {', '.join(lower)}" if lower else "")
+        report.set("resource_limits", "in_force", detail)
     except (OSError, ValueError) as exc:
         report.set("resource_limits", "missing", f"{' '.join(applied)}; then failed: {exc}")
 
@@ -241,9 +275,19 @@ def drop_user(spec: dict[str, Any], report: Report) -> None:
             report.set("unprivileged_user", "in_force", f"the judge itself runs unprivileged (uid {os.geteuid()})")
         return
     try:
-        for top, dirs, files in os.walk(spec["workspace"]):
-            for name in [top, *(os.path.join(top, n) for n in dirs + files)]:
-                os.chown(name, uid, gid, follow_symlinks=False)
+        # A sanitized worker shares the workspace of a candidate's worker that already ran: this walk, as root,
+        # reads a tree the candidate made (sandbox/tree.py: bounded, no recursion, no link followed).
+        os.chown(spec["workspace"], uid, gid, follow_symlinks=False)
+        tally = Tally()
+        with closing(walk(spec["workspace"], tally=tally)) as found:
+            for entry in found:
+                os.chown(entry.name, uid, gid, dir_fd=entry.dir_fd, follow_symlinks=False)
+        if tally.bound is not None:
+            # The candidate's doing: its code never runs as root for it, whatever the policy requires (the
+            # launcher reports the error and starts nothing).
+            why = f"the workspace is past the walk's bound ({tally.describe()})"
+            report.set("unprivileged_user", "missing", why)
+            raise RuntimeError(f"{why}: no worker starts in it")
         blocked = [path for path in spec["needed"] if not _reachable(path, uid, gid)]
         if blocked:
             report.set("unprivileged_user", "missing", f"uid {uid} could not reach {blocked[0]}")
@@ -286,7 +330,15 @@ def load_seccomp(spec: dict[str, Any], report: Report) -> None:
                 denied.append(name)
             except (RuntimeError, ValueError, OSError):
                 continue
+        for flag in CLONE_NAMESPACE_FLAGS:  # one rule per bit: a rule's comparisons must all hold, not any
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), SYS_CLONE3)
         rules.load()
-        report.set("seccomp", "in_force", f"{len(denied)} syscalls answer EPERM ({', '.join(denied[:6])}, ...)")
+        report.set(
+            "seccomp",
+            "in_force",
+            f"{len(denied)} syscalls answer EPERM ({', '.join(denied[:6])}, ...), clone with namespace flags too; "
+            "clone3 answers ENOSYS (the C library falls back to clone)",
+        )
     except Exception as exc:  # any binding failure leaves the worker without the layer, recorded
         report.set("seccomp", "missing", f"{type(exc).__name__}: {exc}")

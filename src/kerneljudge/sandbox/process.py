@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -298,12 +298,17 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
                 os.close(fd)
             except OSError:
                 pass
-        if self.workspace_changes is None:
-            self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
-        if before_removal is not None:
-            before_removal(self.workspace.root)
-        if self.sharing is None:
-            self.workspace.remove()
+        try:
+            if self.workspace_changes is None:
+                self.workspace_changes = diff(self._manifest_before, self.workspace.manifest())
+            if before_removal is not None:
+                before_removal(self.workspace.root)
+        finally:
+            if self.sharing is None:
+                # Never raised: the record says what stayed, and the next judge's sweep (remove_stale) tries again.
+                left = self.workspace.remove()
+                if left and self.workspace_changes is not None:
+                    self.workspace_changes = replace(self.workspace_changes, not_removed=left)
         self.channels.close()
 
     def logs(self) -> dict[str, Any]:

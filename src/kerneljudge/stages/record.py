@@ -1,6 +1,7 @@
 """The record of a judgment, assembled from its state: a pure function, no I/O (the caller reads the clock
 and the environment's fingerprint and passes them in). The float64 oracle's capability, the failure that
-error-severity findings amount to, the status (verdict.decide_status) and the rewards are derived here.
+error-severity findings amount to, the status (verdict.decide_status) and the rewards are derived here, as are
+the findings on what the workers left in their workspaces (checks/workspace.py), known only once they closed.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kerneljudge import __version__
+from kerneljudge.checks import workspace
 from kerneljudge.reward import rewards_for
 from kerneljudge.stages import timing_ahead
 from kerneljudge.stages.failures import integrity_failure
@@ -34,10 +36,11 @@ def assemble(
             if degraded
             else "reference re-run in float64",
         )
+    findings = [*state.findings, *workspace.past_bounds(logs)]  # what the workers left, known once they closed
     failure = state.failure
-    if failure is None and any(f.severity == "error" for f in state.findings):
-        failure = integrity_failure(state.findings, "integrity", "integrity rules broken")
-    status = decide_status(failure, state.findings, capabilities)
+    if failure is None and any(f.severity == "error" for f in findings):
+        failure = integrity_failure(findings, "integrity", "integrity rules broken")
+    status = decide_status(failure, findings, capabilities)
     worst = max((o for t in state.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0))
     correctness = Correctness(
         checked=bool(state.trials),  # at least one trial compared: a worker that died at its first call checked none
@@ -75,7 +78,7 @@ def assemble(
         valid=status != "ERROR",
         failure_kind=failure.kind if failure else None,
         failure=failure,
-        findings=state.findings,
+        findings=findings,
         capabilities=capabilities,
         preflight={"declared_kernels": state.declared_kernels},
         kernel_trace=state.trace_summary,
