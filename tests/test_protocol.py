@@ -33,6 +33,15 @@ def every_request():
             diff_slot="a",
             send_outputs=True,
         ),  # fmt: skip
+        protocol.Rerun(
+            seed=1,
+            call_seed=3,
+            tolerances=[{"atol": 1e-4}],
+            fingerprint=["f"],
+            variant={"kind": "scaled"},
+            slot="a",
+            on_device=True,
+        ),
         protocol.Call(
             made={"seed": 1, "fingerprint": "f"},
             reuse_inputs=True,

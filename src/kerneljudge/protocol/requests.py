@@ -4,9 +4,9 @@ type is a `ProtocolError`, answered as such, never half-read with a default. The
 sends `header()`; the transport's own keys (`args`, `tensors`: where the request's values lie in the
 worker's inbox) are the process's (sandbox/talk.py), not a request's.
 
-Which worker serves which: the reference worker `load`, `derive`, `trial`, `compare`, `stage`, `compile`
-and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both `exit`, and
-`keep` and `commit` within a `time` request that asks for them.
+Which worker serves which: the reference worker `load`, `derive`, `trial`, `rerun`, `compare`, `stage`,
+`compile` and `time`; the candidate's worker `load`, `stage`, `call`, `recheck`, `time` and `captured`; both
+`exit`, and `keep` and `commit` within a `time` request that asks for them.
 """
 
 from __future__ import annotations
@@ -83,6 +83,23 @@ class Trial(Request):
     stats: bool = False
     diff_slot: str | None = None
     send_outputs: bool = False
+
+
+@dataclass(frozen=True)
+class Rerun(Request):
+    """The reference again on the inputs of `seed` (under `variant`), made anew and checked against the trial's
+    `fingerprint` (worker/seeded.py), from the random state `call_seed` (another than the trial's), its outputs
+    set against slot `slot`'s first run and oracle by `tolerances` (as `compare` takes them): task screening's
+    replay of the reference (checks/reference_replay.py, KJ-T003)."""
+
+    op: ClassVar[str] = "rerun"
+    seed: int
+    call_seed: int
+    tolerances: list
+    fingerprint: list
+    variant: dict | None = None
+    slot: str = "trial"
+    on_device: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,7 +226,7 @@ class Exit(Request):
 
 OPS: dict[str, type[Request]] = {
     cls.op: cls
-    for cls in (Load, Derive, Trial, Call, Compare, Stage, Compile, Time, Keep, Commit, Captured, Recheck, Exit)
+    for cls in (Load, Derive, Trial, Rerun, Call, Compare, Stage, Compile, Time, Keep, Commit, Captured, Recheck, Exit)
 }
 
 

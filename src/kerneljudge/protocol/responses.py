@@ -16,6 +16,7 @@ ANSWERS: dict[str, frozenset[str]] = {
     "load": frozenset({"loaded"}),
     "derive": frozenset({"derived"}),
     "trial": frozenset({"trial"}),
+    "rerun": frozenset({"reran"}),
     "compare": frozenset({"compared"}),
     "stage": frozenset({"staged", "inputs_differ"}),  # the candidate's worker could not make a set again
     "compile": frozenset({"compiled"}),

@@ -14,6 +14,8 @@
   and nothing of the hardened stages (the stages they share ask `state.native`);
 - `trials.py`: one trial's outputs compared, its record, precision forensics, the task's own check;
 - `replays.py`: the replays of a trial and the perturbed ones (GPU load, another launch order);
+- `reference_replay.py`: the reference run again on the first trial's inputs from another random state: a task
+  whose reference is random past what the comparison can see (KJ-T003);
 - `hidden_shapes.py`: the trials at hidden shapes of the task's family, declared or derived;
 - `sanitizer.py`: compute-sanitizer's hook-up (sanitize.py runs the tools);
 - `integrity.py`: the kernel traces kept and read into findings (checks/trace.py: undeclared kernels, the

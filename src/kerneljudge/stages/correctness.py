@@ -1,9 +1,9 @@
 """The correctness stage: the hidden plan drawn once from the judgment's source (plan.py), its trials run in
-order (the canary that reuses storage, the traced calls, the replays), each trial's outputs compared with
-the oracle and recorded (trials.py), the screen for degenerate outputs, then the hidden shapes and
-compute-sanitizer; with `timing_ahead`, the timing pair is made ready beside them from the first trial that
-passed (stages/timing_ahead.py). The first miss fails the candidate. `off`, KernelBench's own evaluation, takes
-its own path (native.py).
+order (the canary that reuses storage, the traced calls, the replays), the reference's own replay at the first
+(reference_replay.py), each trial's outputs compared with the oracle and recorded (trials.py), the screen for
+degenerate outputs, then the hidden shapes and compute-sanitizer; with `timing_ahead`, the timing pair is made
+ready beside them from the first trial that passed (stages/timing_ahead.py). The first miss fails the candidate.
+`off`, KernelBench's own evaluation, takes its own path (native.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from kerneljudge.checks.screening import degenerate_outputs
 from kerneljudge.gate import POOL_SETS
 from kerneljudge.stages import hidden_shapes, native, sanitizer, timing_ahead
 from kerneljudge.stages.calls import call_candidate, reference_trial
+from kerneljudge.stages.reference_replay import rerun_reference
 from kerneljudge.stages.replays import replay
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.trials import check_trial
@@ -78,6 +79,7 @@ def run_trial(
     could not make them as the reference did, at the call or at the replay (`call_candidate`: None)."""
     while True:  # twice at most: once shipped, call_candidate always answers
         inputs, used = reference_trial(state, seed, oracle=True, distribution=distribution)
+        rerun_reference(state, seed, used, inputs)  # once per judgment, at the first trial: is the task itself random?
         cand = call_candidate(state, inputs, **call)
         if cand is None:
             continue

@@ -102,6 +102,7 @@ class JudgmentState:
     task_check: bool = False  # the task checks outputs itself (a GPU MODE problem's check_implementation)
     call_seed: int | None = None  # the random state the current trial's calls start from, both sides
     draws_random: bool = False  # the reference draws random numbers in its forward
+    reference_rerun: list[Any] | None = None  # the reference's own replay from another random state, per output
     timed_checks: int = 0
     # Each side's spans of its measured requests on the parent's clock (stages/untimed_work.py), by span ("commit":
     # from `commit` to `committed`; "requests": the round trip less the claimed calls and the precursors, per

@@ -7,20 +7,24 @@ keeps their outputs on the device in a named slot. When the candidate has answer
 candidate's outputs here (they lie in the candidate's outbox) and this worker compares them with the slot,
 on the device, by the parent's tolerances (checks/correctness.py); the parent decides from the figures.
 
-This module builds the task (`load`, `derive`); the worker's other requests live by mechanism: a trial's
-inputs and outputs in worker/trials.py, the reference and oracle runs in worker/oracle.py, the comparisons
-in worker/compare.py, the timing pool in worker/timing_pool.py.
+This module builds the task (`load`, `derive`) and runs the reference again on a trial's inputs from another
+random state (`rerun`: task screening, checks/reference_replay.py); the worker's other requests live by
+mechanism: a trial's inputs and outputs in worker/trials.py, the reference and oracle runs in
+worker/oracle.py, the comparisons in worker/compare.py, the timing pool in worker/timing_pool.py.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import contracts, derived, evidence, family, footprint
-from kerneljudge.worker.base import Worker, describe_exception
+from kerneljudge.checks import correctness, reference_replay
+from kerneljudge.worker import contracts, derived, evidence, family, footprint, seeded, wire
+from kerneljudge.worker.base import Worker, describe_exception, items_of
 from kerneljudge.worker.compare import Comparisons
 from kerneljudge.worker.oracle import ReferenceRuns
+from kerneljudge.worker.outputs import json_safe
 from kerneljudge.worker.timing_pool import TimingPool
 from kerneljudge.worker.trials import Trials
 
@@ -94,3 +98,59 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
         found = derived.family_for(self.torch, self.module, public_bytes) if not self.family else {}
         self.family = found or self.family  # the shapes a later `load` names are set against its public values
         self.send({"type": "derived", "family": found, "declared": derived.declares(self.module)})
+
+    # ------------------------------------------------------------ screening
+
+    def op_rerun(self, request: protocol.Rerun, args: Any) -> None:
+        """The reference again on the inputs of `seed` (under `variant`), made anew since its first run may have
+        written into them, from the random state `call_seed`; each output set against slot `slot`'s first run
+        and oracle by `tolerances` (checks/reference_replay.py). Inputs whose fingerprint is not the trial's (a
+        task whose inputs do not follow from the seed alone) are answered `inputs_differ`, and nothing runs.
+        The slot keeps its first run, unless the reference returns storage it writes again at every call (the
+        figures say so: `shared_storage`)."""
+        torch = self.torch
+        slot = self.slots.get(request.slot)
+        self.release_cached()
+        try:
+            if slot is None:
+                raise LookupError(f"no slot {request.slot!r}")
+            began = time.perf_counter()
+            inputs = self.make_inputs(request.seed, request.on_device)
+            inputs, _ = self.reshaped(inputs, request.variant or {"kind": "standard"}, request.seed)
+            if seeded.fingerprint(torch, inputs) != request.fingerprint:
+                self.send({"type": "reran", "inputs_differ": True, "outputs": []})
+                return
+            inputs = [  # as run_reference places them: one made on the host goes to the device, strides kept
+                wire.placed(x, self.device) if isinstance(x, torch.Tensor) and x.device != self.device else x
+                for x in inputs
+            ]
+            self.clocked("inputs", began)
+            began = time.perf_counter()
+            self.set_seed(request.call_seed)
+            with torch.no_grad():  # as run_reference calls it, without the call's evidence: nothing here is judged
+                again = self.model(*inputs)
+            self.synchronize()
+            del inputs
+            self.clocked("reference", began)
+            began = time.perf_counter()
+            figures = self.rerun_figures(slot, items_of(again), request.tolerances)
+            self.synchronize()
+            self.clocked("compare", began)
+        except BaseException as exc:
+            self.send(describe_exception("rerun", exc))
+            return
+        self.send({"type": "reran", "outputs": json_safe(figures)})
+
+    def rerun_figures(self, slot: dict[str, Any], agains: list[Any], tolerances: list[dict[str, Any]]) -> list[Any]:
+        """Per output of the slot's first run, checks/reference_replay.py's figures for the rerun's `agains`."""
+        firsts = items_of(slot["out"])
+        oracles = items_of(slot["oracle"]) if slot["oracle"] is not None else [None] * len(firsts)
+        if not len(firsts) == len(oracles) == len(tolerances):
+            raise ValueError("the tolerances do not match the reference's outputs")
+        agains = agains[: len(firsts)] + [None] * (len(firsts) - len(agains))  # an output it did not give again
+        return [
+            reference_replay.replay_figures(
+                f, a, o if isinstance(o, self.torch.Tensor) else None, correctness.Tolerance(**t)
+            )
+            for f, a, o, t in zip(firsts, agains, oracles, tolerances, strict=True)
+        ]
