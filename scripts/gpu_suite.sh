@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
@@ -67,6 +67,9 @@
 #                                client threads, with retries (KJ_SERVE_ARGS, default "--mode enforce --timing
 #                                --lanes 4 --clients 8"; its table in $OUT/serve_load.md, the server's store in
 #                                results.tar.gz as serve/rewards.db);
+#                                `chaos`: benchmarks/chaos_batch.py --device cuda: 200 hostile workspaces and 20 honest
+#                                candidates batched, SIGKILLed after 40 records and rerun (KJ_CHAOS_ARGS; its table in
+#                                $OUT/chaos_batch.md, its store in results.tar.gz as chaos/);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression; KJ_GPU_TESTS_SHARD=i/n only every
 #                                n-th of them from the i-th (the whole set is more than one call's 600 s). Logs go to $OUT (default: ./out),
@@ -327,6 +330,16 @@ PY
       --json "$OUT/serve/load.json" --keep-store "$OUT/serve/rewards.db" 2>&1 | tee "$OUT/serve_load.log"
     status=${PIPESTATUS[0]}
   fi
+  if asked chaos; then
+    # The chaos batch with CUDA workers: hostile workspaces mixed with honest candidates, killed and rerun
+    # (benchmarks/chaos_batch.py; its table in $OUT/chaos_batch.md, its store and logs in results.tar.gz as chaos/).
+    # shellcheck disable=SC2086  # KJ_CHAOS_ARGS holds several arguments
+    timeout "$(stage_left)" python3 benchmarks/chaos_batch.py --device cuda --out "$OUT/chaos" \
+      ${KJ_CHAOS_ARGS:---hostile 200 --honest 20 --jobs 8 --kill-after 40} --markdown "$OUT/chaos_batch.md" \
+      2>&1 | tee "$OUT/chaos_batch.log"
+    status=${PIPESTATUS[0]}
+    rm -rf "$OUT/chaos/items" "$OUT/chaos/tmp"
+  fi
   if asked bench; then
     # shellcheck disable=SC2086  # KJ_BENCH_ARGS holds several arguments, e.g. "--kernels matmul_2048_fp32 --pairs 3"
     timeout "$(stage_left)" python3 benchmarks/timer_fidelity.py --device cuda --json "$OUT/timer_fidelity.json" ${KJ_BENCH_ARGS:-} \
@@ -339,7 +352,7 @@ PY
   # The stages' JSON reports and progress logs go in it too, the Markdown tables and the GPU tests' log staying
   # beside it: with four stages (session aa) their loose files came to nine and the archive was the one left out.
   local packed=(records) file
-  for folder in batch suite conformance latency serve; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for folder in batch suite conformance latency serve chaos; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   for file in "$OUT"/*.json "$OUT"/*.log; do
     [ -f "$file" ] && [ "$(basename "$file")" != gpu_tests.log ] && packed+=("$(basename "$file")")
   done
@@ -350,6 +363,6 @@ PY
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve chaos all)" >&2
      exit 1 ;;
 esac

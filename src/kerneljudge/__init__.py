@@ -47,8 +47,12 @@ from typing import Any
 # the candidate's claimed work (stages/untimed_work.py: half a call's work left to the commit passed verified);
 # 0.3.15: each side's untimed spans set against each other by their least, not their median, which a loaded machine
 # raised (a loaded reference's commits let `commit_window_worker` pass verified on CI), and the commits matched on
-# the CPU too, within the whole of the reference's span there (stages/untimed_work.NOISE_SHARE).
-__version__ = "0.3.15"
+# the CPU too, within the whole of the reference's span there (stages/untimed_work.NOISE_SHARE); 0.3.16: what a
+# candidate leaves behind read as hostile data (a workspace past the walk's bounds is KJ-R070, the candidate's
+# failure, where a chain 1,200 deep crashed the judge), the reference run again from another random state (a task
+# whose comparison passes its own noise is KJ-T003, the oracle's float32 fallback reseeded), an IPC namespace and
+# clone's namespace flags refused in the sandbox.
+__version__ = "0.3.16"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import UsageError
-from kerneljudge.serve.limits import MAX_CONNECTIONS, ServeLimits
+from kerneljudge.serve.limits import BODY_TIMEOUT_S, MAX_CONNECTIONS, ServeLimits
 
 if TYPE_CHECKING:
     from kerneljudge.backends import Backend
@@ -70,6 +70,14 @@ def add_serve_parser(sub: Any) -> None:
         default=MAX_CONNECTIONS,
         metavar="N",
         help="open connections and requests in progress at most; beyond them uvicorn answers 503 (docs/serve.md, "
+        "'Bounded inputs')",
+    )
+    s.add_argument(
+        "--body-timeout",
+        type=positive_seconds,
+        default=BODY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="a request's body must arrive within this, from its first byte, or the answer is 408 (docs/serve.md, "
         "'Bounded inputs')",
     )
     s.add_argument(
@@ -139,7 +147,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"store {args.store}); API at /docs",
         file=sys.stderr,
     )
-    limits = ServeLimits(max_connections=args.max_connections)
+    limits = ServeLimits(max_connections=args.max_connections, body_timeout_s=args.body_timeout)
     try:
         uvicorn.Server(uvicorn_config(create_app(service, limits=limits), args.host, args.port, limits)).run()
     finally:
