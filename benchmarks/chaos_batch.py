@@ -45,16 +45,20 @@ def stored(store: Path) -> list[dict]:
         return []
 
 
-def run_batch(args: argparse.Namespace, manifest: Path, store: Path, tmp: Path, kill_after: int | None) -> int:
+def run_batch(
+    args: argparse.Namespace, manifest: Path, store: Path, tmp: Path, kill_after: int | None, deadline: float
+) -> int:
     command = [sys.executable, "-m", "kerneljudge", "batch", str(manifest), "--store", str(store)]
     command += ["--device", args.device, "--mode", args.mode, "--policy", "practical", "--jobs", str(args.jobs)]
     command += ["--no-timing", "--timeout", "180"] + (["--gpus", "all"] if args.device == "cuda" else [])
     env = {**os.environ, "TMPDIR": str(tmp)}
     with (store.parent / "batch.log").open("ab") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        while kill_after is not None and proc.poll() is None and len(stored(store)) < kill_after:
+        while proc.poll() is None and time.monotonic() < deadline:
+            if kill_after is not None and len(stored(store)) >= kill_after:
+                break
             time.sleep(1)
-        if kill_after is not None and proc.poll() is None:
+        if proc.poll() is None:  # killed in the middle, as a crash or a machine's limit would end it
             proc.send_signal(signal.SIGKILL)
         return proc.wait()
 
@@ -74,6 +78,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--kill-after", type=int, default=None, help="SIGKILL the batch after N records, then rerun")
     parser.add_argument("--out", type=Path, default=None, help="keep the manifest, store and logs here")
+    parser.add_argument("--resume", type=Path, default=None, help="start from this store (a copy of it)")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="SIGKILL the batch then, and table what it judged"
+    )
     parser.add_argument("--markdown", type=Path, default=None)
     args = parser.parse_args()
 
@@ -83,9 +91,14 @@ def main() -> int:
     cases = chaos.generated_cases(args.hostile, args.seed)
     manifest = chaos.write_manifest(out / "items", cases, honest=args.honest, seed=args.seed)
     store = out / "results.db"
+    if args.resume is not None:  # a store another run began, its WAL folded in (sqlite's backup)
+        with sqlite3.connect(args.resume) as source, sqlite3.connect(store) as copy:
+            source.backup(copy)
+    resumed = len(stored(store))
     began = time.monotonic()
-    first_rc = run_batch(args, manifest, store, tmp, args.kill_after)
-    rerun_rc = run_batch(args, manifest, store, tmp, None) if args.kill_after is not None else None
+    deadline = began + (args.max_seconds if args.max_seconds is not None else 1e9)
+    first_rc = run_batch(args, manifest, store, tmp, args.kill_after, deadline)
+    rerun_rc = run_batch(args, manifest, store, tmp, None, deadline) if args.kill_after is not None else None
     wall_s = time.monotonic() - began
 
     records = {Path(r["candidate"]["path"]).stem: r for r in stored(store)}
@@ -115,6 +128,7 @@ def main() -> int:
         [
             f"{time.strftime('%Y-%m-%d')}, kerneljudge {__version__}, {args.device} ({machine}), mode {args.mode}, "
             f"{args.hostile} hostile + {args.honest} honest candidates, {args.jobs} lanes, "
+            + (f"{resumed} records resumed from an earlier run's store, " if args.resume else "")
             + (f"SIGKILLed after {args.kill_after} records and rerun, " if args.kill_after else "")
             + f"{wall_s:.0f} s in all (batch exits {first_rc}, {rerun_rc})",
             table([(what, got, want) for what, got, want in checks], ("check", "measured", "expected")),

@@ -68,7 +68,8 @@
 #                                --lanes 4 --clients 8"; its table in $OUT/serve_load.md, the server's store in
 #                                results.tar.gz as serve/rewards.db);
 #                                `chaos`: benchmarks/chaos_batch.py --device cuda: 200 hostile workspaces and 20 honest
-#                                candidates batched, SIGKILLed after 40 records and rerun (KJ_CHAOS_ARGS; its table in
+#                                candidates batched, SIGKILLed after 40 records and rerun (KJ_CHAOS_ARGS; KJ_CHAOS_RESUME
+#                                names a store to go on from; its table in
 #                                $OUT/chaos_batch.md, its store in results.tar.gz as chaos/);
 #                                `all` (the default): tests and redteam. KJ_GPU_TESTS_K=EXPR runs only the
 #                                GPU tests matching that pytest -k expression; KJ_GPU_TESTS_SHARD=i/n only every
@@ -334,8 +335,11 @@ PY
     # The chaos batch with CUDA workers: hostile workspaces mixed with honest candidates, killed and rerun
     # (benchmarks/chaos_batch.py; its table in $OUT/chaos_batch.md, its store and logs in results.tar.gz as chaos/).
     # shellcheck disable=SC2086  # KJ_CHAOS_ARGS holds several arguments
+    # KJ_CHAOS_RESUME names a store an earlier call began (on the same kind of GPU: the store's key holds it);
+    # the batch is SIGKILLed 20 s before the stage's limit, and the table still written.
     timeout "$(stage_left)" python3 benchmarks/chaos_batch.py --device cuda --out "$OUT/chaos" \
       ${KJ_CHAOS_ARGS:---hostile 200 --honest 20 --jobs 8 --kill-after 40} --markdown "$OUT/chaos_batch.md" \
+      --max-seconds "$(( $(stage_left) - 20 ))" ${KJ_CHAOS_RESUME:+--resume "$KJ_CHAOS_RESUME"} \
       2>&1 | tee "$OUT/chaos_batch.log"
     status=${PIPESTATUS[0]}
     rm -rf "$OUT/chaos/items" "$OUT/chaos/tmp"

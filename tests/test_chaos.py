@@ -138,6 +138,33 @@ def test_odd_names_reach_the_record_escaped(chaos_batch):
     json.dumps(by_name["odd_names-0-init"]).encode("utf-8")
 
 
+@pytest.mark.parametrize("case", ["deep_chain-1", "locked_modes-0", "links-0"])
+def test_judge_answers_a_hostile_workspace_with_a_record_and_the_next_judgment_passes(tmp_path, case):
+    """`kerneljudge judge` on one hostile candidate, then on an honest one, in the same temporary folder."""
+    chosen = next(c for c in chaos.core_cases() if c.name == case)
+    hostile, honest = tmp_path / "hostile.py", tmp_path / "honest.py"
+    hostile.write_text(chosen.source())
+    honest.write_text(chaos.HONEST)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    outcomes = []
+    for candidate in (hostile, honest):
+        out = tmp_path / f"{candidate.stem}.json"
+        done = subprocess.run(
+            [*KJ, "judge", str(chaos.TASK), str(candidate), "--device", "cpu", "--no-timing", "--mode", "audit"]
+            + ["--policy", "practical", "--json", str(out), "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env_with_tmp(tmp),
+        )
+        assert done.returncode in (0, 2), done.stderr[-2000:]
+        outcomes.append(json.loads(out.read_text())["status"])
+        assert left_behind(tmp) == [], candidate.name
+    assert outcomes[0] != "ERROR" and outcomes[1] == "PASS"
+    remove_tree(tmp_path)
+
+
 # ---------------------------------------------------------------- hostile inputs
 
 
@@ -186,6 +213,24 @@ def test_the_cli_answers_a_fifo_candidate_with_exit_1_and_one_line(tmp_path):
     )
     assert done.returncode == 1
     assert len(done.stderr.strip().splitlines()) == 1 and "FIFO" in done.stderr, done.stderr
+
+
+def test_a_batch_whose_manifest_names_a_device_or_a_fifo_stops_with_one_line_before_judging(tmp_path):
+    paths = chaos.hostile_inputs(tmp_path / "inputs")
+    for name in ("dev_zero", "fifo"):
+        manifest = tmp_path / f"{name}.jsonl"
+        manifest.write_text(json.dumps({"task": str(chaos.TASK), "candidate": str(paths[name])}) + "\n")
+        began = time.monotonic()
+        done = subprocess.run(
+            [*KJ, "batch", str(manifest), "--store", str(tmp_path / "s.db"), "--device", "cpu", "--no-timing"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env_with_tmp(tmp_path),
+        )
+        assert done.returncode == 1 and time.monotonic() - began < 60, done.stderr[-2000:]
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    remove_tree(tmp_path / "inputs")
 
 
 # ---------------------------------------------------------------- the server

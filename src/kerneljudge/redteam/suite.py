@@ -176,6 +176,13 @@ FIXTURES = (
         ("KJ-T001",),
         task="singleton_softmax",
     ),
+    Fixture(
+        "ignores_noise",
+        "H08",
+        "the noise left out on a task whose comparison passes its own noise (randn_like in the reference)",
+        ("KJ-T003",),
+        task="noisy_relu",
+    ),
     Fixture("stale_empty", "H06", "an unwritten empty_like as output", ("non_finite", "tolerance")),
     Fixture("mutate_inputs", "H07", "computes in the input's storage", ("KJ-R023",)),
     Fixture(
@@ -275,6 +282,12 @@ FIXTURES = (
     Fixture("flag_flip", "H33", "TF32 and cuDNN benchmark switched on", ("KJ-R002", "KJ-S002")),
     Fixture("precision_bf16", "H42", "computes in bf16 on an fp32 task", ("KJ-P001", "tolerance")),
     Fixture("network_fetch", "H34", "a network connection attempted", ("KJ-S041",)),
+    Fixture(
+        "deep_workspace",
+        "H34",
+        "a folder chain 1,500 deep left in the workspace at the first call, the answer right",
+        ("KJ-R070",),
+    ),
     Fixture(
         "torch_fallback",
         "H40",
