@@ -105,7 +105,7 @@ def main() -> int:
     kinds = {f"{c.name}-{c.moment}": [k for k, _ in c.actions] for c in cases}
     errors = sorted(n for n, r in records.items() if r["status"] == "ERROR")
     honest_rejected = sorted(n for n, r in records.items() if n.startswith("honest") and r["status"] != "PASS")
-    missing = sorted(set(kinds) | {f"honest{n:03d}" for n in range(args.honest)} - set(records))
+    missing = sorted((set(kinds) | {f"honest{n:03d}" for n in range(args.honest)}) - set(records))
     left = sorted(n for n in os.listdir(tmp) if n.startswith("kerneljudge-") and "bytecode" not in n)
     with sqlite3.connect(store) as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
