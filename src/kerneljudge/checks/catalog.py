@@ -301,6 +301,7 @@ CATALOG: dict[str, Entry] = {
             "workspace",
             "the candidate left more in its workspace than the judge reads",
             "Keep the workspace to what your build needs: at most 64 levels deep and 50,000 entries, short names.",
+            ("H34",),
         ),
         # ---- precision forensics
         Entry(
@@ -330,6 +331,7 @@ CATALOG: dict[str, Entry] = {
             "the reference's own replays on identical inputs disagree beyond rounding, and the comparison passes "
             "either: it cannot verify any candidate",
             "Pass the random tensors as inputs, or drop the random op: the output must follow from the inputs.",
+            ("H08",),
         ),
         # ---- correctness
         Entry(

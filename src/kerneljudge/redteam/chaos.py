@@ -194,18 +194,8 @@ def generated_cases(count: int, seed: int) -> list[ChaosCase]:
     return cases
 
 
-HONEST = """import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.bias = nn.Parameter(torch.randn(width))
-
-    def forward(self, x):
-        return torch.clamp_min(x + self.bias, 0.0)
-"""
+# The honest candidate mixed in: the red team's own (plain torch, verified under the practical policy).
+HONEST = (Path(__file__).resolve().parent / "fixtures" / "honest_torch.py").read_text()
 
 
 def write_manifest(folder: Path, cases: list[ChaosCase], honest: int, seed: int = 0) -> Path:
