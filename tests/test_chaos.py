@@ -66,8 +66,8 @@ def batch(manifest: Path, store: Path, tmp: Path, jobs: int = 2) -> subprocess.P
 
 @pytest.fixture(scope="module")
 def chaos_batch(tmp_path_factory):
-    """Every core case and four honest candidates, batched; the batch SIGKILLed once a few records are in, then
-    run again to the end."""
+    """The core cases (every kind, size and moment) and four honest candidates, batched; the batch SIGKILLed once
+    a few records are in, then run again to the end."""
     folder = tmp_path_factory.mktemp("chaos")
     tmp = folder / "tmp"
     tmp.mkdir()
@@ -76,7 +76,7 @@ def chaos_batch(tmp_path_factory):
     store = folder / "results.db"
     first = batch(manifest, store, tmp)
     began = time.monotonic()
-    while first.poll() is None and len(stored(store)) < 5 and time.monotonic() - began < 600:
+    while first.poll() is None and len(stored(store)) < 3 and time.monotonic() - began < 600:
         time.sleep(0.5)
     killed = first.poll() is None
     if killed:
@@ -121,27 +121,27 @@ def test_workspaces_past_the_bounds_fail_the_candidate_with_their_finding(chaos_
     def codes(name: str) -> set[str]:
         return {f["code"] for f in by_name[name]["findings"]}
 
-    for name in ("deep_chain-1-init", "deep_chain-2-init", "wide_folder-1-init", "deep_chain-last-first_call"):
+    for name in ("deep_chain-1-init", "deep_chain-2-init", "wide_folder-1-init", "worst-first_call"):
         assert by_name[name]["status"] == "FAIL" and "KJ-R070" in codes(name), name
-    for name in ("deep_chain-0-init", "wide_folder-0-init", "odd_names-0-init"):
+    for name in ("within_bounds-init", "sparse_file-1-init"):
         assert "KJ-R070" not in codes(name), name
 
 
 def test_odd_names_reach_the_record_escaped(chaos_batch):
     """Names of non-UTF-8 bytes, newlines and markup are written escaped, and distinct names stay distinct."""
     by_name = {Path(r["candidate"]["path"]).stem: r for r in chaos_batch["records"]}
-    changes = by_name["odd_names-0-init"]["logs"]["candidate"]["workspace_changes"]
+    changes = by_name["within_bounds-init"]["logs"]["candidate"]["workspace_changes"]
     created = changes["created"]
     assert "\\xff\\xfe" in created and "new\\x0aline" in created and "back\\\\slash" in created
     assert all("\n" not in name for name in created)
     assert len(set(created)) == len(created)
-    json.dumps(by_name["odd_names-0-init"]).encode("utf-8")
+    json.dumps(by_name["within_bounds-init"]).encode("utf-8")
 
 
-@pytest.mark.parametrize("case", ["deep_chain-1", "links-last"])
-def test_judge_answers_a_hostile_workspace_with_a_record_and_the_next_judgment_passes(tmp_path, case):
+@pytest.mark.parametrize(("case", "moment"), [("deep_chain-1", "init"), ("worst", "thread")])
+def test_judge_answers_a_hostile_workspace_with_a_record_and_the_next_judgment_passes(tmp_path, case, moment):
     """`kerneljudge judge` on one hostile candidate, then on an honest one, in the same temporary folder."""
-    chosen = next(c for c in chaos.core_cases() if c.name == case)
+    chosen = next(c for c in chaos.core_cases() if (c.name, c.moment) == (case, moment))
     hostile, honest = tmp_path / "hostile.py", tmp_path / "honest.py"
     hostile.write_text(chosen.source())
     honest.write_text(chaos.HONEST)
@@ -334,7 +334,7 @@ def test_hostile_candidates_through_the_server_then_an_honest_one_passes(server)
     import httpx
 
     task_text = chaos.TASK.read_text()
-    cases = [c for c in chaos.core_cases() if c.name in ("deep_chain-1", "odd_names-last", "locked_modes-last")]
+    cases = [c for c in chaos.core_cases() if f"{c.name}-{c.moment}" in ("deep_chain-1-init", "worst-first_call")]
     items = [{"task_source": task_text, "candidate": c.source()} for c in cases]
     with httpx.Client(timeout=600) as client:
         answers = client.post(f"{server['url']}/v1/judge", json=items).json()
