@@ -95,7 +95,7 @@ def chaos_batch(tmp_path_factory):
         "items": len(manifest.read_text().splitlines()),
     }
     # Whatever a failed run left (pytest's own clean-up of old temporary folders recurses: a chain 1,200 deep
-    # left there would break the next session's).
+    # left there would break the next run's).
     remove_tree(folder)
 
 
