@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import kerneljudge
 from helpers import ROOT, TASKS
 from kerneljudge import judge
 from kerneljudge.sandbox.allowlist import PRIVATE_TMP, SYSTEM_PATHS, plan_allowlist
@@ -56,14 +57,26 @@ class ModelNew(nn.Module):
 """
 
 
+PACKAGED = ("redteam/tasks/bias_relu.py", "redteam/fixtures/honest_triton.py", "suite/ops/softmax.py")
+
+
 def test_the_plan_binds_only_what_a_worker_needs_and_keeps_symlinks(tmp_path):
     etc = tmp_path / "etc"
     etc.mkdir()
     (etc / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
     (etc / "shadow").write_text("secret\n")
     (etc / "localtime").symlink_to("/usr/share/zoneinfo/UTC")
-    entries = plan_allowlist("/tmp/kj-ws", ["/usr/lib/python3", "/opt/venv", "/tmp/kj-cache"], etc=str(etc))
+    package = tmp_path / "package"
+    (package / "tasks").mkdir(parents=True)
+    entries = plan_allowlist(
+        "/tmp/kj-ws",
+        ["/usr/lib/python3", "/opt/venv", "/tmp/kj-cache", str(package)],
+        etc=str(etc),
+        masked=[str(package / "tasks"), "/elsewhere/tasks"],  # one inside a bound folder, one not bound at all
+    )
     paths = [e["path"] for e in entries]
+    assert [e["path"] for e in entries if e["kind"] == "mask"] == [str(package / "tasks")]
+    assert paths.index(str(package / "tasks")) > paths.index(str(package))  # covered after the bind
     assert str(etc / "passwd") in paths and str(etc / "shadow") not in paths
     assert next(e for e in entries if e["path"] == str(etc / "localtime"))["kind"] == "link"
     assert "/usr/lib/python3" not in paths  # inside /usr, bound already
@@ -125,7 +138,11 @@ def judge_the_explorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: 
     task = task_dir / "task.py"
     task.write_text((TASKS / "tiny_bias_relu.py").read_text())
     candidate = tmp_path / "explorer.py"
-    candidate.write_text(EXPLORER.format(sentinels=sentinels))
+    # The package's tasks and solutions lie inside a folder the worker needs (the judge's package): emptied.
+    package = Path(kerneljudge.__file__).parent
+    packaged = [str(package / rel) for rel in PACKAGED if (package / rel).is_file()]
+    assert packaged
+    candidate.write_text(EXPLORER.format(sentinels=sentinels + packaged))
     monkeypatch.chdir(work)
     monkeypatch.setenv("HOME", str(home))
     try:
@@ -140,7 +157,7 @@ def judge_the_explorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: 
         return None
     probe = next(line for line in record.logs["candidate"].stdout_tail.splitlines() if line.startswith("PROBE "))
     found = json.loads(probe.removeprefix("PROBE "))
-    assert all(content is None for content in found["read"].values()), found["read"]
+    assert not {p: c for p, c in found["read"].items() if c is not None}
     assert found["workspace"] == "workspacetmp"  # its own workspace and a private /tmp still work
     detail = layer["detail"].removeprefix("a fresh root with only: ")
     allowed = [item.rsplit(" (", 1)[0] for item in detail.split(", ")]

@@ -42,12 +42,16 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def plan_allowlist(workspace: str, needed: list[str], etc: str = "/etc") -> list[dict[str, Any]]:
-    """The new root's entries, outermost first: {"path", "kind": bind|link|tmpfs, "writable", "target"}.
+def plan_allowlist(
+    workspace: str, needed: list[str], etc: str = "/etc", masked: list[str] | tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """The new root's entries, outermost first: {"path", "kind": bind|link|tmpfs|mask, "writable", "target"}.
 
     `needed` are the folders a worker reads (plan.needed_paths: the interpreter, site-packages, the
     judge's package, the bytecode cache); one inside another entry is covered by it, except under a
-    private tmp (a fresh tmpfs), where it is bound in its place.
+    private tmp (a fresh tmpfs), where it is bound in its place. `masked` are folders inside a bound one
+    that a worker must not read (plan.PACKAGE_MASKED: the package's tasks and solutions): each is covered
+    by an empty read-only tmpfs after the binds.
     """
     entries: list[dict[str, Any]] = []
 
@@ -72,6 +76,7 @@ def plan_allowlist(workspace: str, needed: list[str], etc: str = "/etc") -> list
     for path in sorted(needed, key=lambda p: p.count("/")):
         if path != "/" and not any(_inside(path, k) for k in KERNEL_PATHS):
             add(os.path.realpath(path))
+    entries += [{"path": p, "kind": "mask", "writable": False} for p in masked if covered(p)]
     entries.append({"path": workspace, "kind": "bind", "writable": True})
     return entries
 
@@ -80,7 +85,7 @@ def describe(entries: list[dict[str, Any]]) -> str:
     """The allow-list in words, as the record keeps it: each path, read-only or writable."""
     words = []
     for e in entries:
-        what = "symlink" if e["kind"] == "link" else "fresh tmpfs" if e["kind"] == "tmpfs" else None
+        what = {"link": "symlink", "tmpfs": "fresh tmpfs", "mask": "emptied"}.get(e["kind"])
         words.append(f"{e['path']} ({what or ('rw' if e['writable'] else 'ro')})")
     return ", ".join(words)
 
@@ -112,6 +117,9 @@ def enter_allowlist(spec: dict[str, Any], report: Any, mount: Any, read_only: An
             elif e["kind"] == "tmpfs":
                 os.makedirs(target, exist_ok=True)
                 mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec['tmpfs_bytes']}")
+            elif e["kind"] == "mask":  # inside a read-only bind: a mount point needs no write to the folder
+                mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=555,size=4k")
+                read_only(target, False)
             else:
                 if os.path.isdir(e["path"]):
                     os.makedirs(target, exist_ok=True)

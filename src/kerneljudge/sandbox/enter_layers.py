@@ -210,6 +210,9 @@ def setup_mounts(spec: dict[str, Any], report: Report) -> None:
         for entry in covered:
             if not entry["writable"]:
                 _mount(None, entry["path"], None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        if not skip_hidden:  # the package's tasks and solutions, inside a folder bound back (plan.PACKAGE_MASKED)
+            for path in spec.get("mask", []):
+                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=555,size=4k")
         if not skip_hidden:
             hidden = ", ".join(e["path"] for e in covered if not e["writable"]) or "none"
             report.set("hidden_state", "in_force", f"empty read-only tmpfs over {hidden}; needed paths bound back")

@@ -83,6 +83,19 @@ def needed_paths(package_root: Path) -> list[str]:
     return sorted(p for p in dict.fromkeys(found) if p != "/")  # "/" would keep every state dir in view
 
 
+# Folders of the judge's package that hold tasks and solutions (the red team's tasks and fixtures, the built-in
+# suite's references and Triton candidates): a worker imports nothing from them, and a candidate that read them
+# would hold a task's reference, or a correct kernel, from inside its sandbox. Emptied in every worker's view.
+PACKAGE_MASKED = ("redteam", "suite")
+
+
+def masked_paths(package_root: Path) -> list[str]:
+    """The package's folders of tasks and solutions, emptied in a worker's view (PACKAGE_MASKED); `package_root`
+    is the folder that holds the `kerneljudge` package (as for needed_paths)."""
+    package = Path(package_root) / "kerneljudge"
+    return [_real(package / name) for name in PACKAGE_MASKED if (package / name).is_dir()]
+
+
 def state_dirs(policy: SandboxPolicy) -> tuple[list[str], list[str]]:
     """The judge's folders to cover: (temporary folders made private and writable, others emptied)."""
     temporary = [tempfile.gettempdir(), "/tmp", "/var/tmp"]
@@ -149,12 +162,14 @@ def launcher_spec(
     are further folders the worker reads (the judge's bytecode cache), bound back read-only where hidden."""
     ws = _real(workspace)
     needed = sorted(dict.fromkeys([*needed_paths(package_root), *(_real(p) for p in readable or [])]))
+    masked = masked_paths(package_root)
     allow, why = None, "CUDA workers keep the hide-list here (KJ_ALLOWLIST_CUDA=0)"
     if not (cuda and cuda_possible()) or policy.allowlist_cuda:
-        allow, why = plan_allowlist(ws, needed), None
+        allow, why = plan_allowlist(ws, needed, masked=masked), None
     return {
         "workspace": ws,
         **plan_mounts(ws, needed, *state_dirs(policy)),
+        "mask": masked,
         "allow": allow,
         "allow_why": why,
         "tmpfs_bytes": policy.tmpfs_bytes,
