@@ -11,7 +11,7 @@ from kerneljudge.redteam.runner import codes_not_raised, inert_in_graph_timing, 
 from kerneljudge.redteam.suite import FIXTURES
 
 # Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
-CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R040", "KJ-R041", "KJ-R051"}
+CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R028", "KJ-R040", "KJ-R041", "KJ-R051"}
 # compute-sanitizer's, which need CUDA and the tool (docs/sanitizer.md).
 CUDA_ONLY_CODES |= {"KJ-R060", "KJ-R061", "KJ-R062", "KJ-R063"}
 # Notes about the task, not a candidate's attack: raised where those tasks are judged (a reference that draws

@@ -78,6 +78,7 @@ def test_in_place_task_does_not_blame_a_candidate_that_matches_it(tmp_path):
 
 CLEAN = {
     "threads_started": 0,
+    "native_threads": [],
     "children": [],
     "flags_changed": {},
     "hooks": [],
@@ -86,6 +87,8 @@ CLEAN = {
     "inputs_mutated": [],
     "aliases_input": [],
     "aliases_previous_output": [],
+    "streams": {"before": None, "after": None},
+    "busy_after_return": {"window_ms": 20.0, "threads": []},
 }
 
 
@@ -149,7 +152,14 @@ def test_a_librarys_own_service_thread_is_recorded_under_practical_and_any_other
 def test_what_a_timed_request_left_is_judged_like_an_imports_and_missing_evidence_is_a_warning():
     from kerneljudge.checks.runtime import timed_findings
 
-    clean = {"threads_started": 0, "children": [], "flags_changed": {}, "hooks": [], "apis_replaced": []}
+    clean = {
+        "threads_started": 0,
+        "native_threads": [],
+        "children": [],
+        "flags_changed": {},
+        "hooks": [],
+        "apis_replaced": [],
+    }
     assert timed_findings(clean) == []
     (replaced,) = timed_findings({**clean, "apis_replaced": ["kerneljudge.worker.timer.cloned"]})
     assert replaced.code == "KJ-R001" and replaced.severity == "error" and "timer.cloned" in replaced.summary

@@ -167,8 +167,11 @@ def test_where_the_machine_cannot_it_is_unavailable_and_nothing_runs():
         (("cuda",), "", {"mode": "audit", "policy": "practical"}, True),
         (("cuda_source",), "", {"mode": "off"}, False),
         (("cuda",), "", {"mode": "enforce", "sanitizer": "off"}, False),
-        (("triton",), "", {"mode": "enforce"}, False),
-        (("triton",), "", {"mode": "enforce", "sanitizer_triton": True}, True),
+        (("triton",), "", {"mode": "enforce"}, True),  # strict, the default policy
+        (("triton",), "", {"mode": "enforce", "policy": "practical"}, False),
+        (("triton",), "", {"mode": "enforce", "policy": "strict", "sanitizer_triton": False}, False),
+        (("triton",), "", {"mode": "audit", "policy": "practical", "sanitizer_triton": True}, True),
+        (("triton",), "", {"mode": "off"}, False),
         (("triton",), "tl.inline_asm_elementwise(...)", {"mode": "audit"}, True),
         ((), "", {"mode": "audit", "sanitizer": "always"}, True),
         ((), "", {"mode": "off", "sanitizer": "always"}, False),
@@ -178,6 +181,21 @@ def test_when_it_runs(kinds, source, config, runs):
     decision = decide(kinds=kinds, source=source, **config)
     assert decision.run is runs and decision.capability.status == "available", decision
     assert decision.capability.detail.startswith("/usr/local/cuda/bin/compute-sanitizer; ")
+
+
+def test_a_triton_only_candidate_under_strict_runs_memcheck_and_synccheck_and_says_why():
+    strict = decide(kinds=("triton",), mode="enforce", policy="strict")
+    assert strict.run and strict.tools == sanitize.TRITON_TOOLS == ("memcheck", "synccheck")
+    assert strict.reason.startswith("Triton kernels under strict") and "racecheck" in strict.reason
+    assert strict.reason in strict.capability.detail
+    asked = decide(kinds=("triton",), mode="audit", policy="practical", sanitizer_triton=True)
+    assert asked.run and asked.tools == sanitize.TRITON_TOOLS and asked.reason.startswith("Triton kernels (sanitizer")
+    practical = decide(kinds=("triton",), mode="enforce", policy="practical")
+    assert not practical.run and "under strict or with sanitizer_triton" in practical.reason
+    # Custom CUDA beside Triton, or a candidate with no kernel of its own under "always": every tool.
+    assert decide(kinds=("triton", "cuda"), mode="enforce").tools == sanitizer.TOOLS
+    assert decide(kinds=(), mode="enforce", sanitizer="always").tools == sanitizer.TOOLS
+    assert decide(kinds=("triton",), mode="enforce", sanitizer="always").tools == sanitize.TRITON_TOOLS
 
 
 def test_the_configuration_checks_its_sanitizer_settings():

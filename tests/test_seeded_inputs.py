@@ -46,3 +46,12 @@ def test_inputs_made_alike_once_and_not_again_at_the_replay_are_shipped_and_the_
     assert record.correctness.inputs["shipped"] == "replay of trial 0", record.correctness.inputs
     assert [t.index for t in record.correctness.trials] == list(range(10))  # the first trial's record: its rerun
     assert record.correctness.replay["trials"][0]["trial"] == 0 and record.correctness.replay["bitwise_identical"]
+
+
+def test_inputs_that_cannot_be_made_apart_from_the_reference_are_shipped_from_the_start():
+    """Its get_inputs reads Model: the candidate's worker is sent no source (tasks/inputs_source.py)."""
+    task = load_task(TASKS / "inputs_from_the_model.py")
+    record = run_judge(task, reference_as_candidate(task), mode="enforce")
+    assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
+    inputs = record.correctness.inputs
+    assert inputs["shipped"] == "the start" and "reaches Model" in inputs["why"], inputs

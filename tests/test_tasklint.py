@@ -146,3 +146,20 @@ def test_a_lint_holds_device_memory_by_the_tasks_footprint_until_its_worker_is_c
     six = {"input_bytes": 6 * GIB, "output_bytes": 6 * GIB}
     assert lint_need({**six, "activation_bytes": 6 * GIB}) > 36.7 * GIB
     assert lint_need({**six, "activation_bytes": 12 * GIB}) > 48.7 * GIB
+
+
+def test_sizes_a_derived_family_cannot_vary_are_noted_with_why(tmp_path):
+    task = tmp_path / "viewed_rows.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\nbatch_size = 8\ndim = 256\n\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x.view(x.shape[0], 64, 4).softmax(-1)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    out = tmp_path / "lint.json"
+    main(["tasks", "lint", str(task), "--device", "cpu", "--json", str(out)])
+    [linted] = json.loads(out.read_text())["tasks"]
+    [note] = [f for f in linted["flags"] if f["id"] == "fixed_sizes"]
+    assert note["severity"] == "info" and list(note["evidence"]["fixed"]) == ["dim"]  # the batch varies
+    assert "the reference failed" in note["summary"] and "shape '[8, 64, 4]' is invalid" in note["summary"]
+    facts = linted["facts"]["shape_family"]
+    assert facts["derived"] and facts["names"] == ["batch_size"] and facts["fixed"] == note["evidence"]["fixed"]

@@ -190,3 +190,144 @@ def test_timed_calls_far_below_the_traced_device_time_are_flagged():
     tiny = {"calls_traced": ["hidden 2"], "device_us": {"declared": 2.5, "movement": 0.0, "other": 0.0}}
     assert timed_versus_traced(tiny, 0.0005)[1] == []  # under the 2 us floor: event noise, not evidence
     assert timed_versus_traced(None, 0.002) == (None, []) and timed_versus_traced(summary, None) == (None, [])
+
+
+# ---- kernels judged by origin (checks/kernel_names.py): realistic demangled and mangled names
+
+ANONYMOUS_KERNELS = [
+    "void (anonymous namespace)::bias_relu_kernel<float>(float const*, float const*, float*, int, int)",
+    "void fused::(anonymous namespace)::bias_relu_kernel<__half, 256>(__half const*, __half const*, __half*, long)",
+    "void (anonymous namespace)::bias_relu_kernel(float*, float const*, void (*)(float*), int)",
+    "_ZN12_GLOBAL__N_116bias_relu_kernelIfEEvPKfS2_Pfii",
+    "_ZN46_GLOBAL__N__9f1e0c7a_18_inline_ext_cu_5c1a2f3b16bias_relu_kernelEPfPKfi",
+]
+TORCH_MOVEMENT_KERNELS = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+    "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>, "
+    "4, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, "
+    "at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() "
+    "const::{lambda(float)#1}, std::array<char*, 2ul>, TrivialOffsetCalculator<1, unsigned int>, "
+    "TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, "
+    "at::native::memory::StoreWithCast<1>)",
+    "void at::native::(anonymous namespace)::CatArrayBatchedCopy_aligned16_contig<float, unsigned int, 2, 128, 1>"
+    "(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned int, 128, 1>, "
+    "at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+]
+TORCH_COMPUTE_KERNELS = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >"
+    "(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)",
+    "void at::native::(anonymous namespace)::masked_fill_kernel(at::TensorIterator&, c10::Scalar const&)::"
+    "{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float, bool)#1}",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+    "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+    "unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::"
+    "sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, "
+    "float, 4, 4>)",
+    "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+]
+
+
+def kind(name, declared=("bias_relu_kernel",), by_name=True, category="kernel"):
+    from kerneljudge.checks.trace import Activity, kind_of
+
+    return kind_of(Activity(category, name, 0.0, 1.0, 7, 1), set(declared), by_name)
+
+
+@pytest.mark.parametrize("name", ANONYMOUS_KERNELS)
+def test_a_declared_kernel_in_an_anonymous_namespace_is_the_candidates(name):
+    assert kernel_base(name) == "bias_relu_kernel"
+    assert kind(name) == "declared"
+
+
+@pytest.mark.parametrize(
+    ("name", "base"),
+    [
+        ("void ns::Op::operator<<(int)", "operator<<"),
+        ("void ns::less_k<(int)3>(void (*)(int), float*)", "less_k"),
+        ("unsigned int ns::k2(int)", "k2"),
+        ("std::pair<int, int> ns::k3<std::vector<int> >(int)", "k3"),
+        ("void apply<float>(float)::{lambda()#1}::operator()() const", "operator()"),
+        (
+            "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(cutlass_80_tensorop_s1688gemm_"
+            "128x128_16x4_nn_align4::Params)",
+            "Kernel2",
+        ),  # fmt: skip
+        ("_Z6relu_kPfi", "relu_k"),
+        ("_Z1kIfEvPT_", "k"),
+        ("triton_poi_fused_add_relu_0", "triton_poi_fused_add_relu_0"),
+    ],
+)
+def test_kernel_names_are_read_past_templates_operators_lambdas_and_return_types(name, base):
+    assert kernel_base(name) == base
+
+
+@pytest.mark.parametrize("name", TORCH_MOVEMENT_KERNELS)
+def test_torchs_own_copy_and_fill_kernels_are_data_movement(name):
+    assert kind(name) == "movement"
+    assert kind(name, by_name=False) == "other"  # the source defines names in torch's namespaces: no credit
+
+
+@pytest.mark.parametrize("name", TORCH_COMPUTE_KERNELS)
+def test_torch_and_library_compute_is_other_work_even_with_fill_in_its_name(name):
+    assert kind(name) == "other"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "copy_kernel",  # a Triton kernel the preflight did not see, named like data movement
+        "fill_rows_kernel",
+        "void memcpy_like_gemm<float>(float const*, float*, int)",
+        "void mylib::fill(float*, int)",
+    ],
+)
+def test_a_kernel_named_like_movement_outside_torch_is_not_movement(name):
+    assert kind(name) == "other"
+    assert kind(name, declared=(kernel_base(name),)) == "declared"
+
+
+def test_a_declared_name_that_is_also_torchs_gets_none_of_torchs_work():
+    """A decoy kernel named `vectorized_elementwise_kernel`: torch's elementwise compute of that name stays torch's,
+    and a copy kernel in whose name a declared name appears is no movement."""
+    add = TORCH_COMPUTE_KERNELS[0]
+    assert kind(add, declared=("vectorized_elementwise_kernel",)) == "other"
+    assert kind(TORCH_MOVEMENT_KERNELS[0], declared=("vectorized_elementwise_kernel",)) == "other"
+    assert kind(TORCH_MOVEMENT_KERNELS[0], declared=("FillFunctor",)) == "other"
+    assert kind("Memcpy DtoD (Device -> Device)", category="gpu_memcpy") == "movement"
+    assert kind("Memset (Device)", category="gpu_memset") == "movement"
+
+
+def test_a_source_that_defines_names_in_torchs_namespaces_is_noticed():
+    from kerneljudge.checks.kernel_names import claims_torch_namespaces
+
+    assert claims_torch_namespaces('src = """namespace at { namespace native {\n__global__ void k() {} } }"""')
+    assert claims_torch_namespaces("cuda = 'namespace at::native { struct FillFunctor {}; }'")
+    assert not claims_torch_namespaces("auto s = at::cuda::getCurrentCUDAStream(); namespace mykern { }")
+
+
+def test_a_decoy_named_like_torchs_kernel_beside_torch_compute_is_caught_under_strict():
+    add = TORCH_COMPUTE_KERNELS[0]
+    events = ranges() + launch(101, 2) + kernel("vectorized_elementwise_kernel", 111, 1, 2)
+    events += launch(103, 3) + kernel(add, 112, 9, 3)
+    summary, found = judge_events(events, declared=("vectorized_elementwise_kernel",))
+    assert codes(found) == {"KJ-R041": "error"} and summary["declared_share"] == 0.1
+
+
+# ---- the tail check on the stream the call was made on (KJ-R024, KJ-R028)
+
+
+def test_the_tail_is_judged_wherever_it_ran_and_a_tail_on_another_stream_is_a_moved_stream():
+    """A call that makes another stream current and leaves it so: the worker's tail ran on stream 13, not the
+    marker's 7. A kernel on stream 21 still running when the tail ran is an escape all the same, and the move
+    itself is KJ-R028."""
+    events = ranges() + launch(102, 2) + kernel("bias_relu_kernel", 104, 20, 2, stream=21) + tail(113.0, stream=13)
+    summary, found = judge_events(events)
+    assert codes(found) == {"KJ-R024": "error", "KJ-R028": "error"}
+    assert summary["escaped"] == [{"call": "trial 7", "name": "bias_relu_kernel", "ended_after_tail_us": 11.0}]
+    assert summary["streams_moved"] == [{"call": "trial 7", "before": "7", "tail": "13"}]
+    joined = ranges() + launch(102, 2) + kernel("bias_relu_kernel", 104, 20, 2, stream=13) + tail(125.0)
+    assert judge_events(joined)[1] == []

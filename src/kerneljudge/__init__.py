@@ -52,7 +52,7 @@ from typing import Any
 # failure, where a chain 1,200 deep crashed the judge), the reference run again from another random state (a task
 # whose comparison passes its own noise is KJ-T003, the oracle's float32 fallback reseeded), an IPC namespace and
 # clone's namespace flags refused in the sandbox.
-__version__ = "0.3.16"
+__version__ = "0.3.17"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over

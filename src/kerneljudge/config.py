@@ -25,8 +25,8 @@ TIMING_BASELINES = ("paired", "cached")
 # records the rest as missing, "require" makes a missing layer a judge error, "off" applies none.
 SANDBOX_MODES = ("auto", "require", "off")
 # compute-sanitizer on one call of the candidate (docs/sanitizer.md): "auto" in the hardened modes for a
-# candidate with custom CUDA (and for Triton kernels with sanitizer_triton), "always" for every candidate
-# judged on CUDA in a hardened mode, "off" never. Never in `--mode off`.
+# candidate with custom CUDA (and for Triton kernels under strict, or as sanitizer_triton says), "always" for
+# every candidate judged on CUDA in a hardened mode, "off" never. Never in `--mode off`.
 SANITIZER_MODES = ("auto", "always", "off")
 
 
@@ -76,7 +76,9 @@ class JudgeConfig:
     log_cap_bytes: int = 64 * 1024
     max_message_bytes: int = 64 * 1024**3  # each shared-memory channel's capacity (sparse: docs/process-model.md)
     sanitizer: str = "auto"
-    sanitizer_triton: bool = False  # under "auto", also a candidate whose only kernels are Triton's
+    # Under "auto", also a candidate whose only kernels are Triton's (memcheck and synccheck: sanitize.TRITON_TOOLS);
+    # None: under strict, not under practical.
+    sanitizer_triton: bool | None = None
     sanitizer_timeout_s: float = 600.0  # each sanitized worker's start, build and call (the tools run 10-100x slower)
 
     def __post_init__(self) -> None:

@@ -10,7 +10,8 @@ What it fixes (attack classes in docs/findings.md):
 - the two hidden trials whose calls are traced on CUDA (kernel traces, H20): the candidate cannot know
   which of its calls the profiler watches;
 - the seeds of the trials at hidden shapes; the shapes themselves are drawn from the same source once
-  the task's family is known (`shapes`);
+  the task's family is known (`shapes`), and so, for a task that declares none, are the values its size
+  integers are tried at to derive one (`propose_sizes`, tasks/size_classes.py: H09);
 - in a timed judgment, the timing pool's seeds: fresh inputs that no checked worker saw (H26; since 0.3.4,
   stages/timing.pool_sets).
 
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from kerneljudge.tasks import size_classes
 
 SEED_LIMIT = 2**32 - 1  # trial seeds: what torch.manual_seed accepts, as KernelBench draws them
 DISTRIBUTION_KINDS = ("scaled_up", "scaled_down", "shifted", "heavy_tailed")
@@ -73,7 +76,17 @@ class HiddenPlan:
     shape_seeds: list[int] = field(default_factory=list)
     # The timing pool's seeds: fresh draws of the trials' distributions (stages/timing.pool_sets); none natively
     timing_seeds: list[int] = field(default_factory=list)
+    # The values drawn for a task's size integers to derive its family from ({} until then, or where the task
+    # declares one): filled once, by `propose_sizes`, the dict the only state the plan keeps after it is drawn.
+    size_proposals: dict[str, Any] = field(default_factory=dict)
     rng: random.Random = field(default_factory=secrets.SystemRandom, repr=False, compare=False)
+
+    def propose_sizes(self, integers: dict[str, int]) -> dict[str, Any]:
+        """The values to try a task's size integers at (`integers`: their public values), drawn from the
+        plan's source by size class and recorded; the same ones when asked again."""
+        if not self.size_proposals:
+            self.size_proposals.update(size_classes.propose(integers, self.rng))
+        return self.size_proposals
 
     def shapes(self, family: Any, count: int) -> list[dict[str, Any]]:
         """The hidden shapes of `family` to check (its `trial_shapes`), drawn from the plan's source."""
@@ -87,14 +100,18 @@ class HiddenPlan:
         return self.shape_seeds[number] if number < len(self.shape_seeds) else self.rng.randrange(SEED_LIMIT)
 
     def as_record(self) -> dict[str, Any]:
-        return {
-            "trials": [{"kind": t.kind, "seed": t.seed, "distribution": t.distribution} for t in self.trials],
-            "replay_at": sorted(self.replay_at),
-            "perturbed_at": self.perturbed_at,
-            "canary_at": self.canary_at,
-            "trace_at": sorted(self.trace_at),
-            "shape_seeds": list(self.shape_seeds),
-        } | ({"timing_seeds": list(self.timing_seeds)} if self.timing_seeds else {})
+        return (
+            {
+                "trials": [{"kind": t.kind, "seed": t.seed, "distribution": t.distribution} for t in self.trials],
+                "replay_at": sorted(self.replay_at),
+                "perturbed_at": self.perturbed_at,
+                "canary_at": self.canary_at,
+                "trace_at": sorted(self.trace_at),
+                "shape_seeds": list(self.shape_seeds),
+            }
+            | ({"timing_seeds": list(self.timing_seeds)} if self.timing_seeds else {})
+            | ({"size_proposals": self.size_proposals} if self.size_proposals else {})
+        )
 
 
 def draw(

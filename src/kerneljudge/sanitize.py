@@ -3,8 +3,9 @@
 Where NVIDIA's compute-sanitizer is on the machine, one call of the candidate runs under each of its four
 tools, racecheck (shared-memory hazards), memcheck (out-of-bounds and misaligned accesses, device faults),
 initcheck (reads of uninitialised device memory) and synccheck (barrier misuse), each in a candidate worker
-of its own: the same sandbox and the same worker entry as the checked one, started as `compute-sanitizer
---tool X ... python -m kerneljudge.worker.main ...`. The tools slow a call 10 to 100 times and a worker's
+of its own (memcheck and synccheck only for a candidate whose kernels are all Triton's: `TRITON_TOOLS`): the
+same sandbox and the same worker entry as the checked one, started as `compute-sanitizer --tool X ... python
+-m kerneljudge.worker.main ...`. The tools slow a call 10 to 100 times and a worker's
 start several times over, so the four share one call at the smallest shape the candidate was checked at,
 side by side. Their reports are read in checks/sanitizer.py; when and why is in docs/sanitizer.md.
 """
@@ -85,41 +86,59 @@ def sanitizer_path() -> str | None:
     return find_sanitizer()
 
 
+# The tools for a candidate whose only kernels are Triton's. racecheck is left out: it reports shared-memory
+# hazards inside Triton's own reductions in honest kernels (triton-lang/triton#7264, butterfly shuffles; #4736,
+# tl.min with tl.sum), which would fail an honest candidate as a race. initcheck is left out too: a warning under
+# strict, never shown clean on Triton's kernels. memcheck's and synccheck's reports are real faults.
+TRITON_TOOLS = ("memcheck", "synccheck")
+
+
 @dataclass(frozen=True)
 class Decision:
     run: bool
     reason: str
     capability: Capability
     path: str | None = None
+    tools: tuple[str, ...] = sanitizer.TOOLS
 
 
 def decide(
     config: JudgeConfig, device: str | None, declared_kernels: list[dict[str, Any]], source: str, path: str | None
 ) -> Decision:
-    """Whether the tools run on this judgment, why, and the capability as the machine offers it.
+    """Whether the tools run on this judgment, which, why, and the capability as the machine offers it.
 
     Never in `off`; in the hardened modes, under "auto", for a candidate that builds CUDA of its own (a
     `__global__` in a source string, load_inline and the other builders, cupy's raw kernels, Triton's inline
-    PTX), and for Triton kernels only with `sanitizer_triton` (Triton places shared memory and its barriers
-    itself); under "always" for every candidate."""
+    PTX), and for one whose only kernels are Triton's under strict, or as `sanitizer_triton` says; under
+    "always" for every candidate. A candidate whose only kernels are Triton's runs `TRITON_TOOLS`."""
     if device != "cuda":
         return Decision(False, "needs CUDA", Capability(status="unavailable", required=False, detail="needs CUDA"))
     if path is None:
         return Decision(False, NOT_FOUND, Capability(status="unavailable", required=False, detail=NOT_FOUND))
     kinds = {str(d.get("kind")) for d in declared_kernels}
     custom = bool(kinds & set(CUSTOM_CUDA_KINDS)) or "inline_asm" in source
+    triton_only = "triton" in kinds and not custom
+    asked = config.sanitizer_triton
+    triton = config.policy == "strict" if asked is None else asked
+    tools = TRITON_TOOLS if triton_only else sanitizer.TOOLS
     if config.mode == "off":
         why = "not run in --mode off"
     elif config.sanitizer == "off":
         why = "not run: switched off (sanitizer = off)"
-    elif config.sanitizer == "always" or custom or ("triton" in kinds and config.sanitizer_triton):
-        reason = "sanitizer = always" if config.sanitizer == "always" else "custom CUDA" if custom else "Triton kernels"
-        return Decision(True, reason, Capability(status="available", required=False, detail=f"{path}; {reason}"), path)
+    elif config.sanitizer == "always" or custom or (triton_only and triton):
+        if config.sanitizer == "always" or custom:
+            reason = "sanitizer = always" if config.sanitizer == "always" else "custom CUDA"
+        else:
+            reason = "Triton kernels under strict" if asked is None else "Triton kernels (sanitizer_triton)"
+        if triton_only:
+            reason += f"; {' and '.join(tools)} only (racecheck reports Triton's own reductions)"
+        capability = Capability(status="available", required=False, detail=f"{path}; {reason}")
+        return Decision(True, reason, capability, path, tools)
     else:
         why = "not run: the candidate builds no CUDA of its own" + (
-            " (its Triton kernels only with sanitizer_triton)" if "triton" in kinds else ""
+            " (its Triton kernels under strict or with sanitizer_triton)" if "triton" in kinds else ""
         )
-    return Decision(False, why, Capability(status="available", required=False, detail=f"{path}; {why}"), path)
+    return Decision(False, why, Capability(status="available", required=False, detail=f"{path}; {why}"), path, tools)
 
 
 def _integers(value: Any) -> list[int]:

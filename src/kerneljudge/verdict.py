@@ -25,6 +25,7 @@ FailureKind = Literal[
     "device_mismatch",
     "non_finite",
     "tolerance",
+    "shape_refused",
     "nondeterministic",
     "race",
     "memory_error",

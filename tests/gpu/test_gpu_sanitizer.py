@@ -62,7 +62,8 @@ def test_an_honest_cuda_kernel_is_clean_under_every_tool_and_its_replays_perturb
     # A derived shape takes no more memory than the public one: the smallest checked is one of them.
     assert sanitized["shape"] is not None or not any(t.kind == "shape" for t in record.correctness.trials)
     perturbed = [t["perturbation"] for t in record.correctness.replay["trials"] if "perturbation" in t]
-    assert perturbed == ["gpu_load", "launch_order"], record.correctness.replay
+    drawn = [p["kind"] for p in record.correctness.replay["perturbations"]]
+    assert perturbed == drawn and len(drawn) == 2, record.correctness.replay  # practical: two kinds drawn
 
 
 def test_a_read_past_the_end_is_a_memory_error():
@@ -84,7 +85,7 @@ def test_an_uninitialised_read_is_recorded_and_never_fails_under_practical():
     assert record.status == "PASS" and record.verified, record.failure
 
 
-def test_a_triton_candidate_is_not_sanitized_unless_asked():
+def test_a_triton_candidate_is_not_sanitized_under_practical_unless_asked():
     reference, candidate = EXAMPLES / "softmax" / "reference.py", EXAMPLES / "softmax" / "candidate_triton.py"
     record = keep(run_judge(reference, candidate, device="cuda", mode="enforce"), "triton-not-sanitized")
     assert record.verified and record.correctness.sanitizer is None

@@ -53,6 +53,23 @@ CATALOG: dict[str, Entry] = {
             True,
         ),
         Entry(
+            "KJ-S004",
+            "preflight",
+            "imports a module outside the allow-list",
+            "Import only the kernel languages and the standard modules docs/findings.md lists.",
+            ("H30", "H31", "H34"),
+            True,
+        ),
+        Entry(
+            "KJ-S054",
+            "preflight",
+            "reaches a module, builtin or attribute outside the allowed forms",
+            "Use modules through plain attribute chains and only the allowed attributes; pass no module, "
+            "getattr or namespace around as a value.",
+            ("H05", "H30", "H31", "H34"),
+            True,
+        ),
+        Entry(
             "KJ-S010",
             "preflight",
             "starts threads or processes, or runs commands",
@@ -172,6 +189,14 @@ CATALOG: dict[str, Entry] = {
         ),
         Entry("KJ-R011", "runtime", "the candidate started child processes", "Do not start processes.", ("H21", "H34")),
         Entry(
+            "KJ-R012",
+            "runtime",
+            "a native thread the worker did not start was alive after import or a call, or a thread other than the "
+            "calling one used CPU after the call returned",
+            "Do all work inside forward, on the calling thread; start no threads from native code.",
+            ("H21",),
+        ),
+        Entry(
             "KJ-R020",
             "runtime",
             "the output changed after the call returned",
@@ -228,6 +253,13 @@ CATALOG: dict[str, Entry] = {
             "than its calls claim to take: work done where no timer sees it",
             "Do a call's work in the call; leave nothing to run after it.",
             ("H03", "H21"),
+        ),
+        Entry(
+            "KJ-R028",
+            "runtime",
+            "the call left another stream current than the one it was called on",
+            "Restore the caller's stream before returning (use `with torch.cuda.stream(s):`, not `set_stream`).",
+            ("H20",),
         ),
         Entry(
             "KJ-R040",

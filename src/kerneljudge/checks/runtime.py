@@ -7,6 +7,7 @@ nothing here can make a verdict better, only worse.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
@@ -25,9 +26,25 @@ STRICTER_FLAGS = {
 # which a progress bar starts (torch.compile's autotuning shows one) and which only watches progress bars.
 # Under the practical policy a call that leaves only these alive is recorded, not held against it.
 LIBRARY_THREADS = frozenset({"tqdm._monitor.TMonitor"})
+# Native threads that libraries start at first use and name (worker/evidence.native_threads_added): LLVM's pool
+# (Triton's compiler), CUDA's event handler, torch's autograd device threads. A name is the creator's choice, so
+# these are recorded only; what any thread does after a call returns is measured apart (`busy_after_return`).
+SERVICE_NATIVE_THREADS = re.compile(r"llvm-worker-\d+|cuda-EvtHandlr|cuda\d+|pt_autograd_\d+")
+# A thread other than the calling one that used this much CPU between the call's return and the end of the
+# re-read, and this share of that window, was working for the call after it returned. Below: an OpenMP
+# thread's spin after a parallel region (libgomp spins about 300,000 turns, well under a millisecond).
+BUSY_FLOOR_MS = 5.0
+BUSY_SHARE = 0.25
 INDEX_LISTS = ("changed_after_return", "inputs_mutated", "aliases_input", "aliases_previous_output")
-IMPORT_KEYS = {"threads_started": int, "children": list, "flags_changed": dict, "hooks": list, "apis_replaced": list}
-CALL_KEYS = {**IMPORT_KEYS, **{k: list for k in INDEX_LISTS}}
+IMPORT_KEYS = {
+    "threads_started": int,
+    "native_threads": list,
+    "children": list,
+    "flags_changed": dict,
+    "hooks": list,
+    "apis_replaced": list,
+}
+CALL_KEYS = {**IMPORT_KEYS, **{k: list for k in INDEX_LISTS}, "streams": dict, "busy_after_return": dict}
 
 
 def _listed(value: Any) -> list[Any]:
@@ -91,7 +108,66 @@ def _common(evidence: dict[str, Any], where: str, policy: str = "strict") -> lis
                 {"children": evidence["children"][:50]},
             )
         )
+    found += _native_threads(evidence["native_threads"], where)
     return found
+
+
+def _native_threads(names: list[Any], where: str) -> list[Finding]:
+    """KJ-R012 from native threads started since the worker's own were counted: a warning, or info where every
+    one bears the name of a library's service thread."""
+    if not names:
+        return []
+    names = [str(n)[:40] for n in names[:16]]
+    service = all(SERVICE_NATIVE_THREADS.fullmatch(n) for n in names)
+    return [
+        finding(
+            "KJ-R012",
+            "info" if service else "warning",
+            f"{where}: {len(names)} native thread(s) alive that no Python thread runs"
+            + (" (a library's service threads, by name)" if service else ""),
+            {"native_threads": names},
+        )
+    ]
+
+
+def busy_after_return(busy: Any, where: str) -> list[Finding]:
+    """KJ-R012 (error) from the threads other than the calling one that used CPU after the call returned
+    (worker/evidence.ThreadClocks), past `BUSY_FLOOR_MS` and `BUSY_SHARE` of the window."""
+    if not isinstance(busy, dict) or not isinstance(busy.get("threads"), list):
+        return []
+    window_ms = busy.get("window_ms")
+    window_ms = float(window_ms) if isinstance(window_ms, (int, float)) and not isinstance(window_ms, bool) else 0.0
+    floor_ms = max(BUSY_FLOOR_MS, BUSY_SHARE * window_ms)
+    working = [
+        {"name": str(t.get("name"))[:40], "cpu_ms": t["cpu_ms"]}
+        for t in busy["threads"]
+        if isinstance(t, dict) and isinstance(t.get("cpu_ms"), (int, float)) and t["cpu_ms"] >= floor_ms
+    ]
+    if not working:
+        return []
+    return [
+        finding(
+            "KJ-R012",
+            "error",
+            f"{where}: {len(working)} thread(s) other than the calling one used CPU after the call returned "
+            f"({working[0]['cpu_ms']:.1f} ms of a {window_ms:.0f} ms window): work the call did not finish",
+            {"threads": working[:16], "window_ms": window_ms},
+        )
+    ]
+
+
+def stream_left(streams: Any, where: str) -> list[Finding]:
+    """KJ-R028 where the current stream (or device) as the call returned is not the one it was called on."""
+    if not isinstance(streams, dict) or streams.get("before") == streams.get("after"):
+        return []
+    return [
+        finding(
+            "KJ-R028",
+            "error",
+            f"{where}: the call left another stream current than the one it was called on",
+            {"before": streams.get("before"), "after": streams.get("after")},
+        )
+    ]
 
 
 def import_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
@@ -107,7 +183,7 @@ def timed_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
     kept copy too)."""
     if not _well_formed(evidence, IMPORT_KEYS):
         return [finding("KJ-R030", "warning", "a timed request: evidence missing or malformed")]
-    return _common(evidence, "a timed request", policy)
+    return _common(evidence, "a timed request", policy) + stream_left(evidence.get("streams"), "a timed request")
 
 
 def call_findings(
@@ -126,6 +202,7 @@ def call_findings(
         return [finding("KJ-R030", "warning", f"{where}: evidence missing or malformed")]
     reference = reference if isinstance(reference, dict) else {}
     found = _common(evidence, where, policy)
+    found += stream_left(evidence["streams"], where) + busy_after_return(evidence["busy_after_return"], where)
     if evidence["changed_after_return"]:
         found.append(
             finding(

@@ -13,11 +13,18 @@ work comes after. From that:
   ran: the call's stream never waited for it, however short it was; or any
   candidate kernel still running after the call returned and its stream was
   synchronised;
-- work attribution: device time of the declared kernels (the candidate's own
-  Triton or CUDA kernels), of data movement (fills and copies: allocation and
-  reshaping) and of every other kernel (torch and library compute). Under the
-  strict policy a declared kernel must run (KJ-R040) and other compute is a
-  violation (KJ-R041); under the practical policy both are recorded as info;
+- a moved stream (KJ-R028): the worker queues its tail marker on the stream the
+  call was made on; a tail that ran on another stream than the marker before the
+  call says the call's stream was not the worker's when it returned. The escape
+  check above is made against the tail wherever it ran, never skipped;
+- work attribution by origin (checks/kernel_names.py): device time of the
+  declared kernels (the candidate's own Triton or CUDA kernels, never one in
+  torch's namespaces), of data movement (memcpy and memset activities, and
+  torch's own copy and fill kernels, which no declared name and no source that
+  defines names in torch's namespaces can claim) and of every other kernel
+  (torch and library compute). Under the strict policy a declared kernel must
+  run (KJ-R040) and other compute is a violation (KJ-R041); under the practical
+  policy both are recorded as info;
 - CUDA graph replays (KJ-R025, info: replays are checked like every call);
 - after timing, the timed calls against the traced ones: a timed call that took a small fraction
   of the device time the traced calls' kernels took did not do that work while timed (an output
@@ -34,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
+from kerneljudge.checks.kernel_names import TORCH_MOVEMENT, identifiers, in_torch, kernel_base, qualified_name
 from kerneljudge.verdict import Finding
 
 # Host and device timestamps come from one profiler clock; this much misalignment is tolerated (µs).
@@ -42,7 +50,6 @@ CLOCK_SLACK_US = 50.0
 DEVICE_SLACK_US = 1.0
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
-MOVEMENT = re.compile(r"fill|copy|memset|memcpy", re.IGNORECASE)
 TOP_KERNELS = 40
 # A timed call under a quarter of the traced calls' device time, by more than 2 us, is flagged. An honest
 # call may be faster when timed (a warm L2 within a sample: 8.5 against 11.95 us for a 16 MiB op on an
@@ -55,16 +62,13 @@ class MalformedTrace(ValueError):
     """The trace cannot be read: missing ranges, wrong types."""
 
 
-def kernel_base(name: str) -> str:
-    """The bare function name of a (possibly demangled C++) kernel name: `void ns::k<T>(args)` -> `k`."""
-    base = name.strip()
-    base = base.removeprefix("void ").strip()
-    base = base.split("(", 1)[0].split("<", 1)[0]
-    return base.rsplit("::", 1)[-1].strip()
+__all__ = ["MalformedTrace", "analyse", "kernel_base", "read_call", "timed_versus_traced", "unjoined_capture"]
 
 
 def is_declared(name: str, declared: set[str]) -> bool:
-    return kernel_base(name) in declared
+    """A kernel of the candidate's own: its bare name is declared and its function is not in torch's namespaces."""
+    components = qualified_name(name)
+    return bool(components) and components[-1] in declared and not in_torch(components)
 
 
 @dataclass
@@ -85,6 +89,7 @@ class CallTrace:
     candidate: list[Activity] = field(default_factory=list)
     current_stream: Any = None
     tail_start: float | None = None  # when the marker the worker put on the call's stream after it returned ran
+    tail_stream: Any = None  # the stream that marker ran on: the marker's before the call, unless the stream moved
     return_us: float = 0.0
     graph_launches: int = 0
 
@@ -138,8 +143,10 @@ def read_call(report: Any, position: str) -> CallTrace:
     tail = None
     if "tail" in ranges:
         tail = next((a for a in activities if a.category == "kernel" and launched_in(ranges["tail"], a)), None)
-        if tail is not None and tail.stream == traced.current_stream:
-            traced.tail_start = tail.start
+        if tail is not None:
+            # Queued on the stream the call was made on; judged wherever it ran (a call that moves the current
+            # stream must not be able to move the tail out of the check).
+            traced.tail_start, traced.tail_stream = tail.start, tail.stream
     traced.candidate = [a for a in activities if launched_in(window, a) and a is not tail]
     traced.graph_launches = sum(
         1 for name, moment in launches.values() if "GraphLaunch" in name and window[0] <= moment <= window[1]
@@ -168,23 +175,41 @@ def unjoined_capture(message: str) -> Finding | None:
     )
 
 
-def kind_of(activity: Activity, declared: set[str]) -> str:
-    if activity.category == "kernel" and is_declared(activity.name, declared):
+def kind_of(activity: Activity, declared: set[str], movement_by_name: bool = True) -> str:
+    """ "declared" (the candidate's own kernel), "movement" (a memcpy or memset activity, or torch's own copy or fill
+    kernel) or "other". `movement_by_name` False (the source defines names in torch's namespaces): no kernel is
+    movement, whatever its name."""
+    if activity.category != "kernel":
+        return "movement"
+    components = qualified_name(activity.name)
+    torch_own = in_torch(components)
+    if components and components[-1] in declared and not torch_own:
         return "declared"
-    if activity.category != "kernel" or MOVEMENT.search(activity.name):
+    if (
+        movement_by_name
+        and torch_own
+        and TORCH_MOVEMENT.search(activity.name)
+        and not identifiers(activity.name) & declared
+    ):
         return "movement"
     return "other"
 
 
-def analyse(calls: list[CallTrace], declared: set[str], policy: str) -> tuple[dict[str, Any], list[Finding]]:
-    """Summarise traced calls and judge them; `declared` holds the kernel names the source defines."""
+def analyse(
+    calls: list[CallTrace], declared: set[str], policy: str, movement_by_name: bool = True
+) -> tuple[dict[str, Any], list[Finding]]:
+    """Summarise traced calls and judge them; `declared` holds the kernel names the source defines;
+    `movement_by_name` False where the source defines names in torch's namespaces (kernel_names.py)."""
     per_kernel: dict[tuple[str, str], dict[str, Any]] = {}
     device_us = {"declared": 0.0, "movement": 0.0, "other": 0.0}
     escaped: list[dict[str, Any]] = []
     side_streams: set[str] = set()
+    moved: list[dict[str, Any]] = []
     for call in calls:
+        if call.tail_start is not None and call.current_stream is not None and call.tail_stream != call.current_stream:
+            moved.append({"call": call.position, "before": str(call.current_stream), "tail": str(call.tail_stream)})
         for activity in call.candidate:
-            kind = kind_of(activity, declared)
+            kind = kind_of(activity, declared, movement_by_name)
             duration = activity.end - activity.start
             device_us[kind] += duration
             entry = per_kernel.setdefault(
@@ -214,8 +239,20 @@ def analyse(calls: list[CallTrace], declared: set[str], policy: str) -> tuple[di
         "side_streams": sorted(side_streams),
         "graph_launches": sum(c.graph_launches for c in calls),
         "escaped": escaped[:50],
+        "streams_moved": moved[:20],
+        "movement_by_name": movement_by_name,
     }
     found: list[Finding] = []
+    if moved:
+        found.append(
+            finding(
+                "KJ-R028",
+                "error",
+                f"{len(moved)} traced call(s) left another stream current than the one they were called on (the "
+                "worker's marker after the call ran on another stream than its marker before)",
+                {"source": "kernel_trace", "calls": moved[:20]},
+            )
+        )
     if escaped:
         found.append(
             finding(

@@ -1,10 +1,14 @@
 """The preflight's rule tables: which names, imports and attributes reveal which construct.
 
-Dotted names are matched as prefixes (a trailing dot matches a whole module).
-Codes are those of kerneljudge.checks.catalog.
+Dotted names are matched as prefixes (a trailing dot matches a whole module,
+a trailing `*` every name it begins: `os.exec*` is `os.execv` and `os.execvpe`).
+Codes are those of kerneljudge.checks.catalog. What is not denied here is still
+judged by the allow-list (allowlist.py).
 """
 
 from __future__ import annotations
+
+from kerneljudge.preflight.allowlist import FREE_MODULES, RESTRICTED_MODULES
 
 # Modules whose attributes a candidate must not assign, delete or reach by computed name.
 PROTECTED = (
@@ -20,6 +24,7 @@ PROTECTED = (
     "numpy",
     "threading",
     "importlib",
+    *sorted(FREE_MODULES | set(RESTRICTED_MODULES)),
 )
 
 # Calls under a flag's namespace that only read (`torch.backends.mps.is_available()`): not a change of flags.
@@ -56,14 +61,19 @@ CALL_RULES: dict[str, tuple[str, ...]] = {
         "multiprocessing.",
         "concurrent.futures.",
         "subprocess.",
-        "os.fork",
-        "os.spawn",
+        "os.fork*",
+        "os.spawn*",
         "os.system",
         "os.popen",
-        "os.exec",
-        "os.posix_spawn",
+        "os.exec*",
+        "os.posix_spawn*",
+        "posix.fork*",
+        "posix.system",
+        "posix.exec*",
+        "posix.posix_spawn*",
         "asyncio.",
         "pty.",
+        "torch.multiprocessing.",
     ),
     "KJ-S011": (
         "sys.setprofile",
@@ -87,7 +97,16 @@ CALL_RULES: dict[str, tuple[str, ...]] = {
         "torch.cuda.StreamContext",
     ),
     "KJ-S021": ("torch.cuda.CUDAGraph", "torch.cuda.graph", "torch.cuda.make_graphed_callables"),
-    "KJ-S030": ("ctypes.", "cffi.", "mmap.", "importlib.machinery.ExtensionFileLoader"),
+    "KJ-S030": (
+        "ctypes.",
+        "_ctypes.",
+        "cffi.",
+        "mmap.",
+        "importlib.machinery.ExtensionFileLoader",
+        "torch.ops.load_library",
+        "torch.classes.load_library",
+        "numpy.ctypeslib.",
+    ),
     "KJ-S040": (
         "open",
         "io.open",
@@ -108,10 +127,19 @@ CALL_RULES: dict[str, tuple[str, ...]] = {
         "pathlib.",
         "tempfile.",
         "glob.",
-        "numpy.load",
-        "numpy.save",
+        "numpy.load*",
+        "numpy.save*",
+        "numpy.fromfile",
+        "numpy.memmap",
+        "numpy.genfromtxt",
         "torch.load",
         "torch.save",
+        "torch.from_file",
+        "torch.serialization.",  # torch.load's home: `_open_file` opens any path under an innocent name
+        "torch.storage.",
+        "numpy.lib.format.",
+        "numpy.lib.npyio.",
+        "posix.open",
         "os.write",
         "os.read",
         "os.dup",
@@ -161,9 +189,19 @@ CALL_RULES: dict[str, tuple[str, ...]] = {
 }
 IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "KJ-S003": ("kerneljudge",),
-    "KJ-S010": ("threading", "_thread", "multiprocessing", "concurrent", "subprocess", "asyncio", "pty"),
-    "KJ-S030": ("ctypes", "cffi", "mmap"),
-    "KJ-S041": ("socket", "urllib", "http", "requests", "httpx", "ftplib", "smtplib", "aiohttp"),
+    "KJ-S010": (
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "concurrent",
+        "subprocess",
+        "_posixsubprocess",
+        "asyncio",
+        "pty",
+        "torch.multiprocessing",
+    ),
+    "KJ-S030": ("ctypes", "_ctypes", "cffi", "mmap"),
+    "KJ-S041": ("socket", "_socket", "urllib", "http", "requests", "httpx", "ftplib", "smtplib", "aiohttp"),
     "KJ-S051": ("marshal", "pickle", "runpy"),
 }
 ATTRIBUTE_RULES: dict[str, tuple[str, ...]] = {
@@ -199,5 +237,25 @@ BUILTIN_NAMES = {
     "vars",
 }
 # Methods that read or write files whatever the receiver (pathlib objects).
-FILE_METHODS = {"read_text", "write_text", "read_bytes", "write_bytes", "unlink", "rmdir", "touch", "mkdir"}
+FILE_METHODS = {
+    "read_text",
+    "write_text",
+    "read_bytes",
+    "write_bytes",
+    "unlink",
+    "rmdir",
+    "touch",
+    "mkdir",
+    "from_file",  # torch.UntypedStorage.from_file, reached through type(tensor.untyped_storage())
+    "tofile",  # numpy's ndarray.tofile
+    "fromfile",
+}
 REDUCED_PRECISION_METHODS = {"half", "bfloat16"}
+
+
+def matches(name: str, prefixes: tuple[str, ...]) -> bool:
+    """A prefix matches itself and its attributes; one ending in `.` or `*` matches any name it begins."""
+    return any(
+        name == p or (p.endswith((".", "*")) and name.startswith(p.rstrip("*"))) or name.startswith(p + ".")
+        for p in prefixes
+    )

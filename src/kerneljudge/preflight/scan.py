@@ -2,9 +2,13 @@
 
 Names are resolved through the candidate's own imports and simple aliases
 (`import torch as t`, `from torch import cuda`, `S = torch.cuda.Stream`), so
-that `t.cuda.Stream()` and `S()` are both seen as `torch.cuda.Stream`. The scan
-reports what it saw as evidence; whether it matters is decided by the policy in
-preflight/__init__.py and, above all, by runtime evidence.
+that `t.cuda.Stream()` and `S()` are both seen as `torch.cuda.Stream`. Two kinds
+of rule meet here: the deny-list of rules.py (each construct its own code) and
+the allow-list of allowlist.py (an import, a builtin, a dunder or a module's
+attribute outside the allowed forms, or a module handed around as a value where
+no alias can follow it: KJ-S004, KJ-S054). The scan reports what it saw as
+evidence; whether it matters is decided by the policy in preflight/__init__.py
+and, above all, by runtime evidence.
 """
 
 from __future__ import annotations
@@ -15,6 +19,13 @@ from dataclasses import dataclass, field
 
 from kerneljudge import pyast
 from kerneljudge.checks.catalog import CATALOG
+from kerneljudge.preflight.allowlist import (
+    ATTRIBUTE_BUILTINS,
+    MODULE_VALUES,
+    RESTRICTED_MODULES,
+    import_allowed,
+    reach_allowed,
+)
 from kerneljudge.preflight.kernel_rules import (
     KERNEL_BUILDERS,
     KERNEL_DECORATORS,
@@ -22,6 +33,7 @@ from kerneljudge.preflight.kernel_rules import (
     TORCH_NON_COMPUTE_PREFIXES,
     TORCH_STRUCTURAL,
 )
+from kerneljudge.preflight.reach import ReachChecks
 from kerneljudge.preflight.rules import (
     ATTRIBUTE_RULES,
     BUILTIN_NAMES,
@@ -33,7 +45,11 @@ from kerneljudge.preflight.rules import (
     PROTECTED,
     REDUCED_PRECISION_METHODS,
     STRICTER_SETTINGS,
+    matches,
 )
+from kerneljudge.preflight.scopes import function_locals
+
+ALLOW_LIST_CODES = ("KJ-S004", "KJ-S054")
 
 
 def stricter(name: str, value: ast.AST | None) -> bool:
@@ -65,22 +81,25 @@ class StaticReport:
         return {c.code for c in self.constructs}
 
 
-def _matches(name: str, prefixes: tuple[str, ...]) -> bool:
-    return any(name == p or (p.endswith(".") and name.startswith(p)) or name.startswith(p + ".") for p in prefixes)
-
-
 CUDA_KERNEL = re.compile(
     r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+"
     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\("
 )
 
 
-class Scanner(ast.NodeVisitor):
-    def __init__(self) -> None:
+class Scanner(ReachChecks, ast.NodeVisitor):
+    def __init__(self, tree: ast.Module) -> None:
         self.aliases: dict[str, str] = {}
         self.report = StaticReport()
         self.kernel_depth = 0  # inside a kernel body, or in __init__ (weight packing is fine there)
         self.class_stack: list[str] = []
+        self.parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        # Names any statement rebinds: `TYPE_CHECKING = True` must not turn an import guard into an exemption.
+        self.stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        self.module_aliases: set[str] = set()  # names bound to a module, or to a value of a restricted one
+        self.scopes: list[tuple[ast.AST, set[str]]] = []  # enclosing function scopes and their local names
+        self.class_body = 0  # directly in a class body: an alias there is a class attribute the scan cannot follow
+        self.type_checking = 0  # inside `if TYPE_CHECKING:`, which never runs
 
     # ------------------------------------------------------------ names
 
@@ -112,25 +131,51 @@ class Scanner(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self.aliases[alias.asname or alias.name.split(".")[0]] = (
-                alias.name if alias.asname else alias.name.split(".")[0]
-            )
+            bound = alias.asname or alias.name.split(".")[0]
+            self.aliases[bound] = alias.name if alias.asname else alias.name.split(".")[0]
+            self.module_aliases.add(bound)
             self._import_rules(alias.name, node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        self._import_rules(module, node)
+        if node.level:
+            self.add("KJ-S004", node, f"imports {'.' * node.level}{module} (a relative import)")
+        else:
+            self._import_rules(module, node)
         for alias in node.names:
             full = f"{module}.{alias.name}" if module else alias.name
+            if alias.name == "*":
+                if module.split(".")[0] in RESTRICTED_MODULES:
+                    self.add("KJ-S054", node, f"imports every name of {module}")
+                continue
             self.aliases[alias.asname or alias.name] = full
+            if module.split(".")[0] in RESTRICTED_MODULES:
+                self.module_aliases.add(alias.asname or alias.name)
             for code, prefixes in CALL_RULES.items():
-                if CATALOG[code].high_risk and _matches(full, prefixes):
+                if CATALOG[code].high_risk and matches(full, prefixes):
                     self.add(code, node, f"imports {full}")
+            why = reach_allowed(full) if not node.level and import_allowed(module) else None
+            if why:
+                self.add("KJ-S054", node, f"imports {alias.name}: {why}")
 
     def _import_rules(self, module: str, node: ast.AST) -> None:
         for code, prefixes in IMPORT_RULES.items():
-            if _matches(module, prefixes):
+            if matches(module, prefixes):
                 self.add(code, node, f"imports {module}")
+        if not import_allowed(module) and not self.type_checking:
+            self.add("KJ-S004", node, f"imports {module}")
+
+    def visit_If(self, node: ast.If) -> None:
+        guard = self.resolve(node.test) == "typing.TYPE_CHECKING" and not (
+            isinstance(node.test, ast.Name) and node.test.id in self.stored
+        )
+        self.visit(node.test)
+        self.type_checking += guard
+        for statement in node.body:
+            self.visit(statement)
+        self.type_checking -= guard
+        for statement in node.orelse:
+            self.visit(statement)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -140,6 +185,8 @@ class Scanner(ast.NodeVisitor):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     self.aliases[target.id] = value
+                    if self._module_value(node.value):
+                        self.module_aliases.add(target.id)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -180,7 +227,7 @@ class Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         decorators = [self.resolve(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list]
-        is_kernel = any(_matches(d, KERNEL_DECORATORS) for d in decorators)
+        is_kernel = any(matches(d, KERNEL_DECORATORS) for d in decorators)
         if is_kernel:
             self.report.declared_kernels.append(
                 {"name": node.name, "kind": "triton", "line": node.lineno, "decorators": decorators}
@@ -189,17 +236,44 @@ class Scanner(ast.NodeVisitor):
             self.add("KJ-S011", node, f"defines {self.class_stack[-1]}.__del__")
         for decorator in node.decorator_list:
             self.visit(decorator)
+        self.visit(node.args)  # defaults and annotations run in the enclosing scope
+        if node.returns:
+            self.visit(node.returns)
         exempt = is_kernel or node.name == "__init__"
         self.kernel_depth += exempt
-        for statement in node.body:
-            self.visit(statement)
+        self._in_scope(node, node.body)
         self.kernel_depth -= exempt
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.args)
+        self._in_scope(node, [node.body])
+
+    def _visit_comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
+        self.visit(node.generators[0].iter)  # the first iterable runs in the enclosing scope
+        rest = [node.generators[0].target, *node.generators[0].ifs, *node.generators[1:]]
+        elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        self._in_scope(node, [*rest, *elements])
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension  # type: ignore
+
+    def _in_scope(self, node: ast.AST, body: list[ast.AST]) -> None:
+        self.scopes.append((node, function_locals(node)))
+        outer_class_body, self.class_body = self.class_body, 0
+        for child in body:
+            self.visit(child)
+        self.class_body = outer_class_body
+        self.scopes.pop()
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for child in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(child)
         self.class_stack.append(node.name)
-        self.generic_visit(node)
+        self.class_body += 1
+        for statement in node.body:
+            self.visit(statement)
+        self.class_body -= 1
         self.class_stack.pop()
 
     # ------------------------------------------------------------ uses
@@ -210,6 +284,8 @@ class Scanner(ast.NodeVisitor):
             self._check_call(name, node)
         elif isinstance(node.func, ast.Attribute):
             self._check_method(node.func.attr, node)
+        if isinstance(node.func, ast.Name) and node.func.id in ATTRIBUTE_BUILTINS and not self._shadowed(node.func.id):
+            self._attribute_builtin(node.func.id, node)
         self.generic_visit(node)
 
     def _check_call(self, name: str, node: ast.Call) -> None:
@@ -236,17 +312,17 @@ class Scanner(ast.NodeVisitor):
             and not (len(node.args) == 1 and not node.keywords and stricter(name, node.args[0]))
         ):
             self.add("KJ-S002", node, f"calls {name}")
-        if _matches(name, KERNEL_BUILDERS):
+        if matches(name, KERNEL_BUILDERS):
             self.report.declared_kernels.append(
                 {"name": name.rsplit(".", 1)[-1], "kind": "cuda_source", "line": node.lineno, "builder": name}
             )
         for code, prefixes in CALL_RULES.items():
-            if _matches(name, prefixes):
+            if matches(name, prefixes):
                 self.add(code, node, f"calls {name}")
         if (
             self.kernel_depth == 0
             and name.startswith("torch.")
-            and not _matches(name, TORCH_NON_COMPUTE_PREFIXES)
+            and not matches(name, TORCH_NON_COMPUTE_PREFIXES)
             and name.split(".")[-1] not in TORCH_STRUCTURAL
         ):
             self.report.torch_compute.append(Construct("KJ-S071", node.lineno, f"calls {name}"))
@@ -263,6 +339,14 @@ class Scanner(ast.NodeVisitor):
         for code, attributes in ATTRIBUTE_RULES.items():
             if node.attr in attributes:
                 self.add(code, node, f"reads .{node.attr}")
+        if isinstance(node.ctx, ast.Load):
+            self._check_dunder(node.attr, node.value, node)
+            outermost = not (isinstance(self.parents.get(node), ast.Attribute) and self.parents[node].value is node)
+            reached = self.resolve(node) if outermost else None
+            if reached:
+                self._reach(reached, node)
+            if reached in MODULE_VALUES and self._bare(node):
+                self.add("KJ-S054", node, f"uses the module {reached} as a value")
         name = self.resolve(node)
         if name == "sys.modules":  # any module, the judge's included, by a name computed at run time
             self.add("KJ-S053", node, "reads sys.modules")
@@ -297,8 +381,22 @@ class Scanner(ast.NodeVisitor):
                 self.report.declared_kernels.append({"name": name, "kind": "cuda", "line": node.lineno})
 
 
+def _without_repeats(constructs: list[Construct]) -> list[Construct]:
+    """The allow-list's findings, less those on a line a deny-list code already names (`os.fork()` is
+    KJ-S010, not KJ-S054 too), and less exact repeats."""
+    named = {c.line for c in constructs if CATALOG[c.code].high_risk and c.code not in ALLOW_LIST_CODES}
+    kept: list[Construct] = []
+    for construct in constructs:
+        if construct.code in ALLOW_LIST_CODES and (construct.line in named or construct in kept):
+            continue
+        kept.append(construct)
+    return kept
+
+
 def scan(source: str) -> StaticReport:
     """Scan candidate source; raises SyntaxError if it does not parse."""
-    scanner = Scanner()
-    scanner.visit(pyast.parse(source))
+    tree = pyast.parse(source)
+    scanner = Scanner(tree)
+    scanner.visit(tree)
+    scanner.report.constructs = _without_repeats(scanner.report.constructs)
     return scanner.report

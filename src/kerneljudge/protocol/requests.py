@@ -45,7 +45,8 @@ class Request:
 class Load(Request):
     """Import the source and build its model after `seed` (KernelBench's convention); the reference at
     `shape`, a hidden shape of its family, and with `footprint` what one call holds (worker/footprint.py);
-    the candidate's worker first loads `task`'s text where it makes the trials' inputs itself."""
+    the candidate's worker first loads `task`, the task's inputs-only source (tasks/inputs_source.py, never the
+    task's own text), where it makes the trials' inputs itself."""
 
     op: ClassVar[str] = "load"
     seed: int
@@ -54,11 +55,37 @@ class Load(Request):
     task: str | None = None
 
 
+MAX_PROPOSED = 64  # a Derive request's values per integer, integers, and joint shapes, each at most
+MAX_PROPOSED_VALUE = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class Derive(Request):
-    """The shape family derived from the task's size globals (worker/derived.py)."""
+    """The shape family derived from the task's size globals (worker/derived.py), from the values the parent
+    drew for them (tasks/size_classes.py): `proposals` is {"values": {name: [int, ...]}, "joint": [{name:
+    int}, ...]}, each value from 2 to 2**31 - 1; None: the worker's own fixed proposals."""
 
     op: ClassVar[str] = "derive"
+    proposals: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.proposals is None:
+            return
+        if set(self.proposals) - {"values", "joint"}:
+            raise ProtocolError("derive: proposals hold only 'values' and 'joint'")
+        values, joint = self.proposals.get("values", {}), self.proposals.get("joint", [])
+        if not isinstance(values, dict) or not isinstance(joint, list) or len(joint) > MAX_PROPOSED:
+            raise ProtocolError(f"derive: 'values' is a mapping and 'joint' a list of at most {MAX_PROPOSED}")
+        for where, mapping in [("values", values), *(("joint", shape) for shape in joint)]:
+            if not isinstance(mapping, dict) or len(mapping) > MAX_PROPOSED or not (mapping or where == "values"):
+                raise ProtocolError(f"derive: each of {where} is a mapping of at most {MAX_PROPOSED} integers")
+            for name, given in mapping.items():
+                listed = given if where == "values" else [given]
+                named = isinstance(name, str) and name.isidentifier()
+                if not named or not isinstance(listed, list) or not 0 < len(listed) <= MAX_PROPOSED:
+                    raise ProtocolError(f"derive: {where} names {name!r} with no value or too many")
+                if not all(type(v) is int and 2 <= v <= MAX_PROPOSED_VALUE for v in listed):
+                    raise ProtocolError(f"derive: {where} proposes {name!r} a value not from 2 to {MAX_PROPOSED_VALUE}")
 
 
 @dataclass(frozen=True)

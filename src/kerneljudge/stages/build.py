@@ -21,7 +21,8 @@ from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported, error_failure, integrity_failure
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.stages.workers import add_waiting, ask, ask_candidate, candidate_step, counted
-from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
+from kerneljudge.tasks.inputs_source import inputs_source
+from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from, size_integers
 from kerneljudge.verdict import Capability, Failure
 
 # The error response of a candidate worker that found no ModelNew to build (worker/candidate.py, op_load).
@@ -157,6 +158,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         state.inputs_writable = response.get("inputs_writable") is True
     if shape is None and not state.family_read and not state.native:
         state.family_read = True
+        state.size_integers = size_integers(response.get("integers"))
         try:
             state.family = family_from(response)
         except MalformedFamily as exc:
@@ -180,10 +182,23 @@ def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
     build_candidate(state, init_inputs)
 
 
+def inputs_text(state: JudgmentState, shape: dict[str, Any] | None = None) -> str | None:
+    """What of the task a Load sends the candidate's worker: where it makes this shape's inputs itself, the
+    task's inputs-only source (tasks/inputs_source.py), never the task's own text; else nothing. A task whose
+    inputs cannot be cut from its reference has them shipped from the start, and the record says why."""
+    if not state.inputs_made(shape):
+        return None
+    reduced = inputs_source(state.task.text)
+    if reduced.text is None:
+        why = f"the task's inputs cannot be made apart from its reference: {reduced.refused}"
+        state.inputs = {**state.inputs, "shipped": "the start", "why": why[:500]}
+    return reduced.text
+
+
 def build_candidate(state: JudgmentState, init_inputs: Any, shape: dict[str, Any] | None = None) -> None:
     """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
-    # With inputs made in each worker, the task's source is loaded before the candidate's, to make them there.
-    load = protocol.Load(seed=state.config.public_seed, task=state.task.text if state.inputs_made() else None)
+    # With inputs made in each worker, the task's inputs-only source is loaded before the candidate's.
+    load = protocol.Load(seed=state.config.public_seed, task=inputs_text(state))
     response, _ = ask_candidate(state, load, "build", values=init_inputs)
     if response.get("type") == "error":
         failure = error_failure(response, "import" if response.get("phase") == "import" else "init")

@@ -1,7 +1,8 @@
 """The hidden-shape trials: one trial at each of a few shapes of the task's family, drawn by the hidden plan,
 both models built again for it. A family the task declares is the task's word (a failure there is the
-candidate's); one derived from its size globals (worker/derived.py) is the judge's reading, where the
-reference failing skips the shape and a candidate's refusal is recorded (checks/refusals.py).
+candidate's); one derived from its size globals (worker/derived.py, at values the plan draws:
+tasks/size_classes.py) is the judge's reading, where the reference failing skips the shape, and a candidate
+that raises where the reference built and ran fails `shape_refused` (checks/refusals.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.checks.refusals import refusal_finding, refused
+from kerneljudge.checks.refusals import refusal_failure, refusal_finding, refused
 from kerneljudge.stages.build import build_candidate, load_reference
 from kerneljudge.stages.calls import call_candidate, reference_trial
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
@@ -39,24 +40,28 @@ def run(state: JudgmentState) -> None:
     shapes = state.plan.shapes(state.family, count)
     refusals: list[dict[str, str]] = []
     skipped: list[str] = []
-    for number, shape in enumerate(shapes):
-        let_others_measure(state)
-        index, label, seed = len(state.trials), describe_shape(shape), state.plan.shape_seed(number)
-        state.progress(f"correctness at a hidden shape ({label})")
-        if state.family.derived:
-            derived_shape_trial(state, index, shape, seed, refusals, skipped)
-            continue
-        build_candidate(state, load_reference(state, shape), shape)
-        inputs, _ = reference_trial(state, seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
-        cand = call_candidate(state, inputs, phase=f"shape trial {index} at {label}")
-        check_trial(state, index, "shape", seed, cand, {"kind": "standard"}, shape)
-    if refusals:
-        state.add_findings([refusal_finding(refusals, state.config.policy)])
-    state.capabilities["hidden_shapes"] = Capability(
-        status="available" if len(shapes) > len(skipped) else "unavailable",
-        required=False,
-        detail=state.family.trials_detail(len(shapes), len(refusals), skipped),
-    )
+    try:
+        for number, shape in enumerate(shapes):
+            let_others_measure(state)
+            index, label, seed = len(state.trials), describe_shape(shape), state.plan.shape_seed(number)
+            state.progress(f"correctness at a hidden shape ({label})")
+            if state.family.derived:
+                derived_shape_trial(state, index, shape, seed, refusals, skipped)
+                continue
+            build_candidate(state, load_reference(state, shape), shape)
+            inputs, _ = reference_trial(state, seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
+            cand = call_candidate(state, inputs, phase=f"shape trial {index} at {label}")
+            check_trial(state, index, "shape", seed, cand, {"kind": "standard"}, shape)
+    finally:  # a wrong answer after a refusal fails as such, the refusals kept as evidence
+        if refusals:
+            state.add_findings([refusal_finding(refusals)])
+        state.capabilities["hidden_shapes"] = Capability(
+            status="available" if len(shapes) > len(skipped) else "unavailable",
+            required=False,
+            detail=state.family.trials_detail(len(shapes), len(refusals), skipped),
+        )
+    if refusals:  # every drawn shape tried first, so that the failure names each one refused
+        raise CandidateFailed(refusal_failure(refusals))
 
 
 def derive_family(state: JudgmentState) -> str:
@@ -65,8 +70,11 @@ def derive_family(state: JudgmentState) -> str:
     task: where it cannot be had, the task is judged at its public shape, as before."""
     state.progress("deriving a shape family from the task's size globals")
     response: dict[str, Any] = {}
+    # The values tried are drawn now, by size class, and recorded in the plan; where the reference worker
+    # named no integers, it tries its own fixed ones.
+    proposals = state.plan.propose_sizes(state.size_integers) if state.size_integers else None
     try:
-        response, _ = ask(state, "reference", protocol.Derive())
+        response, _ = ask(state, "reference", protocol.Derive(proposals=proposals))
         state.family = read_family(response.get("family")) if response.get("type") == "derived" else None
     except (JudgeFailed, MalformedFamily):
         state.family = None
@@ -89,21 +97,30 @@ def derived_shape_trial(
     skipped: list[str],
 ) -> None:
     """One trial at a shape derived from the task's size globals (worker/derived.py): the judge's reading
-    of the task, not the task's word. Where the reference itself fails there, the shape is skipped; a
-    candidate that refuses it with an error is recorded (checks/refusals.py); a wrong answer fails."""
+    of the task, not the task's word. Where the reference itself fails there, the shape is skipped; where
+    it builds and runs, a candidate that raises is a refusal (checks/refusals.py), collected in `refusals`
+    for the stage's `shape_refused` failure; a wrong answer fails at once."""
     label = describe_shape(shape)
     try:
         init_inputs = load_reference(state, shape)
     except (JudgeFailed, TaskUnsupported) as exc:
         skipped.append(f"{label}: {str(exc)[:300]}")
         return
+    refusal: CandidateFailed | None = None
     try:
         build_candidate(state, init_inputs, shape)
-        try:
-            inputs, _ = reference_trial(state, seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
-        except (JudgeFailed, TaskUnsupported) as exc:
-            skipped.append(f"{label}: {str(exc)[:300]}")
-            return
+    except CandidateFailed as exc:
+        if not refused(exc.failure):
+            raise
+        refusal = exc
+    try:  # the reference runs here too (its family was tried on the meta device), or the shape is skipped
+        inputs, _ = reference_trial(state, seed, oracle=True, distribution={"kind": "standard"}, shape=shape)
+    except (JudgeFailed, TaskUnsupported) as exc:
+        skipped.append(f"{label}: {str(exc)[:300]}")
+        return
+    try:
+        if refusal is not None:
+            raise refusal
         cand = call_candidate(state, inputs, phase=f"shape trial {index} at {label}")
     except CandidateFailed as exc:
         if not refused(exc.failure):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
+from kerneljudge.checks.kernel_names import claims_torch_namespaces
 from kerneljudge.checks.trace import MalformedTrace, analyse, read_call
 from kerneljudge.stages.state import JudgmentState
 from kerneljudge.verdict import Capability
@@ -29,7 +30,8 @@ def judge_traces(state: JudgmentState) -> None:
         return
     declared = {d["name"] for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
     if state.traced_calls:
-        state.trace_summary, found = analyse(state.traced_calls, declared, state.config.policy)
+        by_name = not claims_torch_namespaces(state.candidate.text)  # a source can name kernels like torch's
+        state.trace_summary, found = analyse(state.traced_calls, declared, state.config.policy, by_name)
         state.add_findings(found)
     if state.trace_problems:
         problems = {"problems": state.trace_problems}

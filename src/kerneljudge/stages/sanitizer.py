@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from kerneljudge import protocol, sanitize
-from kerneljudge.stages.build import load_reference
+from kerneljudge.stages.build import inputs_text, load_reference
 from kerneljudge.stages.calls import reference_trial
 from kerneljudge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
 from kerneljudge.stages.state import JudgmentState
@@ -34,9 +34,9 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> None:
         return
     shape = sanitize.smallest_shape(state.family, state.checked_shapes)
     where = describe_shape(shape) if shape else "the public shape"
-    state.progress(f"compute-sanitizer: one call at {where} under each tool")
+    state.progress(f"compute-sanitizer: one call at {where} under {', '.join(decided.tools)}")
     began, channels = time.monotonic(), state.workers["candidate"].channels
-    load = protocol.Load(seed=state.config.public_seed, task=state.task.text if state.inputs_made(shape) else None)
+    load = protocol.Load(seed=state.config.public_seed, task=inputs_text(state, shape))
     try:
         init_placed = channels.access.put("candidate_in", load_reference(state, shape))
     except (JudgeFailed, TaskUnsupported) as exc:  # it ran there before: the tools are not run, and say why
@@ -53,7 +53,7 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> None:
     start = sanitize.starter(
         path, state.candidate.text, state.limits, state.sandbox, state.gpu, channels, timeout_s, checked, state.device
     )
-    runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s)
+    runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s, decided.tools)
     cap = state.config.log_cap_bytes
     state.closed_logs.update({f"candidate_{t}": sanitize.kept_log(w, cap) for t, w in workers.items()})
     declared = {str(d["name"]) for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
@@ -61,6 +61,7 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> None:
     state.sanitizer = {
         **kept,
         "reason": decided.reason,
+        "tools_run": list(decided.tools),
         "shape": {name: plain(tree) for name, tree in shape.items()} if shape else None,
         "seconds": round(time.monotonic() - began, 3),
     }

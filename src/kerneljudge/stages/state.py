@@ -123,6 +123,7 @@ class JudgmentState:
     trace_summary: dict[str, Any] | None = None
     family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
     family_read: bool = False
+    size_integers: dict[str, int] = field(default_factory=dict)  # the integers a derived family may vary (Derive)
     stages_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage: waiting, build, ...
     stage: str | None = None  # the stage `workers.clocked` is in: its requests' round trips count under it
     # Where trials' inputs are made (worker/seeded.py): again in the candidate's worker from each trial's

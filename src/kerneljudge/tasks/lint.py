@@ -25,7 +25,10 @@ check): multi-GiB outputs never cross to this process. The checks, each a flag w
   latency a single-call event pair absorbs (8-14 us on an H200, docs/timing.md);
 - `shape_family_malformed`, `shape_family_broken`: the task's shape family cannot be read, or the
   reference fails (or gives a non-finite output) at one of up to 8 of its shapes; `fixed_shape` (a note,
-  not a flaw): the task declares no family, so only its public shape is ever checked.
+  not a flaw): the task declares no family, so only its public shape and the shapes the judge derives from
+  its size integers are checked; `fixed_sizes` (a note): integers that `get_inputs()` or `get_init_inputs()`
+  read which the derivation cannot vary, each with why (the task's `Model` reads it, a reshape or an assert
+  fixes it and the reference fails at every other value, no tensor's shape follows it: docs/tasks.md).
 
 A task that cannot be loaded or run gets an `error` instead. docs/tasks.md has the details.
 """
@@ -46,10 +49,11 @@ import torch
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.talk import WorkerFailure
+from kerneljudge.tasks import size_classes
 from kerneljudge.tasks.lint_flags import LintFlag, input_flags, memory_flag, output_flags, unused_input_flags
 from kerneljudge.tasks.lint_reference import LOAD_SEED, OTHER_LOAD_SEED, RNG_SEEDS, SEEDS, LintReference
 from kerneljudge.tasks.load import load_task
-from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from
+from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from, read_family, size_integers
 from kerneljudge.tasks.source import Task
 
 TIMER_FLOOR_MS = 0.010
@@ -93,7 +97,8 @@ def family_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list
             "no shape family: correctness is checked at the public shape and at most at shapes the judge derives "
             "from the task's size globals, so a kernel specialised to it may pass (declare SHAPE_FAMILY, docs/tasks.md)"
         )
-        return [LintFlag("fixed_shape", "info", summary)], None
+        notes, facts = derived_flags(reference, loaded)
+        return [LintFlag("fixed_shape", "info", summary), *notes], facts
     shapes = family.draw(FAMILY_SHAPES, random.Random(FAMILY_DRAW_SEED))  # the same shapes every lint
     broken: list[dict[str, str]] = []
     for shape in shapes:
@@ -109,6 +114,27 @@ def family_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list
         return [], facts
     summary = f"the reference fails at {len(broken)} of {len(shapes)} shapes of its family, {broken[0]['shape']}: "
     return [LintFlag("shape_family_broken", "warning", summary + broken[0]["error"], {"broken": broken})], facts
+
+
+def derived_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list[LintFlag], dict[str, Any] | None]:
+    """For a task that declares no family: the family the judge would derive (at values drawn as a judgment
+    draws them, from a fixed seed here so that every lint says the same), and a note naming each integer read
+    that it cannot vary, with why."""
+    integers = size_integers(loaded.get("integers"))
+    proposals = size_classes.propose(integers, random.Random(FAMILY_DRAW_SEED)) if integers else None
+    response = reference.derive(proposals)
+    raw = response.get("fixed")
+    fixed = {str(k): str(v)[:400] for k, v in raw.items()} if isinstance(raw, dict) else {}
+    try:
+        family = read_family(response.get("family"))
+    except MalformedFamily:
+        family = None
+    facts = {**(family.summary() if family is not None else {}), "fixed": fixed} if family or fixed else None
+    if not fixed:
+        return [], facts
+    listed = "; ".join(f"{name} ({why})" for name, why in fixed.items())
+    summary = f"sizes the judge cannot vary, so a kernel may assume them: {listed}"
+    return [LintFlag("fixed_sizes", "info", summary, {"fixed": fixed})], facts
 
 
 Admit = Callable[[dict[str, Any] | None], contextlib.AbstractContextManager[None]]

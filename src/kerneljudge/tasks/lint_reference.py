@@ -55,6 +55,11 @@ class LintReference:
         )  # fmt: skip
         return self.ask(trial, expect="trial")[0]
 
+    def derive(self, proposals: dict[str, Any] | None) -> dict[str, Any]:
+        """The family derived from the task's size globals at `proposals` (protocol.Derive), and why each
+        integer it could not vary was not ("fixed")."""
+        return self.ask(protocol.Derive(proposals=proposals), expect="derived")[0]
+
     def stage(self) -> dict[str, Any]:
         """The first seed's inputs made and kept in the worker for timing (no candidate's inbox to fill)."""
         return self.ask(protocol.Stage(sets=[{"seed": SEEDS[0]}], on_device=True, inputs_to="here"), expect="staged")[0]

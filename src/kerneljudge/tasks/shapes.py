@@ -2,8 +2,9 @@
 drawn from it at run time.
 
 The reference worker describes the family (kerneljudge/worker/family.py, which documents how a task
-declares one); the parent validates the description like any worker message, draws the hidden shapes
-with the operating system's generator, and names each in a `load` request. The candidate learns a hidden
+declares one), or derives one from the task's size integers for values the parent drew (worker/derived.py,
+tasks/size_classes.py); the parent validates the description like any worker message, draws the hidden
+shapes with the operating system's generator, and names each in a `load` request. The candidate learns a hidden
 shape only from the inputs it is called with. Every value stays in the wire format's JSON form (tuples
 marked), so a shape goes back to the worker exactly as it came.
 """
@@ -18,6 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from kerneljudge.tasks import size_classes
 from kerneljudge.worker import wire
 from kerneljudge.worker.family import MAX_SHAPES
 
@@ -78,7 +80,7 @@ class ShapeFamily:
     every: bool = False  # SHAPE_TRIALS = "all": a trial at every shape, not a few drawn
     timing: tuple[dict[str, Any], ...] = ()  # TIMING_SHAPES: timed at each, their geometric mean reported
     # Derived by the reference worker from the task's size globals (worker/derived.py), not declared: the
-    # integers it varies. A candidate that refuses such a shape is recorded (KJ-C003), not failed.
+    # integers it varies. A candidate that refuses such a shape fails `shape_refused` (checks/refusals.py).
     derived: tuple[str, ...] = ()
 
     @property
@@ -90,9 +92,47 @@ class ShapeFamily:
     def is_public(self, shape: dict[str, Any]) -> bool:
         return _key({**self.public, **shape}) == _key(self.public)
 
+    def shape_classes(self, shape: dict[str, Any]) -> list[str]:
+        """The size classes of a shape's integers against their public values (tasks/size_classes.py)."""
+        public = {name: v for name, v in self.public.items() if type(v) is int}
+        return size_classes.shape_classes({name: v for name, v in shape.items() if type(v) is int}, public)
+
+    @property
+    def classes(self) -> list[str]:
+        """The size classes a derived family's shapes come from; [] for a declared family."""
+        if not self.derived:
+            return []
+        found = {c for shape in self.shapes or () for c in self.shape_classes(shape)}
+        return [c for c in size_classes.CLASSES if c in found]
+
     def draw(self, count: int, rng: random.Random | None = None) -> list[dict[str, Any]]:
-        """Up to `count` distinct shapes of the family other than the public one, at random."""
+        """Up to `count` distinct shapes of the family other than the public one, at random; of a derived
+        family, each next one of those that set the most integers off the powers of two, then to an odd value,
+        where no shape drawn yet set them so (block sizes and public sizes mostly are powers of two: a value
+        off them is one that a power-of-two size assumed, and an odd one that any power-of-two block dividing
+        the size, never covers), then the most integers in size classes not yet drawn for them."""
         rng = rng or secrets.SystemRandom()
+        if self.derived and self.shapes is not None:
+            pool = list({_key(s): s for s in self.shapes if not self.is_public(s)}.values())
+            rng.shuffle(pool)
+            chosen: list[dict[str, Any]] = []
+            covered: set[str] = set()
+
+            def news(shape: dict[str, Any]) -> set[str]:
+                pairs = {f"{n}:{c}" for n, v in shape.items() for c in self.shape_classes({n: v})}
+                off = {f"{n}:off" for n, v in shape.items() if "power_of_two" not in self.shape_classes({n: v})}
+                return (pairs | off) - covered
+
+            def score(shape: dict[str, Any]) -> tuple[int, int, int]:
+                new = news(shape)
+                return sum(n.endswith(":off") for n in new), sum(n.endswith(":odd") for n in new), len(new)
+
+            while pool and len(chosen) < count:
+                best = max(pool, key=score)  # the first of equals: at random
+                pool.remove(best)
+                chosen.append(best)
+                covered |= news(best)
+            return chosen
         if self.axes is not None and self.size > ENUMERATE_BELOW:
             drawn: dict[str, dict[str, Any]] = {}
             for _ in range(50 * count):
@@ -127,17 +167,18 @@ class ShapeFamily:
             return f"{drawn} hidden shape(s) of a family of {self.size}"
         detail = (
             f"{drawn} hidden shape(s) of a family of {self.size} derived from the task's integers "
-            f"{', '.join(self.derived)}"
+            f"{', '.join(self.derived)} (sizes {', '.join(self.classes) or 'of no class'})"
         )
         if refused:
-            detail += f"; the candidate refused {refused} (KJ-C003)"
+            detail += f"; the candidate refused {refused} (shape_refused, KJ-C003)"
         if skipped:
             detail += f"; {len(skipped)} skipped, where the reference itself failed: {'; '.join(skipped)}"
         return detail
 
     def summary(self) -> dict[str, Any]:
         """What the record keeps of the family: its form, size, the globals it varies, the public shape, and
-        whether it was derived from the task's integers rather than declared."""
+        whether it was derived from the task's integers rather than declared, and then the size classes its
+        shapes come from (tasks/size_classes.py)."""
         return {
             "form": "axes" if self.axes is not None else "shapes",
             "size": self.size,
@@ -146,7 +187,19 @@ class ShapeFamily:
             "every_shape": self.every,
             "timing_shapes": len(self.timing),
             "derived": bool(self.derived),
-        }
+        } | ({"classes": self.classes} if self.derived else {})
+
+
+def size_integers(raw: Any) -> dict[str, int]:
+    """The integers the reference worker says a derived family may vary ({name: public value}), from its
+    `loaded` answer; {} where it names none or names them wrongly (then the worker's fixed values are tried)."""
+    if not isinstance(raw, dict) or len(raw) > MAX_SHAPES:
+        return {}
+    valid = all(
+        isinstance(k, str) and k.isidentifier() and type(v) is int and 2 <= v <= size_classes.MAX_VALUE
+        for k, v in raw.items()
+    )
+    return dict(raw) if valid else {}
 
 
 def _value(tree: Any, where: str) -> Any:

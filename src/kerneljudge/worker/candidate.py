@@ -26,8 +26,10 @@ class CandidateWorker(Worker):
         self.prev_inputs: list[Any] = []
         self.prev_outputs: list[Any] = []
         self.returned: list[Any] = []  # weak references to every output tensor returned so far
-        self.task: Any = None  # the task's module, to make trials' inputs from their seeds (worker/seeded.py)
-        self.task_error: str | None = None
+        # The task's inputs-only module (tasks/inputs_source.py), to make trials' inputs from their seeds
+        # (worker/seeded.py); never the task itself, whose Model the candidate could answer with.
+        self.inputs_module: Any = None
+        self.inputs_error: str | None = None
         self.last_call_s = 0.0  # the last call's length, which sizes a perturbed replay's load (worker/perturb.py)
         self.product_ms: float | None = None  # one of that load's matrix products, measured once
 
@@ -65,19 +67,21 @@ class CandidateWorker(Worker):
     def op_load(self, request: protocol.Load, args: Any) -> None:
         """Import the candidate (once) and build ModelNew from the reference's init inputs after the seed.
 
-        `task`: the task's source, loaded first (before any candidate code runs), to make trials' inputs
-        here; what its import sets (flags, threads) is the baseline the candidate's evidence is read against.
+        `task`: the task's inputs-only source (tasks/inputs_source.py: get_inputs and what it reaches, no
+        Model), loaded first (before any candidate code runs) to make trials' inputs here; what its import
+        sets (flags, threads) is the baseline the candidate's evidence is read against.
         """
         began = time.perf_counter()  # the parts as this worker clocks them: task, import, build, evidence
-        if request.task is not None and self.module is None and self.task is None:
+        if request.task is not None and self.module is None and self.inputs_module is None:
             try:
-                self.task = seeded.load_text(request.task, "kj_task")
+                self.inputs_module = seeded.load_text(request.task, seeded.INPUTS_MODULE)
             except Exception as exc:  # the trials' inputs are shipped then
-                self.task_error = f"{type(exc).__name__}: {exc}"[:TEXT_CAP]
+                self.inputs_error = f"{type(exc).__name__}: {exc}"[:TEXT_CAP]
             self.pinned_flags = evidence.numerics_flags()
             self.threads_baseline = evidence.python_threads()
             self.clocked("task", began)
         self.take_seal()  # before any code of the candidate's runs
+        evidence.take_native_baseline()  # the threads the worker's own work started count as its own (KJ-R012)
         began = time.perf_counter()
         if not self.import_source("kj_candidate"):
             return
@@ -193,7 +197,7 @@ class CandidateWorker(Worker):
         with contextlib.ExitStack() as stack:
             span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
             try:
-                watch = evidence.CallWatch(inputs, self.pinned_flags)
+                watch = evidence.CallWatch(inputs, self.pinned_flags, self.device)
                 if tracer is not None:
                     stack.enter_context(tracer.active())
                     with span("marker"):  # one tiny kernel that names the current stream in the trace
@@ -204,12 +208,14 @@ class CandidateWorker(Worker):
                 if request.call_seed is not None:  # the random state the reference's call started from
                     self.set_seed(request.call_seed)
                 began = time.perf_counter()
+                watch.calling()  # the stream the call is made on, compared with the one it leaves (KJ-R028)
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
+                watch.returned()  # every thread's CPU clock from here (KJ-R012); the call's stream current again
                 if tracer is not None:
                     # A tiny kernel on the call's stream after everything the call put there: work the call left
                     # on another stream without making this one wait for it may still run when this one does.
-                    with span("tail"):
+                    with span("tail"), watch.on_entry():
                         torch.zeros(1, device=self.device)
                 # Snapshot after the current stream finishes, compare after the whole device has: a
                 # difference means work was still running elsewhere when the call returned.
@@ -256,11 +262,11 @@ class CandidateWorker(Worker):
         """The trial's inputs made here as the reference made them (worker/seeded.py), on this device; None,
         with an "inputs_differ" answer sent, when they cannot be made or their fingerprint is not the
         reference's."""
-        why = self.task_error or ("no task source was sent" if self.task is None else None)
+        why = self.inputs_error or ("no inputs source was sent" if self.inputs_module is None else None)
         inputs: list[Any] = []
         if why is None:
             try:
-                inputs = seeded.remake(self.torch, self.task, spec, self.device, self.set_seed)
+                inputs = seeded.remake(self.torch, self.inputs_module, spec, self.device, self.set_seed)
                 if seeded.fingerprint(self.torch, inputs) != spec.get("fingerprint"):
                     why = "their fingerprint differs from the reference's"
                 inputs = seeded.moved(self.torch, inputs, self.device)

@@ -1,14 +1,17 @@
 """A shape family derived from a task's size globals, for a task that declares none.
 
-KernelBench tasks keep their sizes in module-level integers (`batch_size`, `dim`, `M`, `N`, `K`) that
-`get_inputs()` and `get_init_inputs()` read, and declare no family (worker/family.py): without one, a kernel
-with the public size baked in (a grid of `n // BLOCK` programs and no mask) is only ever checked where it is
-exact. The reference worker, where the task's code runs, derives one here when the parent asks, after the
-public trials (a candidate that failed them costs nothing, and the public inputs' size is known by then). It
-finds those integers, proposes other values for them, and keeps a shape only where the reference builds and
-runs, its inputs and outputs keep their number, dtypes and ranks, some input changes shape, and nothing
-(inputs, parameters, outputs, the forward's working set) takes more bytes than at the public shape, so that
-the device memory reserved for the public shape (kerneljudge/gate.py) still covers it.
+KernelBench tasks keep their sizes in module-level integers (`batch_size`, `dim`, `in_features`, `channels`,
+`heads`) that `get_inputs()` and `get_init_inputs()` read, and declare no family (worker/family.py): without
+one, a kernel with the public size baked in (a grid of `n // BLOCK` programs and no mask, a width it asserts)
+is only ever checked where it is exact. The reference worker, where the task's code runs, derives one here
+when the parent asks, after the public trials (a candidate that failed them costs nothing, and the public
+inputs' size is known by then). It finds those integers, tries the values the parent drew for them
+(tasks/size_classes.py: tiny, odd, even, powers of two, multiples of 16, 64 and 128, larger than public), and
+keeps a shape only where the reference builds and runs, its inputs, parameters and outputs keep their number,
+dtypes and ranks, some tensor's shape follows the size (an input's, or a parameter's or output's dimension
+that moves with it: a width that reaches only `__init__`), and nothing (inputs, parameters, outputs, the
+forward's working set) takes more bytes than at the public shape, so that the device memory reserved for the
+public shape (kerneljudge/gate.py) still covers it. Why an integer could not vary is said too (`fixed`).
 
 A small task (8 MiB of inputs and parameters, a public call of 0.1 s on the host) is tried by real runs on
 the host, which also see a non-finite output; any other on torch's meta device, where tensors have shapes
@@ -22,7 +25,7 @@ import contextlib
 import dis
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kerneljudge.worker import family
@@ -30,8 +33,8 @@ from kerneljudge.worker.base import items_of
 from kerneljudge.worker.footprint import live_bytes, tensor_bytes
 
 MAX_INTEGERS = 8  # integer globals considered, in the order the task's functions read them
-MAX_SHAPES = 6  # shapes kept; the parent draws its shape trials from them
-MAX_ATTEMPTS = 40  # shapes tried
+MAX_SHAPES = 16  # shapes kept; the parent draws its shape trials from them
+MAX_ATTEMPTS = 96  # shapes tried
 BUDGET_S = 2.0  # wall time, after the public shape's probe, after which no further shape is tried
 HELPER_DEPTH = 2  # module functions and classes reached from the roots, followed this many calls deep
 REAL_RUN_BYTES = 8 * 2**20  # public inputs and parameters up to which shapes are tried by real runs on the host
@@ -81,27 +84,43 @@ def names_read(roots: list[Any], namespace: dict[str, Any]) -> list[str]:
     return list(found)
 
 
-def read_integers(module: Any) -> list[str]:
-    """The integer globals (a bool is not one) that get_inputs() and get_init_inputs() read. Those that the
-    task's `Model` reads itself are left out: varied, they would change the reference in a way a candidate
-    learns from neither its init inputs nor its inputs."""
+def survey(module: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """The integer globals (a bool is not one) that get_inputs() and get_init_inputs() read that may vary,
+    each with its public value, and those read that may not, each with why: one the task's `Model` reads
+    itself (varied, it would change the reference in a way a candidate learns from neither its init inputs
+    nor its inputs), one of public value below 2 (a flag, a stride or a padding more often than a size, and a
+    dimension of one changes what some references compute), one past the first MAX_INTEGERS."""
     namespace = vars(module)
     read = names_read([namespace.get("get_inputs"), namespace.get("get_init_inputs")], namespace)
     own = set(names_read([namespace.get("Model")], namespace))
-    return [n for n in read if type(namespace.get(n)) is int and n not in own][:MAX_INTEGERS]
+    varied: dict[str, int] = {}
+    fixed: dict[str, str] = {}
+    for name in (n for n in read if type(namespace.get(n)) is int):
+        if name in own:
+            fixed[name] = "the task's Model reads it itself: varied, the reference would change unseen"
+        elif len(varied) >= MAX_INTEGERS:
+            fixed[name] = f"past the first {MAX_INTEGERS} integers read"
+        elif namespace[name] < 2:
+            fixed[name] = f"its public value {namespace[name]} is below 2"
+        else:
+            varied[name] = namespace[name]
+    return varied, fixed
+
+
+def read_integers(module: Any) -> list[str]:
+    """The names of the integers a derivation may vary (`survey`), in the order the task's functions read them."""
+    return list(survey(module)[0])
 
 
 def smaller(n: int) -> list[int]:
-    """Values below `n` to try: one less, and about a half and about a quarter made odd, so off the
-    power-of-two multiples a public size tends to be (4096: 4095, 2049, 1025), where a block of it leaves a
-    tail. Never below 2: a dimension of one changes what some references compute (an unbiased variance over
-    one element is NaN)."""
+    """The fixed values below `n` tried where the parent proposes none: one less, and about a half and about a
+    quarter made odd (4096: 4095, 2049, 1025). Never below 2."""
     return [v for v in dict.fromkeys((n - 1, (n // 2) | 1, (n // 4) | 1)) if 2 <= v < n]
 
 
 def joint(public: dict[str, int], sizes: list[str]) -> list[dict[str, int]]:
-    """Shapes that vary several sizes at once: all one less, all about halved, and each pair with one halved
-    and the other one more than its public value (a tail just past it, paid for by the halving)."""
+    """The fixed joint shapes tried where the parent proposes none: all one less, all about halved, and each
+    pair with one halved and the other one more than its public value."""
     if len(sizes) < 2:
         return []
     shapes = [{n: public[n] - 1 for n in sizes}, {n: (public[n] // 2) | 1 for n in sizes}]
@@ -109,27 +128,32 @@ def joint(public: dict[str, int], sizes: list[str]) -> list[dict[str, int]]:
     return [s for s in shapes if all(v >= 2 for v in s.values())]
 
 
+Items = tuple[tuple[Any, ...], ...]
+
+
 @dataclass(frozen=True)
 class Probe:
-    """One build and call of the reference at the task's current globals: per input and output, its kind,
-    dtype and shape (a tensor) or its type's name; the bytes of the inputs, parameters, outputs and the
-    forward's working set; and, after a real run, whether every output was finite."""
+    """One build and call of the reference at the task's current globals: per input, parameter and output,
+    its kind, dtype and shape (a tensor) or its type's name; the bytes of the inputs, parameters, outputs and
+    the forward's working set; and, after a real run, whether every output was finite."""
 
-    inputs: tuple[tuple[Any, ...], ...]
-    outputs: tuple[tuple[Any, ...], ...]
+    inputs: Items
+    outputs: Items
     sizes: tuple[int, ...]  # the forward's working set last, measured on the meta device only
     finite: bool | None = None
+    parameters: Items = ()
 
     def follows(self, public: Probe) -> bool:
-        """The same number of inputs and outputs, each of the same kind, dtype and rank; no output empty or
-        (after a real run) non-finite that is not so at the public shape."""
+        """The same number of inputs, parameters and outputs, each of the same kind, dtype and rank; no output
+        empty or (after a real run) non-finite that is not so at the public shape."""
 
-        def structure(items: tuple[tuple[Any, ...], ...]) -> list[tuple[Any, ...]]:
+        def structure(items: Items) -> list[tuple[Any, ...]]:
             return [(i[0], i[1], len(i[2]), 0 in i[2]) if i[0] == "tensor" else i for i in items]
 
         inputs = [i[:3] for i in structure(self.inputs)] == [i[:3] for i in structure(public.inputs)]
+        parameters = [i[:3] for i in structure(self.parameters)] == [i[:3] for i in structure(public.parameters)]
         finite = public.finite is not True or self.finite is not False
-        return inputs and finite and structure(self.outputs) == structure(public.outputs)
+        return inputs and parameters and finite and structure(self.outputs) == structure(public.outputs)
 
     def fits(self, public: Probe) -> bool:
         """No more bytes than at the public shape in any part the memory reservation counts: inputs,
@@ -137,10 +161,30 @@ class Probe:
         return all(a <= b for a, b in zip(self.sizes, public.sizes, strict=True))
 
     def reshapes(self, public: Probe) -> bool:
+        """Some input's shape differs from the public shape's."""
         return [i[2] for i in self.inputs if i[0] == "tensor"] != [i[2] for i in public.inputs if i[0] == "tensor"]
 
+    def changes(self, public: Probe) -> bool:
+        """Some input's, parameter's or output's shape differs from the public shape's."""
+        return self.reshapes(public) or self.parameters != public.parameters or self.outputs != public.outputs
 
-def _described(torch: Any, values: list[Any]) -> tuple[tuple[Any, ...], ...]:
+    def tracks(self, public: Probe, public_value: int, value: int) -> bool:
+        """Whether a size changed from `public_value` to `value` shows in some tensor's shape: an input's, or a
+        parameter's or output's dimension that moved with it, by its ratio (a width, a channel count) or its
+        difference (a length through a convolution). A reduction's axis moves an output's dimensions by
+        neither, and changes no input's."""
+        if self.reshapes(public):
+            return True
+        pairs = zip(self.parameters + self.outputs, public.parameters + public.outputs, strict=True)
+        return any(
+            d != p and (d * public_value == p * value or d - p == value - public_value)
+            for mine, theirs in pairs
+            if mine[0] == "tensor"
+            for d, p in zip(mine[2], theirs[2], strict=True)
+        )
+
+
+def _described(torch: Any, values: list[Any]) -> Items:
     return tuple(
         ("tensor", str(v.dtype), tuple(v.shape)) if isinstance(v, torch.Tensor) else (type(v).__name__,) for v in values
     )
@@ -150,10 +194,10 @@ def _finite(torch: Any, values: list[Any]) -> bool:
     return all(bool(torch.isfinite(v).all()) for v in values if isinstance(v, torch.Tensor) and v.is_floating_point())
 
 
-def probe(torch: Any, module: Any, real: bool = False) -> Probe | None:
+def run(torch: Any, module: Any, real: bool = False) -> Probe | str:
     """Build the reference from get_init_inputs() and call it on get_inputs(), at the globals as they are
-    now: on the meta device, or for real on the host; None where that fails. The host's random state is
-    left as it was."""
+    now: on the meta device, or for real on the host; where that fails, the error in words. The host's
+    random state is left as it was."""
     device = torch.device("cpu" if real else "meta")
     # On the host, neither a device context nor the working set's dispatch mode: under either, some ops run
     # torch's Python references, whose first call imports torch._dynamo (seconds); the host is the default
@@ -175,9 +219,16 @@ def probe(torch: Any, module: Any, real: bool = False) -> Probe | None:
             outputs = items_of(out)
             finite = _finite(torch, outputs) if real else None
             sizes += (watch.peak,) if watch is not None else ()
-            return Probe(_described(torch, inputs), _described(torch, outputs), sizes, finite)
-    except Exception:
-        return None
+            described = _described(torch, inputs), _described(torch, outputs)
+            return Probe(*described, sizes, finite, _described(torch, parameters))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc)[:160]}"
+
+
+def probe(torch: Any, module: Any, real: bool = False) -> Probe | None:
+    """`run`, None where the reference fails."""
+    found = run(torch, module, real)
+    return found if isinstance(found, Probe) else None
 
 
 def _public_probe(torch: Any, module: Any, small: bool) -> tuple[Probe | None, bool]:
@@ -191,19 +242,49 @@ def _public_probe(torch: Any, module: Any, small: bool) -> tuple[Probe | None, b
     return probe(torch, module), False
 
 
-def derive(torch: Any, module: Any, small: bool = False) -> dict[str, Any]:
-    """The family derived from the task's integers, in the list form family.describe sends, with "derived"
-    naming the integers varied; {} when no shape qualifies. `small`: the public inputs and parameters are
-    small enough for real runs on the host. The globals are left at their public values."""
-    public = {name: getattr(module, name) for name in read_integers(module)}
+@dataclass
+class Derivation:
+    """A derivation's outcome: the family in the list form family.describe sends ({} when no shape
+    qualifies), and why each integer read was not varied."""
+
+    family: dict[str, Any] = field(default_factory=dict)
+    fixed: dict[str, str] = field(default_factory=dict)
+
+
+def _why_not(name: str, rejected: list[str], proposed: bool) -> str:
+    """Why no value of `name` alone qualified, from the reason each was turned down."""
+    if not rejected:
+        return "no value was proposed for it" if proposed else "no other value of it is 2 or more"
+    counts: dict[str, int] = {}
+    for reason in rejected:
+        key = reason if not reason.startswith("the reference failed") else "the reference failed"
+        counts[key] = counts.get(key, 0) + 1
+    failed = next((r for r in rejected if r.startswith("the reference failed")), None)
+    parts = [f"{key} at {n} of {len(rejected)} values" for key, n in counts.items()]
+    detail = f" (first: {failed.split(': ', 1)[1]})" if failed else ""
+    return "no value qualified: " + "; ".join(parts) + detail
+
+
+def explore(torch: Any, module: Any, small: bool = False, proposals: dict[str, Any] | None = None) -> Derivation:
+    """The family derived from the task's integers, with "derived" naming the integers varied, and why the
+    others were not. `small`: the public inputs and parameters are small enough for real runs on the host.
+    `proposals`: the values the parent drew (protocol.Derive); None: the fixed ones (`smaller`, `joint`).
+    The globals are left at their public values."""
+    public, fixed = survey(module)
     if not public:
-        return {}
+        return Derivation({}, fixed)
     kept: list[dict[str, int]] = []
     tried: set[tuple[tuple[str, int], ...]] = set()
+    rejected: dict[str, list[str]] = {name: [] for name in public}
+    if proposals is None:
+        values = {name: smaller(n) for name, n in public.items()}
+    else:
+        given = proposals.get("values", {})
+        values = {name: [v for v in given.get(name, []) if v != public[name]] for name in public}
     try:
         base, real = _public_probe(torch, module, small)
         if base is None:
-            return {}
+            return Derivation({}, {**fixed, **dict.fromkeys(public, "the reference fails at the public shape")})
         started = time.monotonic()  # after the public probe, which may pay the meta device's imports
 
         def attempt(shape: dict[str, int]) -> bool:
@@ -215,27 +296,54 @@ def derive(torch: Any, module: Any, small: bool = False) -> dict[str, Any]:
             tried.add(key)
             for name, value in {**public, **shape}.items():
                 setattr(module, name, value)
-            found = probe(torch, module, real)
-            if found is None or not found.follows(base) or not found.fits(base) or not found.reshapes(base):
+            found, why = run(torch, module, real), ""
+            if not isinstance(found, Probe):
+                why = f"the reference failed: {found}"
+            elif not found.follows(base):
+                why = "the number, dtypes or ranks of its tensors change"
+            elif not found.fits(base):
+                why = "more bytes than the public shape"
+            elif len(shape) == 1 and not found.tracks(base, public[next(iter(shape))], next(iter(shape.values()))):
+                why = "no tensor's shape follows it"
+            elif len(shape) > 1 and not found.changes(base):
+                why = "no tensor's shape changes"
+            if why:
+                if len(shape) == 1:
+                    rejected[next(iter(shape))].append(why)
                 return False
             kept.append({name: shape[name] for name in public if name in shape})  # in the task's order
             return True
 
-        # An integer is a size when one value of it alone gives a shape that qualifies: a reduction's
-        # axis or a seed changes no input's shape, and neither joins the joint variations.
-        sizes = [name for name in public if any(attempt({name: v}) for v in smaller(public[name]))]
-        for shape in joint(public, sizes):
+        # An integer is a size when one value of it alone gives a shape that qualifies; only sizes join the
+        # joint variations.
+        sizes = [name for name in public if any(attempt({name: v}) for v in values[name])]
+        if proposals is None:
+            shapes = joint(public, sizes)
+        else:
+            restricted = ({n: v for n, v in s.items() if n in sizes} for s in proposals.get("joint", []))
+            shapes = [s for s in restricted if s]
+        for shape in shapes:
             attempt(shape)
-        for name in sizes:
-            for value in smaller(public[name]):
-                attempt({name: value})
+        for turn in range(max((len(values[name]) for name in sizes), default=0)):  # each size in turn, to the cap
+            for name in sizes:
+                if turn < len(values[name]):
+                    attempt({name: values[name][turn]})
     finally:
         for name, value in public.items():
             setattr(module, name, value)
+    for name in public:
+        if name not in sizes:
+            fixed[name] = _why_not(name, rejected[name], proposals is not None)
     if not kept:
-        return {}
+        return Derivation({}, fixed)
     varied = [name for name in public if any(name in shape for shape in kept)]
-    return {"shapes": kept, "public": {n: public[n] for n in varied}, "every": False, "derived": varied}
+    family = {"shapes": kept, "public": {n: public[n] for n in varied}, "every": False, "derived": varied}
+    return Derivation(family, fixed)
+
+
+def derive(torch: Any, module: Any, small: bool = False, proposals: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The derived family alone (`explore`), {} when no shape qualifies."""
+    return explore(torch, module, small, proposals).family
 
 
 def declares(module: Any) -> bool:
@@ -247,14 +355,25 @@ def declares(module: Any) -> bool:
         return True
 
 
-def family_for(torch: Any, module: Any, public_bytes: int | None = None) -> dict[str, Any]:
-    """The derived family of a task that declares none; {} for one that declares a family or where nothing
-    qualifies. `public_bytes`: its public inputs and parameters, where known; up to REAL_RUN_BYTES, shapes
-    are tried by real runs on the host. Never raises: a task that cannot be varied is judged at its public
-    shape, as before."""
-    if declares(module):
-        return {}
+def integers(module: Any) -> dict[str, int]:
+    """The integers a derivation may vary and their public values, for the parent to draw values for; {} for
+    a task that declares a family. Never raises."""
     try:
-        return derive(torch, module, public_bytes is not None and public_bytes <= REAL_RUN_BYTES)
+        return {} if declares(module) else survey(module)[0]
     except Exception:
         return {}
+
+
+def family_for(
+    torch: Any, module: Any, public_bytes: int | None = None, proposals: dict[str, Any] | None = None
+) -> Derivation:
+    """The derivation for a task that declares no family; an empty one for a task that declares a family or
+    where nothing qualifies. `public_bytes`: its public inputs and parameters, where known; up to
+    REAL_RUN_BYTES, shapes are tried by real runs on the host. Never raises: a task that cannot be varied is
+    judged at its public shape, as before."""
+    if declares(module):
+        return Derivation()
+    try:
+        return explore(torch, module, public_bytes is not None and public_bytes <= REAL_RUN_BYTES, proposals)
+    except Exception as exc:
+        return Derivation({}, {"*": f"the derivation failed: {type(exc).__name__}: {str(exc)[:160]}"})

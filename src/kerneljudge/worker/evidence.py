@@ -10,6 +10,7 @@ why no verdict rests on this evidence alone.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json  # noqa: F401  (json.load reads the kernel trace: its identity is watched)
 import os
@@ -154,6 +155,7 @@ def load_torch_wrappers() -> None:
         if "torch._dynamo" not in sys.modules:
             importlib.import_module("torch._dynamo")
         ORIGINALS.update({path: _lookup(path) for path in WATCHED_APIS})
+    take_native_baseline()
 
 
 ORIGINAL_SIGNALS = {name: signal.getsignal(getattr(signal, name)) for name in WATCHED_SIGNALS if hasattr(signal, name)}
@@ -239,6 +241,120 @@ def native_tasks() -> int:
         return threading.active_count()
 
 
+# Taken before any candidate code can run: a candidate could replace them, and what it reports is read as its word.
+_clock_gettime = time.clock_gettime
+_current_stream = torch.cuda.current_stream
+_set_stream = torch.cuda.set_stream
+_cuda_stream = torch.cuda.stream
+# A thread's name as its creator left it: torch's, CUDA's and LLVM's service threads name themselves. A name can be
+# chosen by anyone, so a named thread is only recorded; what every thread does after a call returns is measured.
+NATIVE_REPORTED = 16  # native threads named in one observation
+BUSY_REPORT_MS = 0.5  # CPU time after a call's return below which a thread is not reported
+
+
+def native_thread_ids() -> set[int]:
+    """The kernel thread ids (TIDs) of this process's threads; empty where /proc cannot be read."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task") if t.isdigit()}
+    except OSError:
+        return set()
+
+
+def thread_name(tid: int) -> str:
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as handle:
+            return handle.read(64).strip()
+    except OSError:
+        return "?"
+
+
+def thread_cpu_s(tid: int) -> float | None:
+    """The CPU time a thread of this process has used (its per-thread CPU clock, Linux: `(~tid << 3) | 6`), or
+    None where it has ended or the clock cannot be read."""
+    try:
+        return _clock_gettime((~tid << 3) | 6)
+    except (OSError, OverflowError, ValueError):
+        return None
+
+
+NATIVE_BASELINE = {"tids": native_thread_ids()}  # the threads alive before any candidate code ran
+
+
+def take_native_baseline() -> None:
+    """The native threads alive now count as the worker's own: taken once every pool the worker's work starts at
+    first use is up (CUDA's threads in `warm_up`; torch's intra-op threads here, with a CPU operator that runs in
+    parallel wherever the pool has more than one thread), before any candidate code runs."""
+    if torch.get_num_threads() > 1:
+        torch.ones(1 << 17).sum()  # past ATen's grain size: the intra-op pool's threads start now, not in a call
+    NATIVE_BASELINE["tids"] = native_thread_ids()
+
+
+def native_threads_added(before: set[int]) -> list[str]:
+    """The names of native threads alive now that were not in `before` and that no `threading.Thread` runs (those
+    are the Python threads of KJ-R010): threads that native code (the candidate's, or a library's) started."""
+    python = {t.native_id for t in threading.enumerate() if t.native_id is not None}
+    added = sorted(native_thread_ids() - before - python)
+    return [thread_name(tid) for tid in added[:NATIVE_REPORTED]] + ["..."] * (len(added) > NATIVE_REPORTED)
+
+
+class ThreadClocks:
+    """Every thread's CPU clock from a call's return on: `busy` says which threads but the calling one used CPU
+    since (a thread started since counts its whole time)."""
+
+    def __init__(self) -> None:
+        self.caller = threading.get_native_id()
+        self.began = time.perf_counter()
+        self.start = {tid: thread_cpu_s(tid) for tid in native_thread_ids()}
+
+    def busy(self) -> dict[str, Any]:
+        window_ms = (time.perf_counter() - self.began) * 1e3
+        threads = []
+        for tid in sorted(native_thread_ids() - {self.caller}):
+            now = thread_cpu_s(tid)
+            if now is None:
+                continue
+            used_ms = (now - (self.start.get(tid) or 0.0)) * 1e3
+            if used_ms >= BUSY_REPORT_MS:
+                threads.append({"name": thread_name(tid), "cpu_ms": round(used_ms, 3), "new": tid not in self.start})
+        threads.sort(key=lambda t: -t["cpu_ms"])
+        return {"window_ms": round(window_ms, 3), "threads": threads[:NATIVE_REPORTED]}
+
+
+def stream_now(device: Any) -> Any:
+    """The current CUDA stream (of the current device) where `device` is CUDA, else None."""
+    if getattr(device, "type", None) != "cuda" or not torch.cuda.is_available():
+        return None
+    return _current_stream()
+
+
+def stream_record(stream: Any) -> dict[str, Any] | None:
+    if stream is None:
+        return None
+    return {"id": int(stream.stream_id), "device": str(stream.device)}
+
+
+class StreamWatch:
+    """The current stream as a call (or a timed request) begins and as it returns; the stream it began on made
+    current again where the call left another one (the worker's own work after the call runs on it)."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.entry = stream_now(device)
+        self.left: Any = self.entry
+
+    def returned(self) -> None:
+        self.left = stream_now(self.device)
+        if stream_record(self.left) != stream_record(self.entry):
+            _set_stream(self.entry)
+
+    def on_entry(self) -> Any:
+        """A context in which work is queued on the stream the call was made on."""
+        return _cuda_stream(self.entry)
+
+    def record(self) -> dict[str, Any]:
+        return {"before": stream_record(self.entry), "after": stream_record(self.left)}
+
+
 def child_processes() -> list[int]:
     children: list[int] = []
     try:
@@ -311,13 +427,32 @@ def digest_weights(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class CallWatch:
     """Observations around one call: threads, processes, flags, hooks, APIs, inputs, outputs."""
 
-    def __init__(self, inputs: list[Any], pinned_flags: dict[str, Any]) -> None:
+    def __init__(self, inputs: list[Any], pinned_flags: dict[str, Any], device: Any = None) -> None:
         self.pinned_flags = pinned_flags
+        self.device = device
         self.inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
         self.input_digests = [digest(x) for x in self.inputs]
         self.threads_before = python_threads()
         self.tasks_before = native_tasks()
+        self.tids_before = native_thread_ids()
         self.children_before = set(child_processes())
+        self.streams: StreamWatch | None = None
+        self.clocks: ThreadClocks | None = None
+
+    def calling(self) -> None:
+        """Just before the call: the current stream it is made on."""
+        self.streams = StreamWatch(self.device)
+
+    def returned(self) -> None:
+        """Just after the call returned: the stream it left current (the entry one made current again), and
+        every thread's CPU clock from now on."""
+        if self.streams is not None:
+            self.streams.returned()
+        self.clocks = ThreadClocks()
+
+    def on_entry(self) -> Any:
+        """A context that queues work on the stream the call was made on."""
+        return self.streams.on_entry() if self.streams is not None else contextlib.nullcontext()
 
     def after(
         self, outputs: list[Any], previous_outputs: list[Any], synchronize: Any, reread_delay_s: float
@@ -347,6 +482,9 @@ class CallWatch:
             "thread_names": thread_names(python_threads() - self.threads_before),
             "thread_kinds": thread_kinds(python_threads() - self.threads_before),
             "native_tasks_added": native_tasks() - self.tasks_before,
+            "native_threads": native_threads_added(self.tids_before),
+            "busy_after_return": self.clocks.busy() if self.clocks is not None else None,
+            "streams": self.streams.record() if self.streams is not None else None,
             "children": sorted(set(child_processes()) - self.children_before),
             "flags_changed": {k: v for k, v in flags.items() if self.pinned_flags.get(k) != v},
             "hooks": hooks(),
@@ -361,6 +499,7 @@ def import_evidence(pinned_flags: dict[str, Any], threads_before: set[int]) -> d
         "threads_started": len(python_threads() - threads_before),
         "thread_names": thread_names(python_threads() - threads_before),
         "thread_kinds": thread_kinds(python_threads() - threads_before),
+        "native_threads": native_threads_added(NATIVE_BASELINE["tids"]),
         "children": child_processes(),
         "flags_changed": {k: v for k, v in flags.items() if pinned_flags.get(k) != v},
         "hooks": hooks(),

@@ -83,6 +83,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
             "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
             "family": self.family,
             "family_error": self.family_error,
+            "integers": derived.integers(self.module) if not self.shaped else {},  # to draw values for (Derive)
             "contract_error": self.contract_error,
             "inputs_writable": getattr(self.module, "INPUTS_WRITABLE", False) is True,
             "footprint": footprint.describe(self.torch, self.module, init_inputs) if request.footprint else None,
@@ -95,9 +96,12 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
         parameters = list(self.model.parameters()) if hasattr(self.model, "parameters") else []
         known = self.public_input_bytes is not None and not self.shaped
         public_bytes = self.public_input_bytes + footprint.tensor_bytes(self.torch, parameters) if known else None
-        found = derived.family_for(self.torch, self.module, public_bytes) if not self.family else {}
-        self.family = found or self.family  # the shapes a later `load` names are set against its public values
-        self.send({"type": "derived", "family": found, "declared": derived.declares(self.module)})
+        found = derived.Derivation()
+        if not self.family:
+            found = derived.family_for(self.torch, self.module, public_bytes, request.proposals)
+        self.family = found.family or self.family  # the shapes a later `load` names are set against its public values
+        answer = {"type": "derived", "family": found.family, "fixed": found.fixed}
+        self.send({**answer, "declared": derived.declares(self.module)})
 
     # ------------------------------------------------------------ screening
 

@@ -9,6 +9,12 @@ compares their fingerprint with the one the reference's worker sent. Where they 
 do not follow from the seed alone, a generator the candidate patched) it answers "inputs_differ", and the
 parent ships that trial's inputs and every later one's.
 
+What the candidate's worker loads for this is not the task: it is the task's inputs-only source, which the
+parent cut from the task's text (tasks/inputs_source.py: `get_inputs`, the sizes and helpers it reaches, no
+`Model` and nothing the forward reaches but imports and data), loaded as `INPUTS_MODULE`. The reference's
+source never enters the candidate's process, so no route there (sys.modules, the collector, frames, the line
+cache) leads to it. A task whose inputs cannot be cut from its reference has them shipped from the start.
+
 Nothing is given away by this: the seed reaches the candidate's worker when its inputs would, and the
 inputs themselves are what the candidate sees either way. A candidate that makes other inputs than it
 reports answers for other inputs than the reference's, and fails the comparison, which the reference's
@@ -28,6 +34,7 @@ from typing import Any
 from kerneljudge.worker import contracts, evidence, wire
 
 VALUE_CAP = 200  # characters of a non-tensor input's repr in its fingerprint
+INPUTS_MODULE = "kj_inputs"  # the name the candidate's worker loads the task's inputs-only source under
 
 
 def load_text(text: str, name: str) -> Any:

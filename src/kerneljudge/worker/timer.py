@@ -107,6 +107,7 @@ class Timer(GraphTimer):
         # The threads new ones are counted against (`Seal.begin`): Python's before any call of the candidate's, native
         # ones again once the warm-up or the graph's capture is over (CUDA's own may start there), as sampling begins.
         before = self.seal.begin(self.threads_baseline) if self.seal is not None else (set(), 0)
+        streams = evidence.StreamWatch(self.device)  # the stream the request began on, against the one it leaves
         times_ms: list[float] = []
         host_ms: list[float] = []
         busy_ms: list[float] = []
@@ -240,6 +241,7 @@ class Timer(GraphTimer):
         except BaseException as exc:
             self.send(self.describe_exception("time", exc))
             return
+        streams.returned()  # outside every sample; the request's stream current again
         header_out: dict[str, Any] = {
             "type": "timed",
             "times_ms": times_ms,
@@ -258,7 +260,11 @@ class Timer(GraphTimer):
             # were at each kept copy. The reference's own is the judge's and goes unread: it is gathered so that
             # its time is on both sides of the parent's clock (stages/untimed_work.py).
             found = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
-            header_out["evidence"] = {**found, "apis_replaced": sorted(replaced.union(found["apis_replaced"]))}
+            header_out["evidence"] = {
+                **found,
+                "apis_replaced": sorted(replaced.union(found["apis_replaced"])),
+                "streams": streams.record(),
+            }
         if idle_drain is not None:  # from each sample's end event to the whole device drained, and when idle
             header_out.update(drain_ms=drain_ms, drain_floor_ms=idle_drain)
         self.send(header_out)
