@@ -81,7 +81,8 @@ class CandidateWorker(Worker):
             self.threads_baseline = evidence.python_threads()
             self.clocked("task", began)
         self.take_seal()  # before any code of the candidate's runs
-        evidence.take_native_baseline()  # the threads the worker's own work started count as its own (KJ-R012)
+        if self.module is None:  # once, before the candidate's first import: later loads would absorb its threads
+            evidence.take_native_baseline()  # the threads the worker's own work started count as its own (KJ-R012)
         began = time.perf_counter()
         if not self.import_source("kj_candidate"):
             return

@@ -155,7 +155,6 @@ def load_torch_wrappers() -> None:
         if "torch._dynamo" not in sys.modules:
             importlib.import_module("torch._dynamo")
         ORIGINALS.update({path: _lookup(path) for path in WATCHED_APIS})
-    take_native_baseline()
 
 
 ORIGINAL_SIGNALS = {name: signal.getsignal(getattr(signal, name)) for name in WATCHED_SIGNALS if hasattr(signal, name)}
