@@ -58,6 +58,27 @@ def test_the_least_spans_are_set_against_each_other_so_load_widens_nothing():
     assert check["candidate_each_ms"][1] == 21.2309 and len(check["reference_each_ms"]) == 5
 
 
+def test_a_burst_of_load_over_all_but_one_of_a_sides_requests_is_no_finding():
+    """CI's 2-core machine (0.3.17, two tests of an honest candidate failed): load covered four of the honest
+    candidate's five commits and all but two of the reference's, so the least alone set 6.9 ms against 1.9 ms. The
+    reference's spans show the load (median 2.2 times its least), so the medians (7.7 and 4.2 ms) must show the
+    excess too, and show none; work done in every commit shows in both."""
+    reference = [(w, 81) for w in (8.8744, 4.1622, 11.158, 1.9341, 2.1229)]
+    honest = [(w, 81) for w in (7.0288, 6.8905, 10.8343, 7.7182, 12.965)]
+    check = bound_check({"candidate": honest, "reference": reference}, 0.0115, True, NOISE_SHARE["cpu"])
+    assert check["candidate_least_ms"] > check["allowed_ms"] and not check["reference_steady"]
+    assert not check["suspicious"] and untimed_findings({"commit": check}) == []
+    assert check["candidate_median_ms"] == 7.7182 and check["allowed_median_ms"] == round(4.1622 * 2 + 0.25, 4)
+    # The red team's `commit_window_worker` on the same machine, quiet: every commit holds fifty calls' work.
+    reference = [(w, 29) for w in (1.4385, 1.3, 1.2084, 1.6678, 1.884)]
+    deferring = [(w, 29) for w in (12.1106, 11.8337, 25.5379, 12.1337, 11.3687)]
+    check = bound_check({"candidate": deferring, "reference": reference}, 0.0115, True, NOISE_SHARE["cpu"])
+    assert check["suspicious"] and check["reference_steady"]
+    assert check["candidate_median_ms"] > check["allowed_median_ms"]  # and were it loaded, its median shows it
+    (found,) = untimed_findings({"commit": check})
+    assert "medians 12.1 and 1.44 ms" in found.summary
+
+
 def test_matched_commits_bound_the_candidates_by_the_references_own_and_no_claimed_work():
     """The commit since 0.3.14: the reference digests as many outputs as the candidate's sample holds. The red team's
     case on a CUDA device: 4 MiB outputs whose digest costs 0.1 ms each, a call claiming 0.05 ms that left half its

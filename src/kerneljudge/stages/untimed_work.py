@@ -57,7 +57,8 @@ def bound_check(
     share: float = NOISE_SHARE["cuda"],
 ) -> dict[str, Any]:
     """Each side's least span (ms, and the calls per sample it came with) and whether the candidate's is longer
-    than an honest one could be (`suspicious`).
+    than an honest one could be (`suspicious`); where the reference's spans were not steady, the candidate's median
+    must exceed the bound the reference's median sets as well.
 
     A span is some fixed time F and a time d per call, alike for both sides. The parent sees neither part, only
     each side's whole span; but the reference's least span R = F + n_ref d bounds both (F <= R, d <= R / n_ref),
@@ -72,26 +73,40 @@ def bound_check(
     figures: dict[str, Any] = {"candidate_spans": len(candidate), "reference_spans": len(reference)}
     if len(candidate) < MIN_SPANS or len(reference) < MIN_SPANS or claimed_per_call_ms is None:
         return {**figures, "suspicious": False}
-    seen, calls = min(w for w, _ in candidate), statistics.median(n for _, n in candidate)
-    bound, bound_calls = min(w for w, _ in reference), statistics.median(n for _, n in reference)
-    if matched:
-        allowed = bound * max(1.0, calls / max(1, bound_calls)) * (1 + share) + NOISE_FLOOR_MS
-    else:
+    calls = statistics.median(n for _, n in candidate)
+    bound_calls = statistics.median(n for _, n in reference)
+
+    def allowed(bound: float) -> float:
+        if matched:
+            return bound * max(1.0, calls / max(1, bound_calls)) * (1 + share) + NOISE_FLOOR_MS
         claims = calls * max(FLOOR_MS, claimed_per_call_ms)
-        allowed = bound * (1 + calls / max(1, bound_calls)) * (1 + share) + claims
+        return bound * (1 + calls / max(1, bound_calls)) * (1 + share) + claims
+
+    seen, bound = min(w for w, _ in candidate), min(w for w, _ in reference)
+    # Load comes in bursts: on CI's 2-core machine one covered four of an honest candidate's five commits and three
+    # of the reference's, so the least alone set 6.9 ms against 1.9 ms (0.3.17). Where the reference's own spans
+    # show load (their median beyond the least by half the share), the medians must show the excess too: untimed
+    # work is in every request.
+    seen_median = statistics.median(w for w, _ in candidate)
+    bound_median = statistics.median(w for w, _ in reference)
+    steady = bound_median <= bound * (1 + share / 2)
     return {
         **figures,
         "candidate_least_ms": round(seen, 4),
+        "candidate_median_ms": round(seen_median, 4),
         "candidate_calls": calls,
         "reference_least_ms": round(bound, 4),
+        "reference_median_ms": round(bound_median, 4),
         "reference_calls": bound_calls,
         "candidate_claimed_ms_per_call": round(claimed_per_call_ms, 4),
         "noise_share": share,
-        "allowed_ms": round(allowed, 4),
+        "allowed_ms": round(allowed(bound), 4),
+        "allowed_median_ms": round(allowed(bound_median), 4),
         "candidate_each_ms": [round(w, 4) for w, _ in candidate],
         "reference_each_ms": [round(w, 4) for w, _ in reference],
         "matched": matched,
-        "suspicious": seen > allowed,
+        "reference_steady": steady,
+        "suspicious": seen > allowed(bound) and (steady or seen_median > allowed(bound_median)),
     }
 
 
@@ -105,7 +120,8 @@ def untimed_findings(checks: dict[str, dict[str, Any]]) -> list[Finding]:
             f"the candidate's worker took at least {check['candidate_least_ms']:.3g} ms {SPANS[span]} with "
             f"{check['candidate_calls']:g} calls a sample, where the reference's took as little as "
             f"{check['reference_least_ms']:.3g} ms with {check['reference_calls']:g} and its calls claim "
-            f"{check['candidate_claimed_ms_per_call']:.3g} ms each: work done where no timer sees it"
+            f"{check['candidate_claimed_ms_per_call']:.3g} ms each (medians {check['candidate_median_ms']:.3g} and "
+            f"{check['reference_median_ms']:.3g} ms): work done where no timer sees it"
         )
         found.append(finding("KJ-R027", "error", summary, {"span": span, **check}))
     return found
