@@ -112,7 +112,8 @@ def test_a_50_mb_body_is_refused_with_413_by_its_length_and_as_it_streams(servic
         with connect(port) as sock:  # Content-Length says it: refused before a byte of the body is read
             sock.sendall(head(HUGE_BYTES))
             status, body = response(sock)
-        assert status == 413 and body["detail"].startswith(f"the body is {HUGE_BYTES} bytes, more than 16 MiB")
+        assert status == 413 and body["code"] == "body_too_large"
+        assert body["detail"].startswith(f"the body is {HUGE_BYTES} bytes, more than 16 MiB")
         with connect(port) as sock:  # chunked: counted as it arrives, refused once past the cap
             sock.sendall(head())
             sent, answered = 0, False
@@ -122,7 +123,7 @@ def test_a_50_mb_body_is_refused_with_413_by_its_length_and_as_it_streams(servic
                     sent += len(CHUNK)
                 answered = bool(select.select([sock], [], [], 0)[0])
             status, body = response(sock)
-        assert status == 413 and body == {"detail": "the body is more than 16 MiB: send fewer items"}
+        assert status == 413 and problem(body) == ("body_too_large", "the body is more than 16 MiB: send fewer items")
         assert MAX_BODY_BYTES <= sent < 2 * MAX_BODY_BYTES
         assert health(port) == 200
     assert grown[0] < RSS_GROWTH_BOUND_KIB, f"the server grew by {grown[0] // 1024} MiB"
@@ -140,7 +141,7 @@ def test_a_body_sent_slowly_is_cut_off_with_408(service):
             if select.select([sock], [], [], 0.2)[0]:
                 break
         status, body = response(sock)
-        assert status == 408 and body == {"detail": "the body did not arrive within 1.5 s"}
+        assert status == 408 and problem(body) == ("body_timeout", "the body did not arrive within 1.5 s")
         assert time.monotonic() - started < 3.5
 
 
@@ -180,9 +181,10 @@ def test_a_million_small_ints_are_refused_by_the_list_length_quickly_and_in_boun
         answer = client.post("/v1/judge", content=body, headers={"content-type": "application/json"})
         elapsed_s = time.monotonic() - started
     assert answer.status_code == 422
-    assert answer.json() == {
-        "detail": f"body: List should have at most {MAX_ITEMS} items after validation, not 1000000"
-    }
+    assert problem(answer.json()) == (
+        "invalid_body",
+        f"body: List should have at most {MAX_ITEMS} items after validation, not 1000000",
+    )
     assert elapsed_s < 5 and grown[0] < RSS_GROWTH_BOUND_KIB
 
 
@@ -206,12 +208,19 @@ def test_long_lists_and_objects_of_many_keys_are_one_error_not_one_per_element(c
 @pytest.mark.parametrize(
     "body", [b"[" * 100_000, b"{" * 100_000, b'{"task": "builtin:x", "candidate": "\xff\xfe"}', b"\xef\xbb\xbf{"]
 )
-def test_deep_nesting_and_invalid_utf8_are_a_one_line_4xx_never_a_500(client, body):
+def test_deep_nesting_and_invalid_utf8_are_a_one_line_400_never_a_500(client, body):
     answer = client.post("/v1/judge", content=body, headers={"content-type": "application/json"})
-    assert answer.status_code in (400, 422)  # FastAPI: 400 where json raised, 422 for a JSON syntax error
-    assert set(answer.json()) == {"detail"} and "\n" not in answer.json()["detail"]
+    assert answer.status_code == 400 and answer.headers["content-type"] == "application/problem+json"
+    assert answer.json()["code"] == "malformed_json" and "\n" not in answer.json()["detail"]
 
 
 def test_a_content_length_that_is_not_a_number_is_a_400(client):
     answer = client.post("/v1/judge", content=b"{}", headers={"content-length": "12x"})
-    assert answer.status_code == 400 and answer.json() == {"detail": "Content-Length is not a number of bytes"}
+    assert answer.status_code == 400
+    assert problem(answer.json()) == ("bad_content_length", "Content-Length is not a number of bytes")
+
+
+def problem(body: dict) -> tuple[str, str]:
+    """A problem body's code and detail, after checking that its type and status go with its code."""
+    assert body["type"] == f"urn:kerneljudge:problem:{body['code']}" and isinstance(body["status"], int)
+    return body["code"], body["detail"]

@@ -8,16 +8,19 @@ the `serve` extra's.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
 from kerneljudge.errors import UsageError
+from kerneljudge.logs import FORMATS, LEVELS
 from kerneljudge.serve.limits import BODY_TIMEOUT_S, MAX_CONNECTIONS, ServeLimits
 
 if TYPE_CHECKING:
     from kerneljudge.backends import Backend
+
+logger = logging.getLogger(__name__)
 
 BACKENDS = ("local", "ray")
 
@@ -81,6 +84,17 @@ def add_serve_parser(sub: Any) -> None:
         "'Bounded inputs')",
     )
     s.add_argument(
+        "--deadline",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="POST /v1/judge waits at most this for its answers, then answers 202 with a job to poll; a request's "
+        "X-KJ-Deadline-S header may shorten it (default: no bound but the header's)",
+    )
+    s.add_argument(
+        "--log-level", choices=LEVELS, default="info", help="the server's log to stderr: this level and above"
+    )
+    s.add_argument("--log-format", choices=FORMATS, default="text", help="the log as text, or one JSON object a line")
+    s.add_argument(
         "--cached-baselines",
         action="store_true",
         help="time each task's reference once per device (an A/A judgment) and share it (docs/batch.md)",
@@ -133,23 +147,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         missing = f"kerneljudge serve needs its extra ({exc.name} is missing)"
         raise UsageError(f"{missing}: pip install 'kerneljudge[serve]'") from None
+    from kerneljudge.logs import configure
     from kerneljudge.serve.catalog import TaskCatalog
     from kerneljudge.serve.service import Service
 
+    configure(args.log_level, args.log_format)
     config = config_of(args)
     if not args.store.parent.is_dir():
         raise UsageError(f"--store {args.store}: directory {args.store.parent} does not exist")
     tasks = TaskCatalog(args.tasks)
     backend, environment = make_backend(args, config)
     service = Service(backend, args.store, config, tasks, queue=args.queue, environment=environment)
-    print(
-        f"kerneljudge serve: http://{args.host}:{args.port} ({backend.lanes} lanes, queue {args.queue}, "
-        f"store {args.store}); API at /docs",
-        file=sys.stderr,
+    # The lanes are up before the port opens (make_backend returns once they are): a client that connects
+    # finds /healthz ready (docs/serve.md, "Readiness").
+    logger.info(
+        "serving http://%s:%s (%d lanes, queue %d, store %s); API at /docs",
+        args.host,
+        args.port,
+        backend.lanes,
+        args.queue,
+        args.store,
     )
-    limits = ServeLimits(max_connections=args.max_connections, body_timeout_s=args.body_timeout)
+    limits = ServeLimits(
+        max_connections=args.max_connections, body_timeout_s=args.body_timeout, deadline_s=args.deadline
+    )
+    app = create_app(service, limits=limits)
     try:
-        uvicorn.Server(uvicorn_config(create_app(service, limits=limits), args.host, args.port, limits)).run()
+        uvicorn.Server(uvicorn_config(app, args.host, args.port, limits, args.log_level)).run()
     finally:
         service.close()
     return 0

@@ -9,8 +9,14 @@ One module per part:
 - `ledger`: the results store and the server's record-id and request-id tables in the same SQLite file;
 - `answers`: an answer from a record (reward, failure, metrics, `kerneljudge.explain`);
 - `jobs`: the asynchronous route's jobs; `metrics`: Prometheus' gauges and counters;
+- `problems`: every error as `application/problem+json`, with its stable code; `limits`: the body's bounds;
 - `app`: the HTTP routes (FastAPI); `client`: `RemoteJudge` (HTTP, httpx) and `LocalJudge` (in process).
 
 Nothing here is imported by `import kerneljudge`: FastAPI, uvicorn, httpx and prometheus-client are the
 `serve` extra's (`pip install 'kerneljudge[serve]'`).
 """
+
+import logging
+
+# The library configures no logging of its own (kerneljudge/logs.py): `kerneljudge serve` does.
+logging.getLogger("kerneljudge").addHandler(logging.NullHandler())

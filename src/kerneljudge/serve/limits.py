@@ -17,10 +17,10 @@ it is parsed (docs/serve.md, "Bounded inputs"):
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kerneljudge.serve.problems import send_problem
 from kerneljudge.tasks.source import byte_size
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class ServeLimits:
     max_header_bytes: int = MAX_HEADER_BYTES
     keep_alive_s: int = KEEP_ALIVE_S
     max_connections: int = MAX_CONNECTIONS
+    # POST /v1/judge's longest wait for its answers before it answers 202 with a job to poll; a request's
+    # X-KJ-Deadline-S header may shorten it. None: no bound but the header's (docs/serve.md, "Deadlines").
+    deadline_s: float | None = None
 
 
 class _TooLarge(Exception):
@@ -78,18 +81,20 @@ class BoundedBody:
         cap = byte_size(self.max_body_bytes)
         declared = dict(scope.get("headers", ())).get(b"content-length")
         if declared is not None and not declared.isdigit():
-            await refuse(send, 400, "Content-Length is not a number of bytes")
+            await refuse(send, "bad_content_length", "Content-Length is not a number of bytes")
             return
         if declared is not None and int(declared) > self.max_body_bytes:
-            await refuse(send, 413, f"the body is {int(declared)} bytes, more than {cap}: send fewer items")
+            await refuse(
+                send, "body_too_large", f"the body is {int(declared)} bytes, more than {cap}: send fewer items"
+            )
             return
         try:
             body = await asyncio.wait_for(self._read(receive), self.body_timeout_s)
         except _TooLarge:
-            await refuse(send, 413, f"the body is more than {cap}: send fewer items")
+            await refuse(send, "body_too_large", f"the body is more than {cap}: send fewer items")
             return
         except asyncio.TimeoutError:
-            await refuse(send, 408, f"the body did not arrive within {self.body_timeout_s:g} s")
+            await refuse(send, "body_timeout", f"the body did not arrive within {self.body_timeout_s:g} s")
             return
         except _Disconnected:
             return
@@ -120,12 +125,9 @@ class BoundedBody:
                 return b"".join(chunks)
 
 
-async def refuse(send: Send, status: int, detail: str) -> None:
-    """A one-line JSON answer that closes the connection: the rest of the body is never read."""
-    body = json.dumps({"detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"connection", b"close")]})
-    await send({"type": "http.response.body", "body": body})
+async def refuse(send: Send, code: str, detail: str) -> None:
+    """A problem (serve/problems.py) that closes the connection: the rest of the body is never read."""
+    await send_problem(send, code, detail, close=True)
 
 
 def bounded_h11(header_timeout_s: float) -> type:

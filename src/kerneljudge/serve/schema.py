@@ -148,7 +148,9 @@ class TaskInfo(Wire):
 
 
 class Health(Wire):
-    status: Literal["ok"]
+    """GET /healthz: ready (`ok`, HTTP 200) or not (HTTP 503), and the lanes' state (docs/serve.md, "Readiness")."""
+
+    status: Literal["ok", "starting", "no_lanes", "stopping"]
     version: str
     lanes: int
     busy: int

@@ -20,6 +20,7 @@ candidate stays in the sandboxed workers, and the server reads it as text.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -40,34 +41,49 @@ from kerneljudge.serve.schema import Answer, Health, Item
 from kerneljudge.store import StoreKey, config_digest
 from kerneljudge.verdict import Record
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_RETRY_S = 10.0  # Retry-After before any judgment has finished
 NAME = re.compile(r"^[\w.-]{1,100}$")
 
 
 class ServeError(KernelJudgeError):
-    """A request the service does not judge; `http_status` is its answer's status."""
+    """A request the service does not judge; `http_status` is its answer's status, `code` its problem's kind
+    (serve/problems.py, which a test keeps in step with these)."""
 
     http_status = 500
+    code = "internal"
 
 
 class BadRequest(ServeError):
     http_status = 400
+    code = "bad_item"
+
+
+class UnknownTask(BadRequest):
+    """An item names a task id this server does not know."""
+
+    code = "unknown_task"
 
 
 class NotFound(ServeError):
     http_status = 404
+    code = "not_found"
 
 
 class Conflict(ServeError):
     http_status = 409
+    code = "conflict"
 
 
 class TooLarge(ServeError):
     http_status = 413
+    code = "too_large"
 
 
 class QueueFull(ServeError):
     http_status = 429
+    code = "queue_full"
 
     def __init__(self, message: str, retry_after_s: int) -> None:
         super().__init__(message)
@@ -76,6 +92,7 @@ class QueueFull(ServeError):
 
 class Unavailable(ServeError):
     http_status = 503
+    code = "shutting_down"
 
 
 @dataclass
@@ -138,6 +155,7 @@ class Service:
         self._flights: dict[str, Flight] = {}
         self._lock = threading.RLock()  # a backend may finish a job inside submit(): _finish runs there
         self._closed = False
+        self._lanes_seen = backend.lanes > 0  # tells "starting" (no lane up yet) from "no_lanes" (all lost)
 
     def waiting(self) -> int:
         """Judgments admitted that no lane has started."""
@@ -145,12 +163,22 @@ class Service:
             return sum(not flight.backend.running() and not flight.backend.done() for flight in self._flights.values())
 
     def health(self) -> Health:
+        """Readiness: `ok` while a lane can take a judgment; `starting` before the backend's first lane is up,
+        `no_lanes` once every lane is lost (a Ray cluster's actors), `stopping` once `close()` began."""
         from kerneljudge import __version__
 
+        lanes = self.backend.lanes
+        self._lanes_seen = self._lanes_seen or lanes > 0
+        if self._closed:
+            status = "stopping"
+        elif lanes == 0:
+            status = "no_lanes" if self._lanes_seen else "starting"
+        else:
+            status = "ok"
         return Health(
-            status="ok",
+            status=status,
             version=__version__,
-            lanes=self.backend.lanes,
+            lanes=lanes,
             busy=self.backend.busy,
             waiting=self.waiting(),
             capacity=self.capacity,
@@ -217,6 +245,10 @@ class Service:
         name = item.request_id if item.request_id and NAME.match(item.request_id) else "candidate"
         try:
             task = self.tasks.resolve(item.task, item.task_source)
+        except UsageError as exc:  # an id that resolves to nothing is unknown; a text that does not parse, bad
+            refused = BadRequest if item.task is None else UnknownTask
+            raise refused(f"item {index}: {exc}") from None
+        try:
             candidate = gpumode.adapt_candidate(task, parse_candidate(item.candidate, name))
             config = self.config.with_(**{key: value for key, value in options.items() if value is not None})
         except UsageError as exc:
@@ -280,6 +312,14 @@ class Service:
             with self.ledger.session() as ledger:
                 rid = ledger.keep(record, flight.predicted)
         except BaseException as exc:  # the judge's or the store's fault, never the candidate's
+            # Logged here, once per judgment, however many items share it (their 500s or failed jobs say so).
+            logger.error(
+                "the judge failed on task %s, candidate %s after %.1f s: no record",
+                flight.predicted.task_sha256[:12],
+                flight.predicted.candidate_sha256[:12],
+                seconds,
+                exc_info=exc,
+            )
             with self._lock:
                 self._flights.pop(digest, None)
             self.metrics.judged("judge_fault", seconds)
@@ -288,6 +328,7 @@ class Service:
         with self._lock:
             self._flights.pop(digest, None)
         self.metrics.judged(record.status, seconds)
+        logger.info("judged %s: %s in %.1f s (%s)", rid, record.status, seconds, record.task.name)
         flight.done.set_result((record, rid))
 
     def close(self) -> None:
