@@ -22,7 +22,7 @@ from helpers import CANDIDATES, EXAMPLES, TASKS, make_record
 from kerneljudge import pipeline
 from kerneljudge.adapters import common
 from kerneljudge.adapters.common import AdapterError, response_text, task_fields
-from kerneljudge.adapters.openrlhf import reward_func
+from kerneljudge.adapters.openrlhf import response_after_prompt, reward_func
 from kerneljudge.adapters.trl import KernelJudgeReward
 from kerneljudge.adapters.verl import compute_score, compute_score_batch
 from kerneljudge.backends.local import LocalBackend
@@ -157,8 +157,18 @@ def test_trl_reward_function(where, fake):
     reward = KernelJudgeReward(task_column="kernel_task", reward_spec=REWARD_BINARY_V1, **where)
     completions = [[{"role": "assistant", "content": response(tag)}] for tag in ("a", "WRONG b", "BROKEN c")]
     prompts = [[{"role": "user", "content": "write a kernel"}]] * 3
-    rewards = reward(prompts=prompts, completions=completions, kernel_task=[TASK] * 3, completion_ids=[[1]] * 3)
+    metrics, extra = [], []  # GRPOTrainer 1.x passes these callables with every call
+    rewards = reward(
+        prompts=prompts,
+        completions=completions,
+        kernel_task=[TASK] * 3,
+        completion_ids=[[1]] * 3,
+        log_metric=lambda name, value: metrics.append((name, value)),
+        log_extra=lambda column, values: extra.append((column, values)),
+    )
     assert rewards == [1.0, 0.0, None]  # None: the judge's own fault, dropped by GRPOTrainer
+    assert metrics == [("kerneljudge/verified", 1 / 3), ("kerneljudge/rewarded", 2 / 3)]
+    assert extra == [("kerneljudge_verdict", ["PASS", "FAIL tolerance", "ERROR judge_error"])]
     assert reward.__name__ == "kerneljudge" and [o.status for o in reward.last] == ["PASS", "FAIL", "ERROR"]
     with pytest.raises(AdapterError, match="no dataset column 'kernel_task'.*columns passed: task"):
         reward(prompts=prompts, completions=completions, task=[TASK] * 3)
@@ -177,31 +187,51 @@ def test_the_judge_named_by_the_environment(server, fake, monkeypatch):
 
 def test_openrlhf_route_and_reward_file(server, fake, monkeypatch):
     prompt = "<|user|>Write a kernel with ModelNew:\n```python\nclass ModelNew: pass\n```<|assistant|>"
-    body = {
-        "query": [prompt + response("a"), prompt + response("WRONG b"), prompt, prompt + response("BROKEN c")],
-        "prompts": [prompt] * 4,
-        "labels": [TASK] * 4,
-    }
+    queries = [prompt + response(tag) for tag in ("a", "WRONG b")] + [prompt, prompt + response("BROKEN c")]
+    queries += [prompt + "I would rather not.", "another prompt entirely" + response("d"), prompt + response("e")]
+    body = {"query": queries, "prompts": [prompt] * 7, "labels": [TASK] * 6 + ["builtin:no_such_task"]}
     reply = httpx.post(f"{server}/get_reward", json=body, timeout=60)
     assert reply.status_code == 200, reply.text
     assert reply.json() == {
-        "rewards": [0.0, -1.0, -1.0, 0.0],
-        "scores": [1.0, 0.0, 0.0, 0.0],
+        "rewards": [0.0, -1.0, -1.0, 0.0, -1.0, 0.0, 0.0],
+        "scores": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         "extra_logs": {
-            "kerneljudge_verified": [1.0, 0.0, 0.0, 0.0],
-            "kerneljudge_rewarded": [1.0, 1.0, 1.0, 0.0],
-            "kerneljudge_valid": [1.0, 1.0, 1.0, 0.0],
+            "kerneljudge_verified": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            "kerneljudge_rewarded": [1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+            "kerneljudge_valid": [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0],
+            "kerneljudge_bad_label": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            "kerneljudge_prompt_mismatch": [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+            "kerneljudge_no_code": [0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0],  # empty, and prose without code
+            "kerneljudge_prompt_inexact": [0.0] * 7,
         },
     }
     assert "class ModelNew: pass" not in "".join(fake.calls)  # the prompt's example was never judged
-    cut = httpx.post(f"{server}/get_reward", json={**body, "prompts": ["another prompt"] * 4}, timeout=60)
-    assert cut.status_code == 400 and cut.json()["detail"].startswith("item 1: the query does not contain its")
+    assert len(fake.calls) == 3  # a, WRONG b, BROKEN c: nothing else was sent
     short = httpx.post(f"{server}/get_reward", json={**body, "labels": [TASK]}, timeout=60)
     assert short.status_code == 422 and "1 labels" in short.json()["detail"]
     monkeypatch.setenv(common.URL_ENV, server)
     result = reward_func(body["query"], body["prompts"], body["labels"])
     assert result["rewards"].tolist() == reply.json()["rewards"]
-    assert result["extra_logs"]["kerneljudge_valid"].tolist() == [1.0, 1.0, 1.0, 0.0]
+    assert {key: value.tolist() for key, value in result["extra_logs"].items()} == reply.json()["extra_logs"]
+
+
+def test_openrlhf_finds_a_prompt_cut_at_its_start_or_spelled_with_other_spaces():
+    prompt = "System: you write kernels.\n\nUser: make   relu  faster , please .\nAssistant:"
+    reply = "\n```python\nclass ModelNew: ...\n```"
+    assert response_after_prompt(prompt + reply, prompt) == (reply, False)
+    cut = prompt[-40:]  # OpenRLHF kept the prompt's last tokens
+    assert response_after_prompt(cut + reply, prompt) == (reply, True)
+    respaced = "System: you write kernels.\nUser: make relu faster, please.\nAssistant:"  # decoded again
+    assert response_after_prompt(respaced + reply, prompt) == (reply, True)
+    assert response_after_prompt("unrelated text" + reply, prompt) is None
+    assert response_after_prompt(prompt[-20:] + reply, prompt) is None  # too short an end to trust
+    # Where only an end of the prompt is found, its last place in the query marks the response: a prompt whose
+    # end comes twice (before its example ModelNew and at its end) never has its example judged as the response.
+    again = "Write your kernel in one fenced Python block, please.\n"
+    example = "```python\nclass ModelNew: example\n```."
+    prompt = "Intro:" + again + example + again
+    query = "Intro:" + again + example[:-1] + "?" + again + "no code here"  # decoded with one character changed
+    assert response_after_prompt(query, prompt) == ("no code here", True)
 
 
 def test_verifiers_environment_scores_a_rollout(local, fake):

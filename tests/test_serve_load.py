@@ -84,3 +84,76 @@ def test_the_real_work_sends_every_manifest_pair_once_and_expects_honest_ones_to
     assert serve_load.as_expected("honest_triton", passed) and not serve_load.as_expected("honest_torch", caught)
     assert serve_load.as_expected("side_stream", caught) and not serve_load.as_expected("cache_by_pointer", passed)
     assert serve_load.as_expected("hangs", {"status": "FAIL", "failure_kind": "timeout"})
+
+
+@pytest.mark.parametrize(
+    "client", [["--client", "openrlhf"], ["--client", "trl", "--clients", "2"]], ids=["openrlhf", "trl"]
+)
+def test_a_trainers_client_at_three_times_the_capacity_loses_no_sample_and_fails_no_request(tmp_path, capsys, client):
+    """OpenRLHF: six senders of one sample each (five tries 1 s apart) at a capacity of two; TRL: two ranks
+    with batches of four, twice the capacity. Stand-in judgments of 0.05 s, so the protocol is what runs."""
+    argv = [*client, "--fake", "0.05", "--requests", "24", "--lanes", "1", "--queue", "1", "--json"]
+    code = serve_load.main([*argv, str(tmp_path / "load.json"), "--markdown", str(tmp_path / "load.md")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    said = json.loads((tmp_path / "load.json").read_text())
+    assert [name for name, ok, _ in said["checks"] if ok] == [
+        "no sample lost",
+        "no request failed",
+        "each content judged once",
+        "each kind its verdict",
+    ]
+    load = said["load"]
+    assert load["samples"] == 24 and load["lost"] == [] and load["failed"] == 0
+    assert load["senders"] == (6 if client[1] == "openrlhf" else 2)
+    assert "| lost | failed |" in (tmp_path / "load.md").read_text()
+
+
+def test_the_trainer_checks_fail_when_a_sample_is_lost_or_a_request_failed():
+    good = serve_load.TrainerLoad("openrlhf", 6, 24, 24, [], 0, [0.1] * 24, {}, 10)
+    assert [ok for _, ok, _ in serve_load.trainer_checks(good, judgments=10)] == [True] * 4
+    broken = serve_load.TrainerLoad("openrlhf", 6, 29, 24, ["load-0003"], 5, [0.1] * 24, {"wrong": 1}, 10)
+    assert [ok for _, ok, _ in serve_load.trainer_checks(broken, judgments=11)] == [False] * 4
+
+
+def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path, monkeypatch):
+    """A queue of nothing beyond one lane: the second sample waits for the first's judgment rather than being
+    refused; with a bound shorter than a judgment, it is refused, as 429, once the bound is past."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from kerneljudge.adapters import openrlhf
+    from kerneljudge.config import JudgeConfig
+    from kerneljudge.serve.app import create_app
+    from kerneljudge.serve.service import Service
+
+    sent = serve_load.plan(2, variants=2, seed=0, mix={"honest": 100})
+    service = Service(serve_load.StandInLanes(1, 0.6), tmp_path / "s.db", JudgeConfig(device="cpu"), queue=0)
+    client = TestClient(create_app(service))
+    try:
+        replies = [None, None]
+
+        def post(index: int) -> None:
+            replies[index] = client.post("/get_reward", json=serve_load.openrlhf_body(sent[index]))
+
+        threads = [threading.Thread(target=post, args=(index,)) for index in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert [r.status_code for r in replies] == [200, 200], [r.text for r in replies]
+        assert [r.json()["scores"] for r in replies] == [[1.0], [1.0]]
+        monkeypatch.setattr(openrlhf, "ADMISSION_WAIT_S", 0.2)
+        third = serve_load.plan(5, variants=5, seed=3, mix={"honest": 100})[2:4]
+        threads = [threading.Thread(target=post, args=(index,)) for index in range(2)]
+        sent[:] = third
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(r.status_code for r in replies) == [200, 429]
+        refused = next(r for r in replies if r.status_code == 429)
+        assert "no room in the queue within 0.2 s" in refused.json()["detail"]
+    finally:
+        service.close()

@@ -1,15 +1,20 @@
 """TRL's reward function: a callable for `GRPOTrainer(reward_funcs=[KernelJudgeReward()])` (docs/adapters.md).
 
 GRPOTrainer calls each reward function as `f(prompts=..., completions=..., **columns)`: one entry per
-generation, every dataset column but "prompt" passed as a keyword list of the same length (with extras such
-as `completion_ids` and `trainer_state` in recent versions), and reads back a list of floats in which None
-means "no reward from this function" (it becomes NaN and is left out of the weighted sum); it names the
-function in its logs by `__name__` (https://huggingface.co/docs/trl/main/en/grpo_trainer, "Using a custom
-reward function"; trl/trainer/grpo_trainer.py). A completion is a string, or, for a conversational
-dataset, a list holding the assistant's message.
+generation, every dataset column but "prompt" passed as a keyword list of the same length, with
+`completion_ids`, `trainer_state`, and the callables `log_metric(name, value)` and `log_extra(column,
+values)`, and reads back a list of floats in which None means "no reward from this function" (it becomes NaN
+and is left out of the weighted sum); it names the function in its logs by `__name__` (trl 1.16.0,
+trl/trainer/grpo_trainer.py, `GRPOTrainer._calculate_rewards`; https://huggingface.co/docs/trl/main/en/grpo_trainer,
+"Using a custom reward function"). A completion is a string, or, for a conversational dataset, a list holding
+the assistant's message.
 
 So the task is a dataset column (`task` by default), and a judgment without reward (the judge's own fault,
-or UNSUPPORTED) is None: TRL drops it instead of training on a reward the candidate did not earn.
+or UNSUPPORTED) is None: TRL drops it instead of training on a reward the candidate did not earn. Each call
+logs, where TRL gives the callables, the share of its completions verified and rewarded (`NAME/verified`,
+`NAME/rewarded`, averaged by TRL over its logging steps) and each completion's verdict as a column of the
+completions table (`NAME_verdict`). The whole batch goes to the judge in one call; a server's client
+(`serve.client.RemoteJudge`) splits it to what the server admits at once and retries what is safe.
 """
 
 from __future__ import annotations
@@ -55,4 +60,20 @@ class KernelJudgeReward:
             )
         judge = self._judge or default_judge(self.url)
         self.last = score(judge, columns[self.task_column], [response_text(c) for c in completions], self.options)
+        self._log(columns.get("log_metric"), columns.get("log_extra"))
         return [outcome.reward for outcome in self.last]
+
+    def _log(self, log_metric: Any, log_extra: Any) -> None:
+        """This call's figures to TRL's logs, through the callables TRL 1.x passes (absent before it)."""
+        if not self.last:
+            return
+        if callable(log_metric):
+            log_metric(f"{self.__name__}/verified", sum(o.verified for o in self.last) / len(self.last))
+            log_metric(f"{self.__name__}/rewarded", sum(o.reward is not None for o in self.last) / len(self.last))
+        if callable(log_extra):
+            log_extra(f"{self.__name__}_verdict", [verdict(outcome) for outcome in self.last])
+
+
+def verdict(outcome: Outcome) -> str:
+    """A completion's verdict in a word or two: its status, and its failure kind where it failed."""
+    return f"{outcome.status} {outcome.failure_kind}" if outcome.failure_kind else outcome.status
