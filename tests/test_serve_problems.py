@@ -252,3 +252,27 @@ def test_the_openapi_document_declares_every_problem_each_v1_route_gives(tmp_pat
     assert produced >= {"malformed_json", "unknown_task", "bad_item", "unsupported_media_type", "body_too_large"}
     assert produced >= {"bad_content_length", "invalid_body", "invalid_header", "queue_full", "too_large"}
     assert produced >= {"conflict", "not_found", "shutting_down"}
+
+
+def test_a_remote_judge_polls_the_job_a_passed_deadline_answers_with(tmp_path, fake):
+    """RemoteJudge through a server whose deadline passes before the judgments end: the 202's job is polled to
+    its answers, the same as the server's own answers once they are in."""
+    from threading import Timer
+
+    from kerneljudge.serve.client import RemoteJudge
+
+    fake.go.clear()
+    slept: list[float] = []
+    with serving(tmp_path, limits=ServeLimits(deadline_s=0.2)) as (client, _):
+        Timer(1.0, fake.go.set).start()  # the judgments end a second in, after the 202
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            time.sleep(0.1)
+
+        answers = RemoteJudge("http://testserver", client=client, sleep=sleep).judge([item("a"), item("b")])
+        again = client.post("/v1/judge", json=[item("a"), item("b")]).json()
+    assert slept and [a.status for a in answers] == ["PASS", "PASS"]
+    assert [a.model_dump(mode="json", exclude={"request_id"}) for a in answers] == [
+        {k: v for k, v in entry.items() if k != "request_id"} for entry in again
+    ]
