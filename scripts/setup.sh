@@ -16,11 +16,12 @@ fi
 # torch first and pinned: on the project's machines this release is a CPU build on local disk.
 step "installing torch 2.13.0 (the longest step on a first run)"
 quiet .venv/bin/python -m pip install -q torch==2.13.0
-step "installing kerneljudge (editable) with its dev and Triton extras"
-if ! quiet .venv/bin/python -m pip install -q -e '.[dev,triton]'; then
+# contract: the trainers' releases tests/contract/ runs the adapters in (verl, TRL, verifiers; docs/adapters.md).
+step "installing kerneljudge (editable) with its dev, contract and Triton extras"
+if ! quiet .venv/bin/python -m pip install -q -e '.[dev,contract,triton]'; then
   echo "setup: Triton did not install here; continuing without it (Triton candidates will fail to import)" >&2
-  step "installing kerneljudge (editable) with its dev extras"
-  quiet .venv/bin/python -m pip install -q -e '.[dev]'
+  step "installing kerneljudge (editable) with its dev and contract extras"
+  quiet .venv/bin/python -m pip install -q -e '.[dev,contract]'
 fi
 step "checking that the package and its dependencies import"
 .venv/bin/python -c "import kerneljudge, torch, numpy, pydantic, rich, jsonschema, pytest, xdist, matplotlib"

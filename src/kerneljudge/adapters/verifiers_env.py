@@ -1,11 +1,12 @@
-"""A `verifiers` environment whose rubric is the judge (docs/adapters.md).
+"""A `verifiers` 0.3 environment whose rubric is the judge (docs/adapters.md); 0.4's is `verifiers_v1`.
 
-verifiers (Prime Intellect's RL environment library) loads an environment by calling a module's
+verifiers (Prime Intellect's RL environment library) 0.3 loads an environment by calling a module's
 `load_environment(**args)`; a single-turn one is `vf.SingleTurnEnv(dataset=..., rubric=...)` whose dataset
 rows carry a `question` (made into the chat prompt), an `answer` and an `info` dict, and whose `vf.Rubric`
 calls each reward function with the keywords it names (`completion`, `answer`, `info`, `state`, ...)
 and awaits it if it is async (https://docs.primeintellect.ai/verifiers/environments). That is the classic
-API, `import verifiers as vf`; verifiers 0.4 moved to `verifiers.v1` without it, hence the extra's `<0.4`.
+API, `import verifiers as vf`. verifiers 0.4 removed it for `verifiers.v1`, which loads tasksets by id: the
+taskset `kerneljudge-verifiers` (kerneljudge/adapters/verifiers_v1.py) builds its tasks with `task_row`.
 
 Public KernelBench environments for verifiers score with KernelBench's own evaluation, which runs the
 candidate in the scoring process; here the rubric sends each completion to kerneljudge (a server at
@@ -45,7 +46,10 @@ def load_environment(
     vf = _require("verifiers")
     datasets = _require("datasets")
     if not hasattr(vf, "SingleTurnEnv"):  # verifiers 0.4 kept only verifiers.v1
-        raise UsageError(f"verifiers {vf.__version__} lacks the classic API: pip install 'verifiers>=0.3,<0.4'")
+        raise UsageError(
+            f"verifiers {vf.__version__} has no SingleTurnEnv (0.4 loads tasksets by id): "
+            "use the taskset kerneljudge-verifiers (--env.taskset.id kerneljudge-verifiers), or verifiers<0.4"
+        )
     chosen = as_options(options, reward_spec)
 
     async def kernel_reward(completion: Any, answer: str, state: dict, **kwargs: Any) -> float:

@@ -1,11 +1,20 @@
-"""verl's custom reward function, in its single and batch forms (docs/adapters.md).
+"""verl's custom reward function: per sample (sync and async) and per batch (docs/adapters.md).
 
-verl loads a reward function from a file (`custom_reward_function.path`, `.name`) and calls it with the
-row's `data_source`, the decoded response (`solution_str`), the row's `reward_model.ground_truth` and its
-`extra_info`, plus the config's `custom_reward_function.reward_kwargs` as keywords
-(https://verl.readthedocs.io/en/latest/preparation/reward_function.html; verl/trainer/ppo/reward.py).
-Its batch reward manager (`reward_model.reward_manager=batch`, verl/workers/reward_manager/batch.py) calls
-one function with the plural names: `data_sources=`, `solution_strs=`, `ground_truths=`, `extra_infos=`.
+verl 0.9 computes rewards in its reward loop (verl/experimental/reward_loop): each reward worker runs one
+coroutine per sample through its reward manager (`naive` by default; `dapo`, `gdpo`, `rate_limited`,
+`remote`), which calls the function named by `reward.custom_reward_function.path` and `.name` (not the
+top-level `custom_reward_function.*` keys, which `main_ppo` no longer reads) with the keywords
+`data_source`, `solution_str` (the decoded response), `ground_truth` (the row's
+`reward_model.ground_truth`) and `extra_info`, plus `reward.custom_reward_function.reward_kwargs`
+(verl/trainer/ppo/reward.py). A coroutine function is awaited on the worker's event loop and a plain one
+runs in its thread pool; the `remote` manager runs a plain one in Ray worker processes (no coroutines).
+
+- `compute_score`: the plain per-sample function (every manager, `remote` included).
+- `compute_score_async`: the coroutine verl recommends for a reward behind a service. Calls that arrive
+  on one event loop within `batch_window_s` of each other are judged in one request, as a batch reward
+  manager would send them, and the wait holds one thread of the loop's pool per request, not per sample.
+- `compute_score_batch`: the plural form of a `batch` reward manager (verl before the reward loop, and
+  later versions that register one): `data_sources=`, `solution_strs=`, `ground_truths=`, `extra_infos=`.
 
 A returned dict's "score" is the reward; every other key is gathered per sample into verl's
 `reward_extra_info`, which verl requires to have the same keys in every dict and which its validation
@@ -14,16 +23,19 @@ never None. verl needs a number for every sample (a missing score is an error in
 judgment without reward (the judge's own fault, or UNSUPPORTED) scores `no_reward_score` (default 0.0; a
 `reward_kwargs` entry changes it) and says `rewarded: False` beside it.
 
-This file imports only kerneljudge: verl can load it by path (its module name is verl's choice).
+This file imports only kerneljudge: verl loads it as `pkg://kerneljudge.adapters.verl` (or by file path).
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneljudge.adapters.common import Judge, Outcome, as_options, default_judge, score
 from kerneljudge.reward import REWARD_V2
+from kerneljudge.serve.schema import Options
 
 
 def compute_score(
@@ -52,6 +64,28 @@ def compute_score(
         judge=judge,
     )
     return result
+
+
+async def compute_score_async(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    url: str | None = None,
+    reward_spec: str = REWARD_V2,
+    no_reward_score: float = 0.0,
+    options: Mapping[str, Any] | None = None,
+    judge: Judge | None = None,
+    batch_window_s: float = 0.05,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """`compute_score` as a coroutine: this response joins the others that reach this event loop within
+    `batch_window_s` (a reward worker's samples, or rollouts finishing together) in one judge request."""
+    chosen = as_options(options, reward_spec)
+    batcher = _batcher(judge or default_judge(url), chosen, batch_window_s)
+    outcome = await batcher.score(ground_truth, str(solution_str))
+    return score_dict(outcome, no_reward_score)
 
 
 def compute_score_batch(
@@ -91,3 +125,54 @@ def score_dict(outcome: Outcome, no_reward_score: float) -> dict[str, Any]:
         "record_id": outcome.record_id or "",
         "explanation": outcome.explanation,
     }
+
+
+class RequestBatcher:
+    """Responses awaited on one event loop, sent to `judge` together: the first to arrive opens a window of
+    `window_s`; when it closes, everything gathered is judged in one request in a worker thread (the judge
+    blocks), and each caller gets its own outcome. A request that fails fails every caller in it."""
+
+    def __init__(self, judge: Judge, options: Options, window_s: float) -> None:
+        self.judge, self.options, self.window_s = judge, options, window_s
+        self._waiting: list[tuple[Any, str, asyncio.Future[Outcome]]] = []
+        self._flushes: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references to tasks
+
+    async def score(self, task: Any, response: str) -> Outcome:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Outcome] = loop.create_future()
+        self._waiting.append((task, response, future))
+        if len(self._waiting) == 1:
+            flush = loop.create_task(self._flush_after_window())
+            self._flushes.add(flush)
+            flush.add_done_callback(self._flushes.discard)
+        return await future
+
+    async def _flush_after_window(self) -> None:
+        await asyncio.sleep(self.window_s)
+        batch, self._waiting = self._waiting, []
+        tasks, responses = [task for task, _, _ in batch], [response for _, response, _ in batch]
+        try:
+            outcomes = await asyncio.to_thread(score, self.judge, tasks, responses, self.options)
+        except Exception as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, _, future), outcome in zip(batch, outcomes, strict=True):
+            if not future.done():
+                future.set_result(outcome)
+
+
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, RequestBatcher]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _batcher(judge: Judge, options: Options, window_s: float) -> RequestBatcher:
+    """The running loop's batcher for this judge, these options and this window (one per combination:
+    a request carries one set of options)."""
+    per_loop = _batchers.setdefault(asyncio.get_running_loop(), {})
+    key = (id(judge), options.model_dump_json(), window_s)
+    if key not in per_loop or per_loop[key].judge is not judge:
+        per_loop[key] = RequestBatcher(judge, options, window_s)
+    return per_loop[key]
