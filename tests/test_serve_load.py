@@ -145,15 +145,20 @@ def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path,
         assert [r.status_code for r in replies] == [200, 200], [r.text for r in replies]
         assert [r.json()["scores"] for r in replies] == [[1.0], [1.0]]
         monkeypatch.setattr(openrlhf, "ADMISSION_WAIT_S", 0.2)
-        third = serve_load.plan(5, variants=5, seed=3, mix={"honest": 100})[2:4]
-        threads = [threading.Thread(target=post, args=(index,)) for index in range(2)]
-        sent[:] = third
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
-        assert sorted(r.status_code for r in replies) == [200, 429]
-        refused = next(r for r in replies if r.status_code == 429)
-        assert "no room in the queue within 0.2 s" in refused.json()["detail"]
+        judged = {s.item["candidate"] for s in sent}
+        fresh = [s for s in serve_load.plan(40, variants=40, seed=3, mix={"honest": 100})]
+        fresh = list({s.item["candidate"]: s for s in fresh if s.item["candidate"] not in judged}.values())
+        for pair, codes in ((fresh[:2], [200, 429]), ([fresh[2], fresh[2]], [200, 200])):
+            # Two new judgments, room for one: the other waits its bound and is refused. The same content
+            # twice needs room for one judgment: the second shares it, however full the queue.
+            sent[:] = pair
+            threads = [threading.Thread(target=post, args=(index,)) for index in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert sorted(r.status_code for r in replies) == codes, [r.text[:200] for r in replies]
+        refused = client.get("/metrics").text
+        assert 'kerneljudge_rejected_total{reason="queue_full"} 1.0' in refused  # the one 429, not the tries
     finally:
         service.close()

@@ -264,9 +264,12 @@ class AdmissionLine:
         return out
 
     async def _admit(self, part: list[Item], deadline: float) -> list[Ticket]:
-        if not self._turn.locked() and self._room() >= len(part):  # no one waiting, and room: at once
+        """The part's tickets once the service admits it. The service alone decides: a part whose items are in
+        flight or stored needs no room, so it is tried at once unless others wait, then at the head of the line
+        every `poll_s` (tries that find no room are no refusal in the metrics; the 429 past `deadline` is)."""
+        if not self._turn.locked():  # no one waiting
             try:
-                return await run_in_threadpool(self.service.submit, part)
+                return await run_in_threadpool(self.service.submit, part, False)
             except QueueFull:
                 pass
         try:
@@ -275,24 +278,18 @@ class AdmissionLine:
             raise self._no_room() from None
         try:
             while True:
-                if self._room() >= len(part):
-                    try:
-                        return await run_in_threadpool(self.service.submit, part)
-                    except QueueFull:  # the room went to another route's request meanwhile
-                        pass
+                try:
+                    return await run_in_threadpool(self.service.submit, part, False)
+                except QueueFull:
+                    pass
                 if time.monotonic() >= deadline:
                     raise self._no_room()
                 await asyncio.sleep(self.poll_s)
         finally:
             self._turn.release()
 
-    def _room(self) -> int:
-        """Judgments the queue admits now (it holds at most `capacity` in flight: judging or waiting)."""
-        if self.service.capacity is None:
-            return MAX_ITEMS
-        return self.service.capacity - self.service.backend.busy - self.service.waiting()
-
     def _no_room(self) -> QueueFull:
+        self.service.metrics.refused("queue_full")
         return QueueFull(
             f"no room in the queue within {ADMISSION_WAIT_S:g} s; the next try waits again (the server needs "
             "more lanes for this load: --jobs, --gpus)",

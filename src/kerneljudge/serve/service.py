@@ -195,8 +195,9 @@ class Service:
             raise NotFound(f"no record {rid!r} in this server's store")
         return record
 
-    def submit(self, items: Sequence[Item]) -> list[Ticket]:
-        """A ticket per item; raises before anything is submitted if any item is refused."""
+    def submit(self, items: Sequence[Item], count_refusal: bool = True) -> list[Ticket]:
+        """A ticket per item; raises before anything is submitted if any item is refused. `count_refusal`: a
+        full queue counts in the metrics as a refusal (a caller that waits and tries again says False)."""
         if not items:
             raise BadRequest("no items: send one item or a non-empty list of them")
         jobs = [self._job(index, item) for index, item in enumerate(items, start=1)]
@@ -223,7 +224,7 @@ class Service:
                     sources.append("shared" if digest in new else "judged")
                     new.setdefault(digest, (job, predicted))
                     found.append(digest)
-            self._admit(len(new))
+            self._admit(len(new), count_refusal)
             launched = {digest: self._launch(digest, job, predicted) for digest, (job, predicted) in new.items()}
             for item, (_, predicted) in zip(items, jobs, strict=True):
                 if item.request_id is not None:
@@ -271,7 +272,7 @@ class Service:
                     "options; a retry must send the same item, a new item a new request_id"
                 )
 
-    def _admit(self, count: int) -> None:
+    def _admit(self, count: int, count_refusal: bool = True) -> None:
         if self.capacity is None or count == 0:
             return
         if count > self.capacity:
@@ -281,7 +282,8 @@ class Service:
                 "send smaller batches"
             )
         if len(self._flights) + count > self.capacity:
-            self.metrics.refused("queue_full")
+            if count_refusal:
+                self.metrics.refused("queue_full")
             raise QueueFull(
                 f"the queue is full ({len(self._flights)} judgments in flight, at most {self.capacity}); "
                 "retry after the Retry-After seconds",
