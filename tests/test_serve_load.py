@@ -148,6 +148,9 @@ def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path,
         judged = {s.item["candidate"] for s in sent}
         fresh = [s for s in serve_load.plan(40, variants=40, seed=3, mix={"honest": 100})]
         fresh = list({s.item["candidate"]: s for s in fresh if s.item["candidate"] not in judged}.values())
+        tries: list[int] = []
+        real_submit = service.submit
+        monkeypatch.setattr(service, "submit", lambda items, *a: tries.append(len(items)) or real_submit(items, *a))
         for pair, codes in ((fresh[:2], [200, 429]), ([fresh[2], fresh[2]], [200, 200])):
             # Two new judgments, room for one: the other waits its bound and is refused. The same content
             # twice needs room for one judgment: the second shares it, however full the queue.
@@ -158,6 +161,8 @@ def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path,
             for thread in threads:
                 thread.join(30)
             assert sorted(r.status_code for r in replies) == codes, [r.text[:200] for r in replies]
+            if codes == [200, 429]:  # the refused one tried at most on arrival and at the line's head, not each poll
+                assert len(tries) <= 3, tries
         refused = client.get("/metrics").text
         assert 'kerneljudge_rejected_total{reason="queue_full"} 1.0' in refused  # the one 429, not the tries
     finally:

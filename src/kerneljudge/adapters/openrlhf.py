@@ -265,8 +265,10 @@ class AdmissionLine:
 
     async def _admit(self, part: list[Item], deadline: float) -> list[Ticket]:
         """The part's tickets once the service admits it. The service alone decides: a part whose items are in
-        flight or stored needs no room, so it is tried at once unless others wait, then at the head of the line
-        every `poll_s` (tries that find no room are no refusal in the metrics; the 429 past `deadline` is)."""
+        flight or stored needs no room, so it is tried at once unless others wait, and once at the head of the
+        line; after that, each `poll_s`, only when a judgment's place has come free (a try parses and looks up
+        every item: a wait of minutes must not repeat that thousands of times). Tries that find no room are no
+        refusal in the metrics; the 429 past `deadline` is."""
         if not self._turn.locked():  # no one waiting
             try:
                 return await run_in_threadpool(self.service.submit, part, False)
@@ -277,16 +279,26 @@ class AdmissionLine:
         except asyncio.TimeoutError:
             raise self._no_room() from None
         try:
+            first = True
             while True:
-                try:
-                    return await run_in_threadpool(self.service.submit, part, False)
-                except QueueFull:
-                    pass
+                if first or self._room() > 0:
+                    try:
+                        return await run_in_threadpool(self.service.submit, part, False)
+                    except QueueFull:
+                        pass
+                first = False
                 if time.monotonic() >= deadline:
                     raise self._no_room()
                 await asyncio.sleep(self.poll_s)
         finally:
             self._turn.release()
+
+    def _room(self) -> int:
+        """Judgments the queue could admit now, as the service's figures say (it holds at most `capacity` in
+        flight, judging or waiting); only a hint of when to try: the service decides."""
+        if self.service.capacity is None:
+            return MAX_ITEMS
+        return self.service.capacity - self.service.backend.busy - self.service.waiting()
 
     def _no_room(self) -> QueueFull:
         self.service.metrics.refused("queue_full")
