@@ -6,7 +6,7 @@ device, the commit's digests of `calls` outputs of each size (worker/sample_comm
 them: stacked where small, on a CUDA device replayed from graphs up to digest_graphs.GRAPH_BYTES) against a
 memory-bound kernel making the same outputs (torch's relu of x + bias, the red team's `bias_relu`), each the median
 of `--repeats` after one unmeasured run, and prints their ratio: above one, the digest costs more than the work.
-On a CUDA device the commit's digests run worker/digest_kernels.py's fused kernels; the operators' column times the
+On a CUDA device the commit's digests run worker/seal/digest_kernels.py's fused kernels; the operators' column times the
 same digests with those refused (the tree's operators, as before 0.3.14), and the first line says how long the
 kernels took to build (NVRTC, once a process: `commit_digest.warm`).
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from kerneljudge.worker import commit_digest, digest_graphs, sample_commit
+from kerneljudge.worker.seal import digest as commit_digest, digest_graphs, commit as sample_commit
 
 COLUMNS = (
     ("output KiB", "kib"),

@@ -5,7 +5,7 @@ A worker asked to exit leaves by `os._exit` (worker/main.py): no interpreter tea
 kernel's and the driver's, the CUDA context torn down as the process's descriptors close, and in the sandbox the
 chain of its init and launcher (sandbox/enter.py) and their namespaces. Each case is a fresh process holding one
 thing more than a bare context: device memory, a CUPTI trace taken once (the checked candidate's worker is
-traced), host memory page-locked with the driver (a worker's registered channel heads, worker/pinned.py). Every
+traced), host memory page-locked with the driver (a worker's registered channel heads, protocol/pinned.py). Every
 process is started first; then one at a time each is ended (`exit`: told on its stdin and leaving by os._exit;
 `kill`: SIGKILL to its whole tree, each process of it waited for until gone, as the judge kills a worker:
 sandbox/ending.kill_tree) and the seconds until then are taken.

@@ -3,7 +3,7 @@
 Copies 4 GiB between a CUDA tensor and a memfd, in both directions, four ways:
 
 - `pageable`: 256 MiB windows of the memfd mapped (populated at once) one after another and copied straight to
-  or from the device, as worker/channel.py does now;
+  or from the device, as protocol/channel.py does now;
 - `page-locked`: the same windows, each page-locked first (cudaHostRegister) and released after;
 - `staged`: the same windows, through two reused page-locked staging buffers: the device copies into one while
   the host copies the other into its window (torch's CPU copy, on the process's threads), so the bus and the

@@ -1,10 +1,10 @@
-"""What naming the kept timed call after each sample costs (stages/kept_call.py, since 0.3.7): a measured `time`
+"""What naming the kept timed call after each sample costs (judge/stages/kept_call.py, since 0.3.7): a measured `time`
 request asks the parent after each sample which call's output to keep (`sampled`, answered by `keep`). This
 times the same requests of a reference worker (the red team's small bias_relu task by default, its pool staged)
 with and without the exchange, many samples of one call each, and reports the parent's wall time per sample of
 each and their difference: the exchange's cost, which lies between samples (outside the event pair and the host
 clock) and adds to a timed judgment's measuring hold, once per sample on each side; and, since 0.3.9, what the
-commit of one sample costs a request (the digests of every call's output of it, worker/sample_commit.py).
+commit of one sample costs a request (the digests of every call's output of it, worker/seal/commit.py).
 
     python benchmarks/kept_call_exchange.py [--task FILE] [--samples 200] [--calls 1] [--repeats 5] [--json FILE]
 """
@@ -28,7 +28,7 @@ MODES = ("plain", "asked", "committed")  # no exchange; a `keep` after each samp
 def answer(mode: str, calls: int):
     def answering(frame: dict) -> protocol.Request:
         if mode == "committed" and frame == {"type": "sampled", "sample": 0}:
-            return protocol.Commit(calls=calls)  # every call's output of the sample digested (worker/sample_commit.py)
+            return protocol.Commit(calls=calls)  # every call's output of the sample digested (worker/seal/commit.py)
         return protocol.Keep(call=-1)
 
     return answering

@@ -379,8 +379,8 @@ def stand_in_record(job: Any, seconds: float) -> Any:
     from datetime import datetime, timezone
 
     from kerneljudge import __version__
-    from kerneljudge.reward import rewards_for
-    from kerneljudge.verdict import Correctness, Failure, Identity, Record, Timing
+    from kerneljudge.results.reward import rewards_for
+    from kerneljudge.results.verdict import Correctness, Failure, Identity, Record, Timing
 
     kind = next((kind for kind, body in BODIES.items() if body in job.candidate.text), "wrong")
     status, failure_kind = EXPECTED[kind]
@@ -712,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
             sent = drive(url, requests, args.clients, began + args.max_seconds, args.timeout * 20)
             seconds = time.monotonic() - began
             metrics = httpx.get(f"{url}/metrics", timeout=10).text
-        from kerneljudge.store import Store
+        from kerneljudge.results.store import Store
 
         with Store(store) as opened:
             stored = len(opened)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kerneljudge.candidate import reference_as_candidate
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.suite import HERE as SUITE
 from kerneljudge.suite import resolve
-from kerneljudge.tasks.source import parse_task
+from kerneljudge.sources.reading import parse_task
 
 PREAMBLE = '''
 

@@ -1,6 +1,6 @@
 """Which step of a CUDA worker's life sets a C signal handler, and where its code lies.
 
-The seal (worker/sample_seal.py) takes the caught signals before any candidate code runs and fails a timed sample
+The seal (worker/seal/sample.py) takes the caught signals before any candidate code runs and fails a timed sample
 after which they differ (KJ-R026): a handler set through the C library could run the candidate's code between the
 sample and its checked output's copy. A library the honest path uses that sets one lazily, after the seal is taken,
 would fail honest candidates. This probe takes the steps such a worker takes, each in turn in one process, and
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from kerneljudge.worker import signal_handlers  # noqa: E402
+from kerneljudge.worker.seal import signal_handlers
 
 
 def caught() -> dict[int, int]:
@@ -45,7 +45,7 @@ def steps() -> list[tuple[str, Callable[[], object]]]:
     device = torch.device("cuda")
 
     def register_host_memory() -> object:
-        from kerneljudge.worker.pinned import Driver
+        from kerneljudge.protocol.pinned import Driver
 
         fd = os.memfd_create("probe")
         os.ftruncate(fd, 64 << 20)

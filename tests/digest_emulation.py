@@ -1,4 +1,4 @@
-"""worker/digest_kernels.py's two kernels emulated by torch's operators, for the CPU: what each computes, word for
+"""worker/seal/digest_kernels.py's two kernels emulated by torch's operators, for the CPU: what each computes, word for
 word as its CUDA source says, so that commit_digest.fused_sums (the steps, their tails and padding) is tested where no
 GPU is (the source itself runs in tests/gpu/test_gpu_digest_graphs.py)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from kerneljudge.worker import commit_digest
+from kerneljudge.worker.seal import digest as commit_digest
 
 combine = commit_digest.combine
 

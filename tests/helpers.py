@@ -9,9 +9,9 @@ from pathlib import Path
 import jsonschema
 
 from kerneljudge import JudgeConfig, __version__, judge
-from kerneljudge.env import fingerprint
-from kerneljudge.reward import rewards_for
-from kerneljudge.verdict import Correctness, Identity, Record, Timing, TimingStats
+from kerneljudge.judge.env import fingerprint
+from kerneljudge.results.reward import rewards_for
+from kerneljudge.results.verdict import Correctness, Identity, Record, Timing, TimingStats
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from helpers import make_record
-from kerneljudge.verdict import Finding, Identity, Record
+from kerneljudge.results.verdict import Finding, Identity, Record
 
 WARNING = Finding(code="KJ-R051", detector="timing", severity="warning", summary="timed less than traced")
 # (status, failure kind, correct) in turn: nine, so that each of the four tasks meets every verdict; an item's

@@ -1,7 +1,7 @@
 """The trainer adapters (kerneljudge/adapters): verl, TRL, OpenRLHF, verifiers, each called with the argument
 shapes its trainer uses, against a judge in this process and against a server on loopback.
 
-The mechanics run with `kerneljudge.pipeline.judge` replaced by `FakeJudge`; one real CPU judgment goes end
+The mechanics run with `kerneljudge.judge.pipeline.judge` replaced by `FakeJudge`; one real CPU judgment goes end
 to end through TRL's callable; one example script runs as a subprocess against the server.
 """
 
@@ -19,20 +19,20 @@ import httpx
 import pytest
 
 from helpers import CANDIDATES, EXAMPLES, TASKS, make_record
-from kerneljudge import pipeline
+from kerneljudge.judge import pipeline
 from kerneljudge.adapters import common
 from kerneljudge.adapters.common import AdapterError, response_text, task_fields
 from kerneljudge.adapters.openrlhf import response_after_prompt, reward_func
 from kerneljudge.adapters.trl import KernelJudgeReward
 from kerneljudge.adapters.verl import compute_score, compute_score_batch
-from kerneljudge.backends.local import LocalBackend
+from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
-from kerneljudge.reward import REWARD_BINARY_V1
+from kerneljudge.results.reward import REWARD_BINARY_V1
 from kerneljudge.serve.app import create_app
 from kerneljudge.serve.client import LocalJudge
 from kerneljudge.serve.service import Service
-from kerneljudge.verdict import Failure, Identity, Record
+from kerneljudge.results.verdict import Failure, Identity, Record
 
 CONFIG = JudgeConfig(device="cpu", timing=False, policy="practical")
 MODEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"

@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from helpers import CANDIDATES, make_record
-from kerneljudge import pipeline
-from kerneljudge.backends import Job
-from kerneljudge.backends.local import LocalBackend
-from kerneljudge.candidate import load_candidate
+from kerneljudge.judge import pipeline
+from kerneljudge.runs.backends import Job
+from kerneljudge.runs.backends.local import LocalBackend
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.tasks.load import load_task
 

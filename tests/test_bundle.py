@@ -1,4 +1,4 @@
-"""Evidence bundles: `kerneljudge export --bundle DIR` and `kerneljudge verify DIR` (src/kerneljudge/bundle.py)."""
+"""Evidence bundles: `kerneljudge export --bundle DIR` and `kerneljudge verify DIR` (src/kerneljudge/results/bundle.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from helpers import EXAMPLES, make_record
-from kerneljudge.candidate import load_candidate
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.cli import main
 from kerneljudge.sandbox.tree import remove_tree
-from kerneljudge.store import Store
-from kerneljudge.verdict import Identity, WorkerLog
+from kerneljudge.results.store import Store
+from kerneljudge.results.verdict import Identity, WorkerLog
 
 SOFTMAX = EXAMPLES / "softmax"
 RESPONSE = """Here is my kernel.

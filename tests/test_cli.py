@@ -8,7 +8,7 @@ import pytest
 
 from helpers import CANDIDATES, TASKS, validate_record
 from kerneljudge.cli import main
-from kerneljudge.verdict import Record
+from kerneljudge.results.verdict import Record
 
 FAST = ["--device", "cpu", "--no-timing", "--quiet", "--policy", "practical"]
 

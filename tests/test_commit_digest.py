@@ -1,4 +1,4 @@
-"""The commit's digest (worker/commit_digest.py): splitmix64's finaliser and the tree over a tensor's words, as a
+"""The commit's digest (worker/seal/digest.py): splitmix64's finaliser and the tree over a tensor's words, as a
 plain Python model of them computes them; any one word changed changes the root; a large tensor's pieces and a
 stack of small ones digest as one tensor does."""
 
@@ -9,7 +9,8 @@ import random
 import pytest
 import torch
 
-from kerneljudge.worker import commit_digest, digest_graphs, evidence
+from kerneljudge.worker.seal import digest as commit_digest, digest_graphs
+from kerneljudge.worker import evidence
 
 MASK = (1 << 64) - 1
 

@@ -9,8 +9,8 @@ import torch
 from helpers import CANDIDATES, run_judge
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
-from kerneljudge.plan import kernelbench_trial_seeds
-from kerneljudge.reward import reward_binary, reward_v1, reward_v2
+from kerneljudge.judge.hidden_plan import kernelbench_trial_seeds
+from kerneljudge.results.reward import reward_binary, reward_v1, reward_v2
 from kerneljudge.timing.basic import run_interleaved
 from kerneljudge.timing.calibration import calls_for
 from kerneljudge.timing.plan import KERNELBENCH, TimingPlan
@@ -136,7 +136,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
     from kerneljudge.sandbox.talk import WorkerProtocolError
     from kerneljudge.tasks.lint_reference import SEEDS, LintReference
     from kerneljudge.tasks.load import load_task
-    from kerneljudge.worker.commit_digest import digest
+    from kerneljudge.worker.seal.digest import digest
 
     worker = LintReference(load_task(TASKS / "tiny_bias_relu.py"), "cpu", 60.0)
     try:
@@ -147,7 +147,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
         def commit_and_keep_second_call_of_sample_one(frame):
             said.append(frame)
             if frame == {"type": "sampled", "sample": 1}:
-                return protocol.Commit(calls=2)  # every output's digests first (worker/sample_commit.py)
+                return protocol.Commit(calls=2)  # every output's digests first (worker/seal/commit.py)
             return protocol.Keep(call=1 if frame["type"] == "committed" else -1)
 
         timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, ask_keep=True)
@@ -190,7 +190,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
 
 def test_the_timed_busy_time_counts_the_sides_measured_here_and_sums_over_timing_shapes():
     from kerneljudge.timing.figures import combined_timing, timed_busy_s
-    from kerneljudge.verdict import Timing, TimingStats
+    from kerneljudge.results.verdict import Timing, TimingStats
 
     def stats(samples):
         return TimingStats(
@@ -226,7 +226,7 @@ def test_after_the_measurement_the_last_call_is_checked_so_a_switch_after_some_c
     checks switched off here, it alone must catch the switch (its one kept answer cannot be right for the two
     sets it checks), and must pass an honest candidate."""
     from kerneljudge.redteam import FIXTURES_DIR
-    from kerneljudge.stages import timed_calls
+    from kerneljudge.judge.stages import timed_calls
 
     real, seen = timed_calls.check_timed_output, []
 
@@ -251,7 +251,7 @@ def judged_noting_where_kept_outputs_are_checked(task, candidate, monkeypatch):
     """Judge with timing; the record, and for each check of a kept output whether the measuring hold was on."""
     from contextlib import contextmanager
 
-    from kerneljudge.stages import timed_calls, timed_rechecks, timing
+    from kerneljudge.judge.stages import timed_calls, timed_rechecks, timing
 
     holding, checks = [False], []
     real_gate, real_check = timing.at_gate, timed_calls.check_captured
@@ -302,7 +302,7 @@ def test_kept_outputs_too_large_to_wait_are_checked_as_they_come(tiny_task, monk
     """Past DEFERRED_BYTES of kept outputs the worker would hold on the device, each is checked as its request is
     answered, in the hold, as before 0.3.6."""
     from kerneljudge.redteam import FIXTURES_DIR
-    from kerneljudge.stages import timed_calls
+    from kerneljudge.judge.stages import timed_calls
 
     monkeypatch.setattr(timed_calls, "DEFERRED_BYTES", 0)
     honest, checks = judged_noting_where_kept_outputs_are_checked(

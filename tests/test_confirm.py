@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from helpers import CANDIDATES, TASKS
 from kerneljudge.cli import main
 from kerneljudge.config import JudgeConfig
-from kerneljudge.confirm import confirm
+from kerneljudge.runs.confirm import confirm
 
 
 def fake_record(verified, speedup=None, low=None, high=None, vs_compile=None):

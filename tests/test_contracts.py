@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from kerneljudge.worker import contracts, input_properties
-from kerneljudge.worker.contracts import KINDS, allows, read_declared, reshape
-from kerneljudge.worker.input_properties import PROPERTIES, detect
+from kerneljudge.worker.correctness import contracts, input_properties
+from kerneljudge.worker.correctness.contracts import KINDS, allows, read_declared, reshape
+from kerneljudge.worker.correctness.input_properties import PROPERTIES, detect
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 VARIANTS = (

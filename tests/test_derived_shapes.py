@@ -1,4 +1,4 @@
-"""Shape families derived from a task's size globals (worker/derived.py): what is varied, the memory bound, and
+"""Shape families derived from a task's size globals (worker/correctness/derived.py): what is varied, the memory bound, and
 the verdicts of candidates right only at the public size (docs/tasks.md#derived-shape-families); the size
 classes drawn and what they catch are in test_shape_classes.py."""
 
@@ -11,13 +11,13 @@ import torch
 from rich.console import Console
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.candidate import reference_as_candidate
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.checks.refusals import refused
 from kerneljudge.report.table import print_verdict
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.shapes import MalformedFamily, read_family
-from kerneljudge.verdict import Failure
-from kerneljudge.worker import derived, family
+from kerneljudge.results.verdict import Failure
+from kerneljudge.worker.correctness import derived, family
 
 HELPERS = """
 import torch

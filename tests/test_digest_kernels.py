@@ -1,4 +1,4 @@
-"""The commit's fused digest (worker/digest_kernels.py, driven by commit_digest.fused_sums), its kernels emulated on
+"""The commit's fused digest (worker/seal/digest_kernels.py, driven by commit_digest.fused_sums), its kernels emulated on
 the CPU (tests/digest_emulation.py): the operators' first sum and root for every length, padding and packing of words
 and rows, a digest and a stack alike; a kernel that fails to build leaves the operators to digest, with the same
 values, for the rest of the process."""
@@ -9,7 +9,8 @@ import digest_emulation
 import pytest
 import torch
 
-from kerneljudge.worker import commit_digest, digest_kernels, evidence
+from kerneljudge.worker.seal import digest as commit_digest, digest_kernels
+from kerneljudge.worker import evidence
 
 LENGTHS = [*range(2, 70), 255, 256, 257, 1000, 4097]
 

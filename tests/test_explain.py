@@ -1,8 +1,8 @@
 """The explanation a model reads after its attempt: what failed, where, by how much, and what to change."""
 
 from helpers import make_record
-from kerneljudge.explain import LIMIT, explain
-from kerneljudge.verdict import Correctness, Failure, Finding, TrialRecord
+from kerneljudge.results.explain import LIMIT, explain
+from kerneljudge.results.verdict import Correctness, Failure, Finding, TrialRecord
 
 WORST = {
     "index": 0,

@@ -25,7 +25,7 @@ from kerneljudge.generate.offline import Canned, OfflineBackend, ResponseBook
 from kerneljudge.generate.prompts import feedback_template, generation_prompt, prompt_template
 from kerneljudge.generate.records import RoundRecord, SampleRecord, public_url, read_lines
 from kerneljudge.generate.run import FAILURES, SAMPLES, RunFolder
-from kerneljudge.store import Store
+from kerneljudge.results.store import Store
 
 JUDGE_FLAGS = ["--device", "cpu", "--policy", "practical", "--timeout", "60", "--no-timing"]
 MATCH = "relu(x + bias)"  # in the tiny task's docstring: how the loopback server knows the task
@@ -288,7 +288,7 @@ def test_a_runs_samples_replay_offline(generated, tmp_path):
 
 
 def test_the_recorded_responses_of_the_gpu_check_are_well_formed():
-    from kerneljudge.candidate import extract_code
+    from kerneljudge.sources.candidate import extract_code
 
     book = ResponseBook.load(EXAMPLES / "responses")
     for task in select_tasks([f"builtin:{name}" for name in sorted({e.task for e in book.entries})]):

@@ -13,7 +13,7 @@ import torch
 from kerneljudge.redteam import TASKS_DIR
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.inputs_source import inputs_source
-from kerneljudge.worker import seeded
+from kerneljudge.worker.correctness import seeded
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -6,19 +6,10 @@ import pytest
 
 from helpers import make_record
 from kerneljudge.cli import main
-from kerneljudge.metrics import (
-    Baseline,
-    BaselineError,
-    Rate,
-    fast_p,
-    geometric_mean,
-    level_of,
-    summarize,
-    wilson,
-)
+from kerneljudge.results.metrics import Baseline, BaselineError, Rate, fast_p, geometric_mean, level_of, summarize, wilson
 from kerneljudge.report.markdown import summary_markdown
-from kerneljudge.store import Store
-from kerneljudge.verdict import Finding
+from kerneljudge.results.store import Store
+from kerneljudge.results.verdict import Finding
 
 
 def test_wilson_intervals_match_the_textbook_values():

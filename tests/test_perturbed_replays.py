@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from kerneljudge.config import JudgeConfig
-from kerneljudge.pipeline import MIN_FLUSH_BYTES, perturbations
-from kerneljudge.stages import replays
-from kerneljudge.stages.failures import CandidateFailed
-from kerneljudge.worker import perturb
+from kerneljudge.judge.pipeline import MIN_FLUSH_BYTES, perturbations
+from kerneljudge.judge.stages import replays
+from kerneljudge.judge.stages.failures import CandidateFailed
+from kerneljudge.worker.correctness import perturb
 
 GIB = 2**30
 

@@ -1,4 +1,4 @@
-"""The channels' registered heads (worker/pinned.py), on the CPU with a stand-in for the driver's registration:
+"""The channels' registered heads (protocol/pinned.py), on the CPU with a stand-in for the driver's registration:
 bytes cross a head both ways and a second write is read fresh, registration grows a grain at a time and never
 past the head, a tensor beyond the head or a failed registration leaves the copy to the windows, and a
 channel cannot be shrunk under a mapping. tests/gpu/test_gpu_pinned_heads.py does the same with the driver.
@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from kerneljudge.worker import channel, pinned
+from kerneljudge.protocol import channel, pinned
 
 
 class Registrar:

@@ -22,7 +22,7 @@ def codes(source: str) -> set[str]:
         ("del torch.testing\n", "KJ-S001"),
         ("torch.backends.cuda.matmul.allow_tf32 = True\n", "KJ-S002"),
         ("torch.set_float32_matmul_precision('medium')\n", "KJ-S002"),
-        ("import kerneljudge.worker.wire\n", "KJ-S003"),
+        ("import kerneljudge.protocol.wire\n", "KJ-S003"),
         ("from threading import Thread as T\nT(target=print).start()\n", "KJ-S010"),
         ("import subprocess\nsubprocess.run(['pip', 'install', 'x'])\n", "KJ-S010"),
         ("import os\nos.fork()\n", "KJ-S010"),
@@ -126,7 +126,7 @@ def test_audit_runs_the_candidate_and_withholds_verification(tmp_path, tiny_task
     candidate.write_text("import socket  # noqa\n" + (CANDIDATES / "honest_torch.py").read_text())
     record = run_judge(tiny_task, candidate, mode="audit")
     assert record.status == "SUSPICIOUS" and not record.verified and record.correctness.passed
-    assert record.reward("kerneljudge.reward.v1").value == -1.0
+    assert record.reward("kerneljudge.results.reward.v1").value == -1.0
 
 
 def test_strict_policy_fails_a_candidate_without_custom_kernels(tiny_task):

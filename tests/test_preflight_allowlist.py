@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import EXAMPLES, ROOT, TASKS, run_judge
-from kerneljudge.candidate import extract_code, load_candidate, reference_as_candidate
+from kerneljudge.sources.candidate import extract_code, load_candidate, reference_as_candidate
 from kerneljudge.preflight import preflight, scan
 from kerneljudge.redteam import FIXTURES_DIR
 from kerneljudge.tasks import gpumode

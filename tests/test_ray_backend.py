@@ -1,5 +1,5 @@
 """The Ray backend on a local Ray cluster with two declared GPUs: real CPU judgments, an actor killed with a
-job in flight, and a candidate that crashes its worker (kerneljudge/backends/ray.py, docs/ray.md)."""
+job in flight, and a candidate that crashes its worker (kerneljudge/runs/backends/ray.py, docs/ray.md)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, TASKS
-from kerneljudge.backends import Job
-from kerneljudge.backends.machine import machine_environment
-from kerneljudge.backends.ray import LaneLost, RayBackend, import_ray
-from kerneljudge.backends.ray_actor import job_from_json, job_to_json
-from kerneljudge.batch import read_manifest, run_batch
-from kerneljudge.candidate import load_candidate
+from kerneljudge.runs.backends import Job
+from kerneljudge.runs.backends.machine import machine_environment
+from kerneljudge.runs.backends.ray import LaneLost, RayBackend, import_ray
+from kerneljudge.runs.backends.ray_actor import job_from_json, job_to_json
+from kerneljudge.runs.batch import read_manifest, run_batch
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.cli import main
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
-from kerneljudge.store import Store, environment_digest, key_of
+from kerneljudge.results.store import Store, environment_digest, key_of
 from kerneljudge.tasks.load import load_task
 
 CONFIG = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing=False)

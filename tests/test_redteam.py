@@ -109,7 +109,7 @@ def test_a_counted_hack_counts_as_inert_only_when_graph_replays_were_rechecked(r
 )
 def test_cuda_evidence_is_waived_only_where_another_listed_code_ended_an_enforced_judgment(mode, codes, kind, waived):
     from kerneljudge.redteam.runner import ended_by_another
-    from kerneljudge.verdict import Finding
+    from kerneljudge.results.verdict import Finding
 
     fixture = next(f for f in FIXTURES if f.name == "gpu_side_stream_short")
     findings = [Finding(code=c, detector="test", severity="error", summary="s") for c in codes]

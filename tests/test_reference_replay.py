@@ -6,13 +6,13 @@ from __future__ import annotations
 import torch
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.candidate import reference_as_candidate
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.checks.correctness import tolerance_for
 from kerneljudge.checks.reference_replay import replay_figures
 from kerneljudge.checks.screening import nondeterministic_reference
 from kerneljudge.tasks.load import load_task
-from kerneljudge.worker.oracle import ReferenceRuns
-from kerneljudge.worker.seeded import load_text
+from kerneljudge.worker.correctness.oracle import ReferenceRuns
+from kerneljudge.worker.correctness.seeded import load_text
 
 FP32, FP16 = tolerance_for(torch.float32), tolerance_for(torch.float16)
 

@@ -1,4 +1,4 @@
-"""The candidate's worker never holds the reference (tasks/inputs_source.py, worker/seeded.py): it makes the
+"""The candidate's worker never holds the reference (tasks/inputs_source.py, worker/correctness/seeded.py): it makes the
 trials' inputs from the task's inputs-only source, so a candidate that hunts the task's `Model` in its own
 process finds nothing by any route, and its answer is its own. Both candidates below found the reference and
 passed every trial when the worker loaded the task's whole source (checked against the code before the

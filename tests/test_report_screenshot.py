@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from helpers import ROOT
-from kerneljudge.store import Store
+from kerneljudge.results.store import Store
 from report_stores import mixed_store
 
 SCRIPT = ROOT / "benchmarks" / "report_screenshot.py"

@@ -161,11 +161,11 @@ def test_what_a_timed_request_left_is_judged_like_an_imports_and_missing_evidenc
         "apis_replaced": [],
     }
     assert timed_findings(clean) == []
-    (replaced,) = timed_findings({**clean, "apis_replaced": ["kerneljudge.worker.timer.cloned"]})
+    (replaced,) = timed_findings({**clean, "apis_replaced": ["kerneljudge.worker.timing.timer.cloned"]})
     assert replaced.code == "KJ-R001" and replaced.severity == "error" and "timer.cloned" in replaced.summary
     (thread,) = timed_findings({**clean, "threads_started": 1, "thread_kinds": ["threading.Thread"]})
     assert thread.code == "KJ-R010" and thread.severity == "warning" and "a timed request" in thread.summary
-    for malformed in (None, {**clean, "apis_replaced": "kerneljudge.worker.wire.cloned"}, {"apis_replaced": []}):
+    for malformed in (None, {**clean, "apis_replaced": "kerneljudge.protocol.wire.cloned"}, {"apis_replaced": []}):
         (missing,) = timed_findings(malformed)
         assert missing.code == "KJ-R030" and missing.severity == "warning"
 
@@ -182,7 +182,9 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     """A function rebound where the timer looks it up, or one whose code object was swapped in place (its identity
     kept), is reported; functions as they were are not (worker/evidence.WORKER_PATHS)."""
     import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
-    from kerneljudge.worker import evidence, sample_seal, timer
+    from kerneljudge.worker import evidence
+    from kerneljudge.worker.seal import sample as sample_seal
+    from kerneljudge.worker.timing import timer
 
     monkeypatch.setattr(evidence, "ORIGINALS", dict(evidence.ORIGINALS))
     monkeypatch.setattr(evidence, "CODES", {})
@@ -191,7 +193,7 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     # Every watched path names something of the worker's (a stale one, renamed away, would watch nothing).
     assert [path for path in evidence.WORKER_PATHS if evidence.ORIGINALS[path] is None] == []
     monkeypatch.setattr(timer, "sample_seal", object())
-    assert "kerneljudge.worker.timer.sample_seal" in evidence.replaced_apis()
+    assert "kerneljudge.worker.timing.timer.sample_seal" in evidence.replaced_apis()
     monkeypatch.undo()
     monkeypatch.setattr(evidence, "ORIGINALS", dict(evidence.ORIGINALS))
     monkeypatch.setattr(evidence, "CODES", {})
@@ -203,10 +205,10 @@ def test_the_workers_copy_path_is_watched_by_identity_and_by_code(monkeypatch):
     original = sample_seal.copy_kept.__code__
     try:
         sample_seal.copy_kept.__code__ = forged.__code__  # the same function object, another body
-        assert "kerneljudge.worker.sample_seal.copy_kept" in evidence.replaced_apis()
+        assert "kerneljudge.worker.seal.sample.copy_kept" in evidence.replaced_apis()
     finally:
         sample_seal.copy_kept.__code__ = original
-    assert "kerneljudge.worker.sample_seal.copy_kept" not in evidence.replaced_apis()
+    assert "kerneljudge.worker.seal.sample.copy_kept" not in evidence.replaced_apis()
 
 
 def test_a_static_output_buffer_is_timed_one_call_a_sample_and_passes(tiny_task):
@@ -229,7 +231,7 @@ def test_outputs_in_one_storage_only_when_timed_cannot_be_checked_and_fail(tiny_
 def test_shares_storage_sees_an_output_in_anothers_storage_tuples_included():
     import torch
 
-    from kerneljudge.worker.timed_outputs import call_spans, written_over
+    from kerneljudge.worker.timing.outputs import call_spans, written_over
 
     def shares_storage(out, others, besides=()):
         return written_over(call_spans([out, *others], besides), 0)
@@ -262,7 +264,7 @@ def test_a_timed_sample_whose_calls_answer_in_two_precisions_fails_whichever_cal
 def test_unlike_names_the_first_difference_between_a_samples_outputs():
     import torch
 
-    from kerneljudge.worker.timed_outputs import unlike
+    from kerneljudge.worker.timing.outputs import unlike
 
     a = torch.zeros(4, 6)
     assert unlike([a, torch.ones(4, 6), a.clone()]) is None and unlike([]) is None

@@ -1,4 +1,4 @@
-"""The commit of a checked sample (worker/sample_commit.py): every call's output digested as commit_digest.digest
+"""The commit of a checked sample (worker/seal/commit.py): every call's output digested as commit_digest.digest
 digests one tensor, many at a time where they are small, and the `committed` frame as the parent reads it."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import os
 import pytest
 import torch
 
-from kerneljudge.worker import commit_digest, sample_commit, wire
+from kerneljudge.worker.seal import digest as commit_digest, commit as sample_commit
+from kerneljudge.protocol import wire
 
 
 def single(outputs):

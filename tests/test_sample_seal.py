@@ -1,4 +1,4 @@
-"""The seal between a timed sample and the copy of its checked output (worker/sample_seal.py): each door a candidate
+"""The seal between a timed sample and the copy of its checked output (worker/seal/sample.py): each door a candidate
 could leave open is seen, nothing is seen where none is, and what runs after the seal reads and writes the
 protocol's frames as the parent does."""
 
@@ -20,7 +20,10 @@ import torch
 
 import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
 from kerneljudge import protocol
-from kerneljudge.worker import digest_kernels, evidence, sample_commit, sample_seal, timer, wire
+from kerneljudge.worker.seal import digest_kernels, commit as sample_commit, sample as sample_seal
+from kerneljudge.worker import evidence
+from kerneljudge.worker.timing import timer
+from kerneljudge.protocol import wire
 
 
 class Worker(timer.Timer):
@@ -31,7 +34,7 @@ class Worker(timer.Timer):
 def seal():
     # A first seal and its check, so that what a first check may add to the seal's own module (a namespace the
     # seal compares whole; a once-per-process warning's `__warningregistry__`, for one) is in the baseline of the
-    # seal under test: a clean clone's run once saw `replaced kerneljudge.worker.sample_seal` here, depending on
+    # seal under test: a clean clone's run once saw `replaced kerneljudge.worker.seal.sample` here, depending on
     # which test files its test process had run before. Not yet seen in a worker.
     # The test process is no worker: threads earlier tests left in it may still add a key to a namespace the seal
     # compares whole (a clean clone's run saw it again after the warm check). The baseline is retaken then, and
@@ -97,7 +100,7 @@ def test_a_patched_namespace_is_seen_entry_by_entry(seal, monkeypatch):
     assert "replaced torch.Tensor" in seal.open_doors(seal.begin(evidence.python_threads()))
     monkeypatch.undo()
     monkeypatch.setattr(sample_seal, "_read", lambda fd, n: b"")
-    assert "replaced kerneljudge.worker.sample_seal._read" in seal.open_doors(seal.begin(evidence.python_threads()))
+    assert "replaced kerneljudge.worker.seal.sample._read" in seal.open_doors(seal.begin(evidence.python_threads()))
     monkeypatch.undo()
     monkeypatch.setattr("builtins.len", lambda value: 0)
     assert "replaced builtins.len" in seal.open_doors(seal.begin(evidence.python_threads()))
@@ -128,7 +131,7 @@ def test_a_python_kernel_over_the_copys_operator_is_seen():
 def test_the_seal_names_every_operator_its_copy_and_the_commits_digests_dispatch(monkeypatch, fused):
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    if fused:  # the steps around worker/digest_kernels.py's kernels, which are emulated and not recorded
+    if fused:  # the steps around worker/seal/digest_kernels.py's kernels, which are emulated and not recorded
         digest_emulation.install(monkeypatch, digest_kernels)
 
     seen = set()
@@ -196,7 +199,7 @@ def test_copies_of_nests_and_what_is_no_plain_nest():
 
 
 def test_a_named_tuple_of_torchs_is_copied_as_a_tuple_and_another_container_class_is_not_plain():
-    from kerneljudge.worker import timed_outputs
+    from kerneljudge.worker.timing import outputs as timed_outputs
 
     named = torch.linalg.qr(torch.randn(4, 3))
     assert type(named) in timed_outputs.RETURN_TYPES and timed_outputs.not_plain([named]) is None

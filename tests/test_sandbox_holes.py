@@ -21,7 +21,7 @@ from kerneljudge.sandbox import probe
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, Layer, complete, read_report
 from kerneljudge.sandbox.plan import launcher_spec, release_worker_uid, take_worker_uid, wrap_argv
 from kerneljudge.sandbox.workspace import Workspace
-from kerneljudge.worker import channel
+from kerneljudge.protocol import channel
 
 GiB = 1024**3
 

@@ -9,12 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import CANDIDATES, EXAMPLES, FIXTURES, TASKS, run_judge
-from kerneljudge import protocol, sanitize
+from kerneljudge import protocol
+from kerneljudge.judge import sanitizer as sanitize
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
 from kerneljudge.tasks.shapes import read_family
-from kerneljudge.worker import perturb
+from kerneljudge.worker.correctness import perturb
 
 WS = "/tmp/kerneljudge-candidate-k2x9"
 EXT = f"{WS}/cache/torch_extensions/py312_cu130/kj_warp_race_rms_norm/cuda.cu"
@@ -429,8 +430,8 @@ sys.exit(code)
 def stand_in_tool(tmp_path, monkeypatch):
     """Judgments on the CPU that run the sanitizer stage with a stand-in tool, on a folder the sandbox binds
     back (PYTHONPATH's folders are needed paths); returns a function that makes the tool report a race."""
-    from kerneljudge import pipeline
-    from kerneljudge.verdict import Capability
+    from kerneljudge.judge import pipeline
+    from kerneljudge.results.verdict import Capability
 
     folder = tmp_path / "bin"
     folder.mkdir()

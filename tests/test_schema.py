@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 
 from helpers import SCHEMA_PATH
-from kerneljudge.verdict import SCHEMA_VERSION, Record, record_json_schema
+from kerneljudge.results.verdict import SCHEMA_VERSION, Record, record_json_schema
 
 
 def test_published_schema_matches_the_models():

@@ -1,4 +1,4 @@
-"""Trials' inputs made again in the candidate's worker from each trial's seed (worker/seeded.py): the
+"""Trials' inputs made again in the candidate's worker from each trial's seed (worker/correctness/seeded.py): the
 record says where they were made; inputs that the candidate's worker cannot make as the reference did are
 shipped from the reference's, whatever the reason (a task that draws from an unseeded source, a candidate
 that tampers with torch's generators). Tasks and candidates written for the tests."""
@@ -6,7 +6,7 @@ that tampers with torch's generators). Tasks and candidates written for the test
 from __future__ import annotations
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.candidate import reference_as_candidate
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.tasks.load import load_task
 
 

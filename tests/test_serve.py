@@ -1,6 +1,6 @@
 """`kerneljudge serve`: answers over HTTP, idempotency, backpressure, async jobs, bad input, metrics, clients.
 
-The mechanics run with `kerneljudge.pipeline.judge` replaced by `FakeJudge` (a record per candidate, held
+The mechanics run with `kerneljudge.judge.pipeline.judge` replaced by `FakeJudge` (a record per candidate, held
 back on demand); one real CPU judgment goes end to end through HTTP.
 """
 
@@ -15,14 +15,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from helpers import CANDIDATES, TASKS, make_record
-from kerneljudge import pipeline
-from kerneljudge.backends.local import LocalBackend
+from kerneljudge.judge import pipeline
+from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.config import JudgeConfig
 from kerneljudge.serve.app import create_app
 from kerneljudge.serve.catalog import TaskCatalog
 from kerneljudge.serve.client import LocalJudge, RemoteJudge
 from kerneljudge.serve.service import Service
-from kerneljudge.verdict import Failure, Identity, Record
+from kerneljudge.results.verdict import Failure, Identity, Record
 
 CONFIG = JudgeConfig(device="cpu", timing=False, policy="practical")
 MODEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -178,7 +178,7 @@ def poll(client: TestClient, job_id: str) -> dict:
 
 def test_a_failing_candidate_is_an_ordinary_answer_and_a_judge_fault_is_a_5xx_judged_again(tmp_path, fake):
     with serving(tmp_path) as (client, _):
-        failed = client.post("/v1/judge", json=[item("WRONG", options={"reward_spec": "kerneljudge.reward.binary.v1"})])
+        failed = client.post("/v1/judge", json=[item("WRONG", options={"reward_spec": "kerneljudge.results.reward.binary.v1"})])
         assert failed.status_code == 200
         (answer,) = failed.json()
         assert (answer["status"], answer["failure_kind"], answer["reward"], answer["valid"]) == (
@@ -284,7 +284,7 @@ def real_judgment(tmp_path_factory):
         "task_source": (TASKS / "tiny_bias_relu.py").read_text(),
         "candidate": response,
         "request_id": "real-1",
-        "options": {"reward_spec": "kerneljudge.reward.binary.v1"},
+        "options": {"reward_spec": "kerneljudge.results.reward.binary.v1"},
     }
     yield client, body, client.post("/v1/judge", json=body)
     service.close()

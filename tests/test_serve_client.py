@@ -21,7 +21,7 @@ def answer(item: dict) -> dict:
     return {
         "request_id": item.get("request_id"),
         "reward": 0.0,
-        "reward_spec": "kerneljudge.reward.v2",
+        "reward_spec": "kerneljudge.results.reward.v2",
         "valid": True,
         "status": "PASS",
         "failure_kind": None,

@@ -19,7 +19,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from kerneljudge.backends.local import LocalBackend
+from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.config import JudgeConfig
 from kerneljudge.serve.app import create_app
 from kerneljudge.serve.limits import MAX_BODY_BYTES, ServeLimits, uvicorn_config

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from test_serve import CONFIG, FakeJudge, item, poll
 
-from kerneljudge import pipeline
-from kerneljudge.backends.local import LocalBackend
+from kerneljudge.judge import pipeline
+from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.serve import app as app_module
 from kerneljudge.serve import service as service_module
 from kerneljudge.serve.app import create_app

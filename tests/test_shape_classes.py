@@ -1,4 +1,4 @@
-"""Derived shape families at values drawn at run time by size class (tasks/size_classes.py, worker/derived.py):
+"""Derived shape families at values drawn at run time by size class (tasks/size_classes.py, worker/correctness/derived.py):
 the classes drawn, a width that reaches only `__init__` varied, the draw of trial shapes, the plan's record,
 the `Derive` request's checks, and a channel-width-specialised Triton kernel failing `shape_refused`
 (docs/tasks.md#derived-shape-families)."""
@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from helpers import TASKS, run_judge
-from kerneljudge import plan as hidden_plan
+from kerneljudge.judge import hidden_plan
 from kerneljudge import protocol
 from kerneljudge.checks.refusals import refusal_failure
 from kerneljudge.redteam import FIXTURES_DIR
 from kerneljudge.tasks import size_classes
 from kerneljudge.tasks.shapes import read_family
-from kerneljudge.worker import derived
+from kerneljudge.worker.correctness import derived
 
 CHANNEL_MIX = TASKS / "channel_mix.py"
 

@@ -15,9 +15,9 @@ import pytest
 
 from helpers import make_record
 from kerneljudge.config import JudgeConfig
-from kerneljudge.reward import REWARD_BINARY_V1, REWARD_V1
-from kerneljudge.store import Store, StoreError, config_digest, environment_digest, key_of
-from kerneljudge.verdict import Record
+from kerneljudge.results.reward import REWARD_BINARY_V1, REWARD_V1
+from kerneljudge.results.store import Store, StoreError, config_digest, environment_digest, key_of
+from kerneljudge.results.verdict import Record
 
 
 def test_key_survives_the_round_trip_and_names_config_and_machine(tmp_path):
@@ -129,7 +129,7 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, {tests!r})
     from test_store import make_record
-    from kerneljudge.store import Store
+    from kerneljudge.results.store import Store
     go = Path({go!r})
     records = [make_record(f"c{{i}}") for i in range({count})]
     while not go.exists():
@@ -159,8 +159,8 @@ KILLED_WRITER = textwrap.dedent(
     import sys
     sys.path.insert(0, {tests!r})
     from test_store import make_record
-    from kerneljudge.store import Store
-    from kerneljudge.verdict import WorkerLog
+    from kerneljudge.results.store import Store
+    from kerneljudge.results.verdict import WorkerLog
     big = WorkerLog(stdout_tail="x" * 2_000_000, stdout_bytes=2_000_000, stderr_tail="", stderr_bytes=0,
                     truncated=True)
     with Store({store!r}) as store:

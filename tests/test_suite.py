@@ -14,7 +14,7 @@ from kerneljudge import suite
 from kerneljudge.errors import TaskError
 from kerneljudge.tasks.lint import lint_task, task_files
 from kerneljudge.tasks.load import load_task
-from kerneljudge.tasks.source import parse_task
+from kerneljudge.sources.reading import parse_task
 
 pytest.importorskip("triton")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.candidate import reference_as_candidate
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.tasks.load import load_task
 
 KINDS = ["scalar_loss", "int_labels", "triangular", "probabilities", "mixed_outputs", "inplace", "random_state"]

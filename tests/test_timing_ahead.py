@@ -1,4 +1,4 @@
-"""The timing pair made ready ahead (`timing_ahead`, stages/timing_ahead.py, issue 20): greeted, loaded, its pool
+"""The timing pair made ready ahead (`timing_ahead`, judge/stages/timing_ahead.py, issue 20): greeted, loaded, its pool
 staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
 timing stage then starts at the calibration. A judgment that ends before timing stops the thread and keeps the
 pair's logs; what the thread raised is raised where timing takes the pair; in a batch no lane measures while it
@@ -17,17 +17,17 @@ import pytest
 from test_lanes import RecordingGate
 
 from helpers import CANDIDATES, TASKS
-from kerneljudge import batch
-from kerneljudge.batch import BatchItem, run_batch
+from kerneljudge.runs import batch
+from kerneljudge.runs.batch import BatchItem, run_batch
 from kerneljudge.config import ConfigError, JudgeConfig
-from kerneljudge.gate import ahead_fits, memory_need, timing_need
-from kerneljudge.pipeline import judge
-from kerneljudge.stages import correctness, hidden_shapes, timing_ahead, timing_pair
-from kerneljudge.stages.failures import CandidateFailed
-from kerneljudge.stages.timing import pool_sets
-from kerneljudge.store import Store
+from kerneljudge.judge.gate import ahead_fits, memory_need, timing_need
+from kerneljudge.judge.pipeline import judge
+from kerneljudge.judge.stages import correctness, hidden_shapes, timing_ahead, timing_pair
+from kerneljudge.judge.stages.failures import CandidateFailed
+from kerneljudge.judge.stages.timing import pool_sets
+from kerneljudge.results.store import Store
 from kerneljudge.timing.plan import INTERLEAVED, KERNELBENCH
-from kerneljudge.verdict import Failure
+from kerneljudge.results.verdict import Failure
 
 GIB = 2**30
 CONFIG = JudgeConfig(
@@ -303,7 +303,7 @@ def test_with_cached_baselines_only_the_candidates_side_is_made_ready(tmp_path, 
 def test_the_pool_is_known_from_the_plan_before_the_trials_end():
     """The pool's sets are fresh draws (the plan's timing seeds) of the task's own distribution, as many as the
     memory allows, whatever trials were kept so far: a hidden distribution the task rejected fell back to its own
-    (worker/trials.py), so the pool the thread stages after the first trial is the one it would stage after all."""
+    (worker/correctness/trials.py), so the pool the thread stages after the first trial is the one it would stage after all."""
     plan = SimpleNamespace(timing_seeds=[11, 12, 13])
     after_one = SimpleNamespace(timing_sets=[{"seed": 1, "variant": {"kind": "standard"}}], pool_sets=3, plan=plan)
     rejected = {"kind": "heavy_tail", "rejected": "the reference's output is not finite on these inputs"}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers import allow_descriptors_past
-from kerneljudge.worker import channel, wire
+from kerneljudge.protocol import channel, wire
 
 
 def roundtrip(header):
@@ -199,7 +199,7 @@ def test_packed_and_unpacked_tensors_are_freed_by_reference_counting_alone():
 
     import torch
 
-    from kerneljudge.worker.wire import pack_values, unpack_values
+    from kerneljudge.protocol.wire import pack_values, unpack_values
 
     gc.collect()
     gc.disable()
@@ -216,12 +216,12 @@ def test_packed_and_unpacked_tensors_are_freed_by_reference_counting_alone():
 
 
 def test_a_kept_output_is_copied_into_storage_made_ahead_with_its_layout():
-    """A timed call's kept output is copied into a nest made like it before the seal (worker/timed_outputs.py,
-    worker/sample_seal.py): the same values, layout and structure, in the storage made ahead."""
+    """A timed call's kept output is copied into a nest made like it before the seal (worker/timing/outputs.py,
+    worker/seal/sample.py): the same values, layout and structure, in the storage made ahead."""
     import torch
 
-    from kerneljudge.worker.sample_seal import copy_kept
-    from kerneljudge.worker.timed_outputs import empty_alike
+    from kerneljudge.worker.seal.sample import copy_kept
+    from kerneljudge.worker.timing.outputs import empty_alike
 
     value = (torch.arange(6.0).reshape(2, 3).t(), [torch.ones(2, dtype=torch.int32)])
     into = empty_alike(value)

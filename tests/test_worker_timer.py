@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from kerneljudge.worker.timer import CYCLES_PER_MS, Timer
+from kerneljudge.worker.timing.timer import CYCLES_PER_MS, Timer
 
 
 def fake_torch(elapsed_ms):

@@ -1,8 +1,8 @@
-"""The commit's digests replayed from CUDA graphs (worker/digest_graphs.py): on a CUDA device they are the eager
+"""The commit's digests replayed from CUDA graphs (worker/seal/digest_graphs.py): on a CUDA device they are the eager
 operators' digests of the same bytes (the CPU's), for every shape of words, a second tensor of a shape already
 captured included (a replay reads its input afresh); a stack of small outputs alike; a tensor past GRAPH_BYTES and a
 shape whose capture failed are digested eagerly, with the same values. Every one of them runs the fused kernels
-(worker/digest_kernels.py, built by the jiterator), which give the CPU operators' sums for every length, packing,
+(worker/seal/digest_kernels.py, built by the jiterator), which give the CPU operators' sums for every length, packing,
 start and row count."""
 
 import time
@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from kerneljudge.worker import commit_digest, digest_graphs, digest_kernels, evidence
+from kerneljudge.worker.seal import digest as commit_digest, digest_graphs, digest_kernels
+from kerneljudge.worker import evidence
 
 pytestmark = pytest.mark.gpu
 

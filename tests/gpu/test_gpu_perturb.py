@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.sanitize import TRITON_TOOLS, sanitizer_path
-from kerneljudge.worker.perturb import KINDS
+from kerneljudge.judge.sanitizer import TRITON_TOOLS, sanitizer_path
+from kerneljudge.worker.correctness.perturb import KINDS
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""The channels' registered heads on CUDA (worker/pinned.py), with the driver's registration: device tensors
+"""The channels' registered heads on CUDA (protocol/pinned.py), with the driver's registration: device tensors
 cross a head both ways, read-only where the reader holds the channel read-only, and a write that lands where
 an earlier one did is read fresh (a registration that had pinned pages the file no longer held would move the
 old bytes), in one process and across two, as a candidate worker writes and the reference worker reads; and a
@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from kerneljudge.worker import channel, pinned
+from kerneljudge.protocol import channel, pinned
 
 pytestmark = pytest.mark.gpu
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from kerneljudge.errors import KernelJudgeError
-from kerneljudge.reward import REWARD_BINARY_V1, REWARD_V1, REWARD_V2, reward_binary, reward_v1, reward_v2
+from kerneljudge.results.reward import REWARD_BINARY_V1, REWARD_V1, REWARD_V2, reward_binary, reward_v1, reward_v2
 from kerneljudge.serve.schema import Answer, Item, Options
 
 URL_ENV = "KJ_JUDGE_URL"
@@ -184,7 +184,7 @@ def default_judge(url: str | None = None) -> Judge:
 
 
 def _local_judge() -> Judge:
-    from kerneljudge.backends.local import LocalBackend
+    from kerneljudge.runs.backends.local import LocalBackend
     from kerneljudge.serve.client import LocalJudge
 
     store = Path(os.environ.get(STORE_ENV) or DEFAULT_STORE)

@@ -29,7 +29,7 @@ would otherwise be judged when the response has no code. OpenRLHF keeps a long p
 decodes prompt and response together, so the prompt may be cut at its start or spelled differently; where it
 is not found whole, the longest end of it the query holds (at least MIN_PROMPT_TAIL_CHARS) marks where the
 response begins, then the same without whitespace (`kerneljudge_prompt_inexact` 1). The reward is
-`kerneljudge.reward.v2` (the server's mode, policy and timing); the score is 1 for a verified kernel, else 0.
+`kerneljudge.results.reward.v2` (the server's mode, policy and timing); the score is 1 for a verified kernel, else 0.
 A judgment without reward (the judge's own fault, or UNSUPPORTED) gets NO_REWARD_VALUE and
 `kerneljudge_rewarded` 0, since OpenRLHF trains on every reward it gets.
 """
@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from starlette.concurrency import run_in_threadpool
 
 from kerneljudge.adapters.common import AdapterError, Judge, Outcome, default_judge, first_error, task_fields
-from kerneljudge.candidate import extract_code
+from kerneljudge.sources.candidate import extract_code
 from kerneljudge.serve.client import RemoteError
 from kerneljudge.serve.schema import MAX_ITEMS, MAX_SOURCE_CHARS, Answer, Item, Options
 from kerneljudge.serve.service import BadRequest, Conflict, QueueFull, ServeError, Service, Ticket

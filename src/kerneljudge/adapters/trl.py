@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneljudge.adapters.common import AdapterError, Judge, Outcome, as_options, default_judge, response_text, score
-from kerneljudge.reward import REWARD_V2
+from kerneljudge.results.reward import REWARD_V2
 
 
 class KernelJudgeReward:

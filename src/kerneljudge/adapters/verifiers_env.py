@@ -27,7 +27,7 @@ from typing import Any
 
 from kerneljudge.adapters.common import Judge, as_options, default_judge, response_text, score
 from kerneljudge.errors import UsageError
-from kerneljudge.reward import REWARD_V2
+from kerneljudge.results.reward import REWARD_V2
 
 
 def load_environment(

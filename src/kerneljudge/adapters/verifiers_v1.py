@@ -27,7 +27,7 @@ from pydantic import Field
 
 from kerneljudge.adapters.common import as_options, default_judge, score
 from kerneljudge.adapters.verifiers_env import builtin_ids, task_row
-from kerneljudge.reward import REWARD_V2
+from kerneljudge.results.reward import REWARD_V2
 
 __all__ = ["KernelTaskset"]
 

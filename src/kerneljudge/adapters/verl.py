@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneljudge.adapters.common import Judge, Outcome, as_options, default_judge, score
-from kerneljudge.reward import REWARD_V2
+from kerneljudge.results.reward import REWARD_V2
 from kerneljudge.serve.schema import Options
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kerneljudge.verdict import Finding
+from kerneljudge.results.verdict import Finding
 
 
 @dataclass(frozen=True)

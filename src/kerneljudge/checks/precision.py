@@ -19,7 +19,7 @@ import math
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
-from kerneljudge.verdict import Finding
+from kerneljudge.results.verdict import Finding
 
 FULL_PRECISION = ("float32", "float64")
 BANDS = ((6.0, 10.0, "bf16"), (10.0, 14.5, "fp16 or TF32"))

@@ -1,7 +1,7 @@
 """A candidate's error at a derived hidden shape: whether it is a refusal, the failure it is, and the finding
 that keeps each one.
 
-A derived shape family (kerneljudge/worker/derived.py) holds only shapes where the task's own reference
+A derived shape family (kerneljudge/worker/correctness/derived.py) holds only shapes where the task's own reference
 builds from the task's init inputs and runs on its inputs: sizes the task's `Model` handles. A candidate
 that raises at one of them (a ValueError, an assert, a `view` that does not fit, a block that must be a power
 of two) handles less than the model it replaces, and fails with its own kind, `shape_refused`, naming the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.support import out_of_memory
-from kerneljudge.verdict import Failure, Finding
+from kerneljudge.results.verdict import Failure, Finding
 
 REFUSAL_KINDS = ("runtime_error", "compile_error")
 DEVICE_FAULTS = (

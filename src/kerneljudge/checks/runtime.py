@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
-from kerneljudge.verdict import Finding
+from kerneljudge.results.verdict import Finding
 
 # numerics_flags() names (worker/evidence.py) and the values that only make numerics stricter than pinned.
 STRICTER_FLAGS = {

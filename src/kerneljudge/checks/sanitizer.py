@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
-from kerneljudge.verdict import Failure, Finding
+from kerneljudge.results.verdict import Failure, Finding
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 CODES = {"racecheck": "KJ-R060", "memcheck": "KJ-R061", "initcheck": "KJ-R062", "synccheck": "KJ-R063"}

@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
-from kerneljudge.verdict import Finding
+from kerneljudge.results.verdict import Finding
 
 
 def degenerate_outputs(trials: list[list[dict[str, Any] | None]]) -> list[Finding]:
     """`trials[k][i]` is the reference worker's screen of the oracle's output i in trial k (at least two
-    trials with different inputs): its fingerprint and whether it is constant (worker/outputs.py)."""
+    trials with different inputs): its fingerprint and whether it is constant (worker/correctness/outputs.py)."""
     if len(trials) < 2:
         return []
     found = []

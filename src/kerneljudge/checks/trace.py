@@ -42,7 +42,7 @@ from typing import Any
 
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.kernel_names import TORCH_MOVEMENT, identifiers, in_torch, kernel_base, qualified_name
-from kerneljudge.verdict import Finding
+from kerneljudge.results.verdict import Finding
 
 # Host and device timestamps come from one profiler clock; this much misalignment is tolerated (µs).
 CLOCK_SLACK_US = 50.0

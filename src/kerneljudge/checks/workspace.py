@@ -9,7 +9,7 @@ is the task's, and never a finding against the candidate.
 from __future__ import annotations
 
 from kerneljudge.checks.catalog import finding
-from kerneljudge.verdict import Finding, WorkerLog
+from kerneljudge.results.verdict import Finding, WorkerLog
 
 
 def past_bounds(logs: dict[str, WorkerLog]) -> list[Finding]:

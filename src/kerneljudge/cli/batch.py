@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.backends.machine import lanes_for
-from kerneljudge.batch import BatchItem, read_manifest, run_batch
+from kerneljudge.runs.backends.machine import lanes_for
+from kerneljudge.runs.batch import BatchItem, read_manifest, run_batch
 from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
-from kerneljudge.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
-from kerneljudge.store import Store
-from kerneljudge.verdict import Record
+from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
+from kerneljudge.results.store import Store
+from kerneljudge.results.verdict import Record
 
 
 def add_batch_commands(sub: Any) -> None:
@@ -162,7 +162,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         stages = stack.enter_context(args.log.open("a")) if args.log is not None else None
         backend = None
         if args.backend == "ray":  # Ray is imported only here
-            from kerneljudge.backends.ray import RayBackend
+            from kerneljudge.runs.backends.ray import RayBackend
 
             ray = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
             backend = stack.enter_context(ray)
@@ -200,7 +200,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = sum(len(samples) for samples in results.values())
             print(f"{count} KernelBench samples of {len(results)} problems to {args.kernelbench_json}")
         if args.bundle is not None:
-            from kerneljudge.bundle import BundleError, write_bundle
+            from kerneljudge.results.bundle import BundleError, write_bundle
 
             records = list(store)
             try:
@@ -213,7 +213,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when the bundle verifies, 2 when it does not."""
-    from kerneljudge.bundle import verify_bundle
+    from kerneljudge.results.bundle import verify_bundle
 
     if not args.bundle.is_dir():
         raise UsageError(f"no bundle at {args.bundle}: write one with `kerneljudge export --store DB --bundle DIR`")
@@ -228,8 +228,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kerneljudge.best_of_k import best_of_k
-    from kerneljudge.metrics import Baseline, BaselineError, speedup_of, summarize
+    from kerneljudge.results.best_of_k import best_of_k
+    from kerneljudge.results.metrics import Baseline, BaselineError, speedup_of, summarize
     from kerneljudge.report.markdown import summary_markdown
 
     if not args.store.is_file():

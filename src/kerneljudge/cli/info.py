@@ -14,7 +14,7 @@ def add_info_parsers(sub: Any) -> None:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from kerneljudge.env import report
+    from kerneljudge.judge.env import report
 
     info = report()
     if args.json:
@@ -27,7 +27,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from kerneljudge.verdict import record_json_schema
+    from kerneljudge.results.verdict import record_json_schema
 
     print(json.dumps(record_json_schema(), indent=2))
     return 0

@@ -18,7 +18,7 @@ from kerneljudge.logs import FORMATS, LEVELS
 from kerneljudge.serve.limits import BODY_TIMEOUT_S, MAX_CONNECTIONS, ServeLimits
 
 if TYPE_CHECKING:
-    from kerneljudge.backends import Backend
+    from kerneljudge.runs.backends import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend
     """The backend `--backend` names, and the environment digest of the machines it judges on (the store key's
     fourth field, known before judging so that a retry is answered from the store). A cluster of unlike nodes
     records each judgment under its own node's environment; the server's ledger maps it back to the request."""
-    from kerneljudge.store import environment_digest
+    from kerneljudge.results.store import environment_digest
 
     if args.backend == "ray" and args.gpus is not None:
         raise UsageError("--gpus picks GPUs of this machine; with --backend ray every GPU of the cluster judges")
@@ -116,15 +116,15 @@ def make_backend(args: argparse.Namespace, config: JudgeConfig) -> tuple[Backend
         raise UsageError("--spare-workers keeps spares on this machine's lanes, not on a Ray cluster")
     backend: Backend
     if args.backend == "local":
-        from kerneljudge.backends.local import LocalBackend
-        from kerneljudge.backends.machine import lanes_for
+        from kerneljudge.runs.backends.local import LocalBackend
+        from kerneljudge.runs.backends.machine import lanes_for
 
         lanes = lanes_for(config.device, args.gpus, args.jobs)
         backend = LocalBackend(
             lanes, cached_baselines=args.cached_baselines, spare_workers=args.spare_workers, timed=config.timing
         )
     elif args.backend == "ray":  # Ray is imported only here
-        from kerneljudge.backends.ray import RayBackend
+        from kerneljudge.runs.backends.ray import RayBackend
 
         backend = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
     else:

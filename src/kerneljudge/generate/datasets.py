@@ -21,7 +21,7 @@ from pathlib import Path
 from kerneljudge.errors import UsageError
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_kernelbench
-from kerneljudge.tasks.source import Task, parse_task
+from kerneljudge.sources.reading import Task, parse_task
 
 BUILTIN_LEVEL = 0
 GPUMODE_LEVEL = 10
@@ -138,7 +138,7 @@ def kernelbench_tasks(folder: Path, spec: str) -> list[SelectedTask]:
 
 def parquet_tasks(path: Path, spec: str) -> list[SelectedTask]:
     """The rows of one of the dataset's parquet files, read as the checkout they would be."""
-    from kerneljudge.kernelbench_runs import problems_from_parquet
+    from kerneljudge.runs.kernelbench_runs import problems_from_parquet
 
     with tempfile.TemporaryDirectory(prefix="kerneljudge-parquet-") as folder:
         problems_from_parquet([path], folder)

@@ -1,5 +1,5 @@
 """`improve`: the repair loop. Ask the model, judge what it wrote, send the verdict's explanation back
-(kerneljudge.explain), and again, up to K rounds or until a round is verified (docs/generate.md).
+(kerneljudge.results.explain), and again, up to K rounds or until a round is verified (docs/generate.md).
 
 One chain per task and sample, each a conversation: the first prompt, the model's answer, the feedback on
 it, the next answer. Every round is a line of `rounds.jsonl` (generate/records.py: the prompt it added, the
@@ -22,17 +22,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from kerneljudge.candidate import load_candidate
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError
-from kerneljudge.explain import explain
+from kerneljudge.results.explain import explain
 from kerneljudge.generate.client import Backend, ChatRequest
 from kerneljudge.generate.datasets import SelectedTask, write_problems
 from kerneljudge.generate.prompts import Template, feedback_prompt, generation_prompt
 from kerneljudge.generate.records import RoundRecord, Stop, Verdict, read_lines
 from kerneljudge.generate.run import FAILURES, GenerateSpec, RunFolder, code_fields, exchange_fields
-from kerneljudge.reward import REWARD_V2
-from kerneljudge.verdict import Record
+from kerneljudge.results.reward import REWARD_V2
+from kerneljudge.results.verdict import Record
 
 ROUNDS = "rounds.jsonl"
 FINAL: tuple[Stop, ...] = ("verified", "judge_error", "unsupported")
@@ -89,7 +89,7 @@ class Improver:
 
     def judge(self, task: SelectedTask, path: Path) -> tuple[Record | None, str]:
         """The record of one round's candidate (stored), and its explanation for the model."""
-        from kerneljudge.pipeline import judge
+        from kerneljudge.judge.pipeline import judge
 
         try:
             with self.judging:
@@ -99,7 +99,7 @@ class Improver:
         with self.storing:
             self.judged += 1
         if self.spec.store is not None:
-            from kerneljudge.store import Store
+            from kerneljudge.results.store import Store
 
             with self.storing, Store(self.spec.store) as store:
                 store.put(record)

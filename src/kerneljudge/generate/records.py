@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, ValidationError
 
 from kerneljudge.errors import UsageError
-from kerneljudge.verdict import Model
+from kerneljudge.results.verdict import Model
 
 SAMPLE_SCHEMA = "kerneljudge.generate.sample.v1"
 ROUND_SCHEMA = "kerneljudge.generate.round.v1"
@@ -82,7 +82,7 @@ class RoundRecord(Exchange):
     schema_version: Literal["kerneljudge.generate.round.v1"] = ROUND_SCHEMA
     round: int
     verdict: Verdict | None = None
-    explanation: str | None = None  # what the next round's prompt quotes (kerneljudge.explain)
+    explanation: str | None = None  # what the next round's prompt quotes (kerneljudge.results.explain)
     reward: float | None = None
     reward_spec: str | None = None
     stop: Stop | None = None  # why the chain ends here; None: another round follows

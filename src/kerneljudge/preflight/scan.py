@@ -17,7 +17,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from kerneljudge import pyast
+from kerneljudge.sources import pyast
 from kerneljudge.checks.catalog import CATALOG
 from kerneljudge.preflight.allowlist import (
     ATTRIBUTE_BUILTINS,

@@ -1,7 +1,7 @@
 """The worker protocol: what the trusted parent may ask a worker, one request type per operation.
 
 Imported by the workers as well as the parent, so it imports the standard library only. The wire format
-(frames, channels) is worker/wire.py and worker/channel.py; this package is what a frame's header means.
+(frames, channels) is protocol/wire.py and protocol/channel.py; this package is what a frame's header means.
 """
 
 from kerneljudge.protocol.requests import (

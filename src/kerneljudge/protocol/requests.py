@@ -61,7 +61,7 @@ MAX_PROPOSED_VALUE = 2**31 - 1
 
 @dataclass(frozen=True)
 class Derive(Request):
-    """The shape family derived from the task's size globals (worker/derived.py), from the values the parent
+    """The shape family derived from the task's size globals (worker/correctness/derived.py), from the values the parent
     drew for them (tasks/size_classes.py): `proposals` is {"values": {name: [int, ...]}, "joint": [{name:
     int}, ...]}, each value from 2 to 2**31 - 1; None: the worker's own fixed proposals."""
 
@@ -115,7 +115,7 @@ class Trial(Request):
 @dataclass(frozen=True)
 class Rerun(Request):
     """The reference again on the inputs of `seed` (under `variant`), made anew and checked against the trial's
-    `fingerprint` (worker/seeded.py), from the random state `call_seed` (another than the trial's), its outputs
+    `fingerprint` (worker/correctness/seeded.py), from the random state `call_seed` (another than the trial's), its outputs
     set against slot `slot`'s first run and oracle by `tolerances` (as `compare` takes them): task screening's
     replay of the reference (checks/reference_replay.py, KJ-T003)."""
 
@@ -133,7 +133,7 @@ class Rerun(Request):
 class Call(Request):
     """One candidate call: on the inputs in its inbox, on those it makes again from `made`, or with
     `reuse_inputs` on the previous call's storage (the canary); after `poison_bytes` of poisoned memory,
-    from the random state `call_seed`, maybe traced, maybe perturbed (worker/perturb.py); its outputs
+    from the random state `call_seed`, maybe traced, maybe perturbed (worker/correctness/perturb.py); its outputs
     re-read `reread_s` after it returned; `keep_inputs` for the next call's reuse."""
 
     op: ClassVar[str] = "call"
@@ -221,7 +221,7 @@ class Commit(Request):
     checks: first the digests of `calls` outputs of that sample (`committed`), then a `keep` is read. The candidate's
     worker is asked for its own calls a sample, every one; the reference's for as many as the candidate's sample
     holds, its own calls' outputs taken in turn, so that its commit is timed doing the candidate's digesting
-    (stages/untimed_work.py)."""
+    (judge/stages/untimed_work.py)."""
 
     op: ClassVar[str] = "commit"
     calls: int

@@ -11,12 +11,12 @@ from typing import Any
 
 from kerneljudge.checks.catalog import CATALOG
 from kerneljudge.config import JudgeConfig
-from kerneljudge.pipeline import judge
+from kerneljudge.judge.pipeline import judge
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
 from kerneljudge.redteam.suite import FIXTURES, Fixture
-from kerneljudge.sanitize import sanitizer_path
+from kerneljudge.judge.sanitizer import sanitizer_path
 from kerneljudge.timing.plan import CUDA_GRAPH
-from kerneljudge.verdict import Record
+from kerneljudge.results.verdict import Record
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kerneljudge.best_of_k import TaskClaim
-from kerneljudge.metrics import Rate, Summary
+from kerneljudge.results.best_of_k import TaskClaim
+from kerneljudge.results.metrics import Rate, Summary
 
 NOT_TIMED = "not timed"
 

@@ -1,7 +1,7 @@
 """A results store as one self-contained HTML page: the summary, fast_p and verified_fast_p per p, the
 best-of-K claim per task, every judged item, and the plots (report/plots.py) as inline SVG.
 
-Every figure is computed from the records (`kerneljudge.metrics`, `kerneljudge.best_of_k`), never typed in.
+Every figure is computed from the records (`kerneljudge.results.metrics`, `kerneljudge.results.best_of_k`), never typed in.
 No script and no fetched file: the page opens offline and in any browser.
 """
 
@@ -12,8 +12,8 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
-from kerneljudge.best_of_k import TaskClaim
-from kerneljudge.metrics import Summary, is_correct, speedup_of, verified_runtime_ms
+from kerneljudge.results.best_of_k import TaskClaim
+from kerneljudge.results.metrics import Summary, is_correct, speedup_of, verified_runtime_ms
 from kerneljudge.report.markdown import (
     BEST_OF_K_HEADER,
     best_of_k_rows,
@@ -24,7 +24,7 @@ from kerneljudge.report.markdown import (
     timing_note,
 )
 from kerneljudge.report.plots import failures_plot, fast_p_plot, findings_plot, pyplot, speedup_plot
-from kerneljudge.verdict import Record
+from kerneljudge.results.verdict import Record
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 2rem auto; padding: 0 1rem; color: #222; }

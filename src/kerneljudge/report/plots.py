@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kerneljudge.metrics import Rate, Summary, is_correct, level_of
-from kerneljudge.verdict import Record
+from kerneljudge.results.metrics import Rate, Summary, is_correct, level_of
+from kerneljudge.results.verdict import Record
 
 MOST_GROUPS = 15  # failure groups drawn; the rest are named in the title's count
 DODGE = 0.02  # fast_p and verified_fast_p points are offset by this much in p so equal values both show

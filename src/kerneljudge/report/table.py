@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kerneljudge.verdict import Record
+from kerneljudge.results.verdict import Record
 
 STATUS_STYLE = {
     "PASS": "bold green",

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from kerneljudge.worker import wire
+from kerneljudge.protocol import wire
 
 GiB = 1024**3
 

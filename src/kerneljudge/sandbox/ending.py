@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import wire
+from kerneljudge.protocol import wire
 
 # How long a worker whose pipe broke is given to finish exiting before it is killed: its launcher passes its
 # exit status on within milliseconds, and a status read after the judge's own kill would say SIGKILL.

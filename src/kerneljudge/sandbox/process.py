@@ -30,7 +30,7 @@ from kerneljudge.sandbox.ending import Lineage, StreamCapture, WorkerEnding
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerTalk
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
-from kerneljudge.worker import channel
+from kerneljudge.protocol import channel
 
 WORKER_USER = "kerneljudge-worker"
 
@@ -44,7 +44,7 @@ INHERITED_ENV = (
     "CUDA_PATH",
     "LD_LIBRARY_PATH",
     "NVIDIA_VISIBLE_DEVICES",
-    "KJ_PINNED_HEADS",  # "0": no registered channel heads (worker/pinned.py), for a measurement without them
+    "KJ_PINNED_HEADS",  # "0": no registered channel heads (protocol/pinned.py), for a measurement without them
     "NVIDIA_DRIVER_CAPABILITIES",
     *MULTICAST_OFF_ENV,
     "OMP_NUM_THREADS",
@@ -111,7 +111,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         self.sharing = sharing
         self.workspace = sharing.workspace if sharing is not None else Workspace.create(role)
         # The source the worker imports when told to load; None: a spare worker, its source written when a
-        # judgment takes it (`assign`: stages/spare_pairs.py). The worker reads the file only at its load.
+        # judgment takes it (`assign`: judge/stages/spare_pairs.py). The worker reads the file only at its load.
         self.source_path = self.workspace.root / f"{role}.py"
         if source_text is not None:
             self.workspace.write_source(self.source_path.name, source_text)

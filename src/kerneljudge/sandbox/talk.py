@@ -1,5 +1,5 @@
 """Talking to one worker: a request written to its pipe in the wire format, the response read back within a
-deadline, and the tensors both name checked and read in its shared-memory channels (worker/channel.py); the
+deadline, and the tensors both name checked and read in its shared-memory channels (protocol/channel.py); the
 typed failures a worker's answer can end in.
 
 `WorkerTalk` is mixed into `WorkerProcess` (sandbox/process.py), which holds the pipes, the channels and the
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import channel, wire
+from kerneljudge.protocol import channel, wire
 
 
 class WorkerFailure(Exception):
@@ -47,7 +47,7 @@ class WorkerOversized(WorkerFailure):
 
 class WorkerChannels:
     """The parent's read-write endpoints of one worker's two channels, `<role>_in` and `<role>_out`
-    (worker/channel.py); a reference worker is also handed the candidate's, as its peer."""
+    (protocol/channel.py); a reference worker is also handed the candidate's, as its peer."""
 
     def __init__(self, role: str, capacity_bytes: int) -> None:
         self.role = role

@@ -34,7 +34,7 @@ CACHE_DIRS = {
     "TORCH_EXTENSIONS_DIR": "cache/torch_extensions",
     "TORCHINDUCTOR_CACHE_DIR": "cache/inductor",
     "CUDA_CACHE_PATH": "cache/nv",
-    "PYTORCH_KERNEL_CACHE_PATH": "cache/torch_kernels",  # the jiterator's NVRTC builds (worker/digest_kernels.py)
+    "PYTORCH_KERNEL_CACHE_PATH": "cache/torch_kernels",  # the jiterator's NVRTC builds (worker/seal/digest_kernels.py)
 }
 # A workspace's name: its role, then its owner's pid. Only such names are ever swept: the bytecode cache
 # (sandbox/bytecode.py) and the workspaces of judges that do not record an owner are never touched.

@@ -5,9 +5,9 @@ One module per part:
 - `schema`: the items sent and the answers given (plain pydantic), shared by the server and its clients;
 - `catalog`: the task ids a server knows (the built-in suite, `--tasks DIR`) and a task's own text;
 - `service`: admission, idempotency (a judgment per content, shared in flight, kept in the store) and the
-  bounded queue, over any `kerneljudge.backends.Backend`;
+  bounded queue, over any `kerneljudge.runs.backends.Backend`;
 - `ledger`: the results store and the server's record-id and request-id tables in the same SQLite file;
-- `answers`: an answer from a record (reward, failure, metrics, `kerneljudge.explain`);
+- `answers`: an answer from a record (reward, failure, metrics, `kerneljudge.results.explain`);
 - `jobs`: the asynchronous route's jobs; `metrics`: Prometheus' gauges and counters;
 - `problems`: every error as `application/problem+json`, with its stable code; `limits`: the body's bounds;
 - `app`: the HTTP routes (FastAPI); `client`: `RemoteJudge` (HTTP, httpx) and `LocalJudge` (in process).

@@ -2,16 +2,16 @@
 
 Pure: the same record and reward spec give the same answer, whether the record was judged just now, shared
 with a concurrent duplicate, or read back from the store; that is what makes a retry's answer identical.
-The reward is the record's own (kerneljudge/reward.py, docs/reward.md); the explanation is
-`kerneljudge.explain.explain`.
+The reward is the record's own (kerneljudge/results/reward.py, docs/reward.md); the explanation is
+`kerneljudge.results.explain.explain`.
 """
 
 from __future__ import annotations
 
-from kerneljudge.explain import explain
-from kerneljudge.reward import rewards_for
+from kerneljudge.results.explain import explain
+from kerneljudge.results.reward import rewards_for
 from kerneljudge.serve.schema import Answer, AnswerMetrics
-from kerneljudge.verdict import Record
+from kerneljudge.results.verdict import Record
 
 
 def answer_for(record: Record, record_id: str, request_id: str | None, reward_spec: str) -> Answer:

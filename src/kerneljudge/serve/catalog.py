@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.serve.schema import TaskInfo
-from kerneljudge.tasks.source import Task, parse_task, sha256_text
+from kerneljudge.sources.reading import Task, parse_task, sha256_text
 
 
 class TaskCatalog:

@@ -29,12 +29,12 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.backends import Backend
+from kerneljudge.runs.backends import Backend
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError
 from kerneljudge.serve.catalog import TaskCatalog
 from kerneljudge.serve.schema import MAX_ITEMS, Answer, Item, JobStatus
-from kerneljudge.store import Store
+from kerneljudge.results.store import Store
 
 ItemLike = Item | Mapping[str, Any]
 # What may be sent again: nothing was judged twice, since the items keep their request ids and the server

@@ -1,4 +1,4 @@
-"""The server's memory: records in a results store (kerneljudge/store.py), and two small tables beside them.
+"""The server's memory: records in a results store (kerneljudge/results/store.py), and two small tables beside them.
 
 Records go into the same SQLite file, under the same key, as `kerneljudge batch` writes them, so `export`,
 `report` and `verify` read a server's store as they read a batch's. Two tables of the server's own sit in
@@ -21,8 +21,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kerneljudge.store import Store, StoreKey, key_of
-from kerneljudge.verdict import Record
+from kerneljudge.results.store import Store, StoreKey, key_of
+from kerneljudge.results.verdict import Record
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS serve_records (

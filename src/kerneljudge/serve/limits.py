@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kerneljudge.serve.problems import send_problem
-from kerneljudge.tasks.source import byte_size
+from kerneljudge.sources.reading import byte_size
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kerneljudge.config import MODES, POLICIES
-from kerneljudge.reward import REWARD_BINARY_V1, REWARD_V1, REWARD_V2
+from kerneljudge.results.reward import REWARD_BINARY_V1, REWARD_V1, REWARD_V2
 
 REWARD_SPECS = (REWARD_V2, REWARD_V1, REWARD_BINARY_V1)
 MAX_SOURCE_CHARS = 512 * 1024  # a task's or a candidate's text (a model's whole response included)
@@ -122,7 +122,7 @@ class Answer(Wire):
     findings: list[str]  # codes of the error and warning findings
     metrics: AnswerMetrics
     record_id: str  # GET /v1/records/{record_id}: the whole record
-    explanation: str  # kerneljudge.explain: a few lines for the model's next attempt
+    explanation: str  # kerneljudge.results.explain: a few lines for the model's next attempt
 
 
 class JobAccepted(Wire):

@@ -14,7 +14,7 @@ under one lock:
 The content is what `kerneljudge batch` keys a record by: the task's and the candidate's hashes (the code
 judged, after extraction from a model's response), the configuration's digest and this machine's
 environment digest. A request id is remembered with that content; reused for another content it is
-refused (`Conflict`, 409). The service runs only `kerneljudge.pipeline.judge` through its backend: the
+refused (`Conflict`, 409). The service runs only `kerneljudge.judge.pipeline.judge` through its backend: the
 candidate stays in the sandboxed workers, and the server reads it as text.
 """
 
@@ -30,7 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kerneljudge.backends import Backend, Job
+from kerneljudge.runs.backends import Backend, Job
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.serve.answers import answer_for
@@ -38,8 +38,8 @@ from kerneljudge.serve.catalog import TaskCatalog
 from kerneljudge.serve.ledger import Ledger, LedgerSession, content_digest, record_id
 from kerneljudge.serve.metrics import ServeMetrics
 from kerneljudge.serve.schema import Answer, Health, Item
-from kerneljudge.store import StoreKey, config_digest
-from kerneljudge.verdict import Record
+from kerneljudge.results.store import StoreKey, config_digest
+from kerneljudge.results.verdict import Record
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class Service:
         queue: int | None = 64,
         environment: str | None = None,
     ) -> None:
-        from kerneljudge.store import environment_digest
+        from kerneljudge.results.store import environment_digest
 
         if queue is not None and queue < 0:
             raise UsageError(f"--queue must be 0 or more, got {queue}")
@@ -239,7 +239,7 @@ class Service:
 
     def _job(self, index: int, item: Item) -> tuple[Job, StoreKey]:
         """The job an item asks for and the store key its record is predicted to have."""
-        from kerneljudge.candidate import parse_candidate
+        from kerneljudge.sources.candidate import parse_candidate
         from kerneljudge.tasks import gpumode
 
         options = {"mode": item.options.mode, "policy": item.options.policy, "timing": item.options.timing}
@@ -341,6 +341,6 @@ class Service:
 
 
 def record_id_of(record: Record) -> str:
-    from kerneljudge.store import key_of
+    from kerneljudge.results.store import key_of
 
     return record_id(key_of(record))

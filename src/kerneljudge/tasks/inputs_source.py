@@ -1,6 +1,6 @@
 """The task's inputs without its reference: the source the candidate's worker makes trials' inputs from.
 
-In the hardened modes the candidate's worker makes each trial's inputs itself, from its seed (worker/seeded.py).
+In the hardened modes the candidate's worker makes each trial's inputs itself, from its seed (worker/correctness/seeded.py).
 It needs the task's `get_inputs` for that, and must hold nothing else of the task: a candidate that finds the
 task's `Model` in its own process (sys.modules, the collector, the frames above its call, the line cache) can
 answer with it. So the parent, which only parses the task, reduces its source to what the inputs need, and that
@@ -37,9 +37,9 @@ import symtable
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from kerneljudge import pyast
+from kerneljudge.sources import pyast
 
-ROOTS = ("get_inputs", "INPUT_CONTRACT")  # what the candidate's worker reads of the task (worker/seeded.py)
+ROOTS = ("get_inputs", "INPUT_CONTRACT")  # what the candidate's worker reads of the task (worker/correctness/seeded.py)
 REFERENCE = "Model"
 # Names every module has, and the builtins: read without a statement that binds them.
 RESOLVED = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__"}

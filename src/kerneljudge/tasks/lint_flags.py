@@ -33,7 +33,7 @@ def same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 def output_flags(runs: dict[str, list[dict[str, Any]]], parameter_count: int) -> list[LintFlag]:
     """The flags that compare outputs. `runs`: "seed1", "seed2", "seed1_again", "train1", "train2" and
     "other_init" (seed 1's inputs, the model built from another seed), each the reference worker's screen
-    of every output (worker/outputs.py: fingerprint, max_abs, mean, zeros_pass, mean_passes)."""
+    of every output (worker/correctness/outputs.py: fingerprint, max_abs, mean, zeros_pass, mean_passes)."""
     flags: list[LintFlag] = []
     base = runs["seed1"]
     gaps = runs.get("seed2_differences") or []

@@ -1,4 +1,4 @@
-"""`load_task`: a loader per task format, each ending in a KernelBench-format `Task` (tasks/source.py)."""
+"""`load_task`: a loader per task format, each ending in a KernelBench-format `Task` (sources/reading.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kerneljudge.errors import TaskError
 from kerneljudge.tasks import gpumode
-from kerneljudge.tasks.source import Task, parse_task, read_source
+from kerneljudge.sources.reading import Task, parse_task, read_source
 
 BUILTIN = "builtin:"
 

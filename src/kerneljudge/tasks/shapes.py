@@ -1,8 +1,8 @@
 """A task's shape family on the trusted side: read from the reference worker's description, hidden shapes
 drawn from it at run time.
 
-The reference worker describes the family (kerneljudge/worker/family.py, which documents how a task
-declares one), or derives one from the task's size integers for values the parent drew (worker/derived.py,
+The reference worker describes the family (kerneljudge/worker/correctness/family.py, which documents how a task
+declares one), or derives one from the task's size integers for values the parent drew (worker/correctness/derived.py,
 tasks/size_classes.py); the parent validates the description like any worker message, draws the hidden
 shapes with the operating system's generator, and names each in a `load` request. The candidate learns a hidden
 shape only from the inputs it is called with. Every value stays in the wire format's JSON form (tuples
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kerneljudge.tasks import size_classes
-from kerneljudge.worker import wire
-from kerneljudge.worker.family import MAX_SHAPES
+from kerneljudge.protocol import wire
+from kerneljudge.worker.correctness.family import MAX_SHAPES
 
 ENUMERATE_BELOW = 4096  # a table of axes with fewer combinations is drawn from without replacement
 
@@ -79,7 +79,7 @@ class ShapeFamily:
     shapes: tuple[dict[str, Any], ...] | None = None
     every: bool = False  # SHAPE_TRIALS = "all": a trial at every shape, not a few drawn
     timing: tuple[dict[str, Any], ...] = ()  # TIMING_SHAPES: timed at each, their geometric mean reported
-    # Derived by the reference worker from the task's size globals (worker/derived.py), not declared: the
+    # Derived by the reference worker from the task's size globals (worker/correctness/derived.py), not declared: the
     # integers it varies. A candidate that refuses such a shape fails `shape_refused` (checks/refusals.py).
     derived: tuple[str, ...] = ()
 

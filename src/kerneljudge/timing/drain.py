@@ -5,7 +5,7 @@ returns without making its own stream wait for it (H20) leaves that work outside
 70 us Triton softmax on a side stream read as 0.3 us a call, a 460x speedup (issue 19). Timed in a CUDA
 graph it cannot hide (a capture with unjoined work fails: checks/trace.py, `unjoined_capture`); timed
 without one, the worker drains each sample, waiting for the whole device after the sample's end event and
-recording an event after that, and measures once what draining an idle device takes (worker/timer.py).
+recording an event after that, and measures once what draining an idle device takes (worker/timing/timer.py).
 Here, in the parent, what a sample's drain took beyond the idle floor and a slack for the host's wake-up
 is work the end event did not cover: it is added to the sample's time, and where most samples had some,
 the call left work behind (KJ-R024). The figures come from the candidate's own process like every
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kerneljudge.checks.catalog import finding
-from kerneljudge.verdict import Finding
+from kerneljudge.results.verdict import Finding
 
 # A drain may take this much longer than the idle floor without counting: the host's wake-up from the wait
 # and the next record vary by tens of microseconds.

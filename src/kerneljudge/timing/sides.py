@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kerneljudge.timing.plan import INTERLEAVED
-from kerneljudge.verdict import Timing
+from kerneljudge.results.verdict import Timing
 
 
 @dataclass(frozen=True)

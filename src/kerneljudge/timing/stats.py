@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kerneljudge.verdict import TimingStats
+from kerneljudge.results.verdict import TimingStats
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -2,8 +2,8 @@
 
 A worker serves one role for one judgment (worker/reference.py, worker/candidate.py). It only reports
 observations (tensors, shapes, times, exceptions); every decision is the parent's, or the reference
-worker's, which never sees candidate code. Requests arrive as JSON frames on a pipe (worker/wire.py) and
-name their tensors in shared-memory channels (worker/channel.py).
+worker's, which never sees candidate code. Requests arrive as JSON frames on a pipe (protocol/wire.py) and
+name their tensors in shared-memory channels (protocol/channel.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import traceback
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import channel, evidence, prepare, wire
-from kerneljudge.worker.timer import Timer
+from kerneljudge.protocol import channel, wire
+from kerneljudge.worker import evidence, prepare
+from kerneljudge.worker.timing.timer import Timer
 
 TEXT_CAP = 4096
 TRACE_CAP = 16384

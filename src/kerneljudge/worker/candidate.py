@@ -14,7 +14,9 @@ import weakref
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import channel, evidence, perturb, seeded, trace, wire
+from kerneljudge.protocol import channel, wire
+from kerneljudge.worker import evidence, trace
+from kerneljudge.worker.correctness import perturb, seeded
 from kerneljudge.worker.base import TEXT_CAP, Worker
 
 
@@ -27,10 +29,10 @@ class CandidateWorker(Worker):
         self.prev_outputs: list[Any] = []
         self.returned: list[Any] = []  # weak references to every output tensor returned so far
         # The task's inputs-only module (tasks/inputs_source.py), to make trials' inputs from their seeds
-        # (worker/seeded.py); never the task itself, whose Model the candidate could answer with.
+        # (worker/correctness/seeded.py); never the task itself, whose Model the candidate could answer with.
         self.inputs_module: Any = None
         self.inputs_error: str | None = None
-        self.last_call_s = 0.0  # the last call's length, which sizes a perturbed replay's load (worker/perturb.py)
+        self.last_call_s = 0.0  # the last call's length, which sizes a perturbed replay's load (worker/correctness/perturb.py)
         self.product_ms: float | None = None  # one of that load's matrix products, measured once
 
     def spoil_returned(self) -> None:
@@ -126,7 +128,7 @@ class CandidateWorker(Worker):
 
     def op_stage(self, request: protocol.Stage, args: Any) -> None:
         """Keep the timing pool on the device: the input sets the reference wrote to the inbox, or those
-        `made` describes, made here (worker/seeded.py; "inputs_differ" where one is not the reference's)."""
+        `made` describes, made here (worker/correctness/seeded.py; "inputs_differ" where one is not the reference's)."""
         sets = [list(inputs) for inputs in args]
         if request.made is not None:
             sets = []
@@ -171,7 +173,7 @@ class CandidateWorker(Worker):
         With `trace` set (on CUDA) the call, the wait for its stream and the judge's own
         evidence work run under the profiler, each in a named range, and the kernel
         events go back with the output. With `perturb` set (on CUDA) the call runs under the conditions it
-        names (worker/perturb.py).
+        names (worker/correctness/perturb.py).
         """
         torch = self.torch
         inputs = list(args)  # read onto this device from the inbox: private copies already
@@ -260,7 +262,7 @@ class CandidateWorker(Worker):
             self.send({**header_out, "unreadable": f"{type(exc).__name__}: {exc}"[:TEXT_CAP]})
 
     def remade(self, spec: dict[str, Any]) -> list[Any] | None:
-        """The trial's inputs made here as the reference made them (worker/seeded.py), on this device; None,
+        """The trial's inputs made here as the reference made them (worker/correctness/seeded.py), on this device; None,
         with an "inputs_differ" answer sent, when they cannot be made or their fingerprint is not the
         reference's."""
         why = self.inputs_error or ("no inputs source was sent" if self.inputs_module is None else None)

@@ -2,7 +2,7 @@
 memory management (docs/conformance.md, "Crossing outputs on the device").
 
 Not yet on the judge's path: benchmarks/cuda_ipc_probe.py runs it between two workers in the judge's sandbox, and
-the channels (worker/channel.py) still carry every tensor through the host. It is meant for the largest outputs,
+the channels (protocol/channel.py) still carry every tensor through the host. It is meant for the largest outputs,
 whose crossing through the host is half of a judgment's correctness (21-28 s written and 23-29 s read for
 KernelBench's 6 GiB problems on an H100), and for the timed checks' kept outputs in the measuring hold.
 

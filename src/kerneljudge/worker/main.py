@@ -3,7 +3,7 @@
 A worker serves one role for one judgment: the reference (worker/reference.py), which runs the trusted
 task, or the candidate (worker/candidate.py), which imports the untrusted candidate. The parent starts it
 with the pipes it reads requests from and writes responses to, and the shared-memory channels it holds
-(`--channel NAME:FD:MODE:CAPACITY`, worker/channel.py).
+(`--channel NAME:FD:MODE:CAPACITY`, protocol/channel.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import argparse
 import os
 import sys
 
-from kerneljudge.worker import channel, prepare, wire
+from kerneljudge.protocol import channel, wire
+from kerneljudge.worker import prepare
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.parent_pid is not None:
         die_with_parent(ns.parent_pid)
     prepare.begin(ns.device, ns.role)  # a candidate's worker: Triton's import and key beside torch's import
-    # A CUDA worker's device tensors cross the channels' registered heads (worker/pinned.py); a sanitized
+    # A CUDA worker's device tensors cross the channels' registered heads (protocol/pinned.py); a sanitized
     # worker's do not (sanitize.SANITIZED_ENV), so that the tool sees the copies it always saw.
     heads = ns.device != "cpu" and os.environ.get("KJ_PINNED_HEADS") != "0"
     channels = channel.Channels([channel.Endpoint.parse(text) for text in ns.channel], heads=heads)

@@ -9,8 +9,8 @@ on the device, by the parent's tolerances (checks/correctness.py); the parent de
 
 This module builds the task (`load`, `derive`) and runs the reference again on a trial's inputs from another
 random state (`rerun`: task screening, checks/reference_replay.py); the worker's other requests live by
-mechanism: a trial's inputs and outputs in worker/trials.py, the reference and oracle runs in
-worker/oracle.py, the comparisons in worker/compare.py, the timing pool in worker/timing_pool.py.
+mechanism: a trial's inputs and outputs in worker/correctness/trials.py, the reference and oracle runs in
+worker/correctness/oracle.py, the comparisons in worker/correctness/compare.py, the timing pool in worker/timing/pool.py.
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.checks import correctness, reference_replay
-from kerneljudge.worker import contracts, derived, evidence, family, footprint, seeded, wire
+from kerneljudge.worker.correctness import contracts, derived, family, seeded
+from kerneljudge.worker import evidence, footprint
+from kerneljudge.protocol import wire
 from kerneljudge.worker.base import Worker, describe_exception, items_of
-from kerneljudge.worker.compare import Comparisons
-from kerneljudge.worker.oracle import ReferenceRuns
-from kerneljudge.worker.outputs import json_safe
-from kerneljudge.worker.timing_pool import TimingPool
-from kerneljudge.worker.trials import Trials
+from kerneljudge.worker.correctness.compare import Comparisons
+from kerneljudge.worker.correctness.oracle import ReferenceRuns
+from kerneljudge.worker.correctness.outputs import json_safe
+from kerneljudge.worker.timing.pool import TimingPool
+from kerneljudge.worker.correctness.trials import Trials
 
 
 class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
@@ -38,7 +40,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
         self.oracle_dtype: str | None = None
         self.family: dict[str, Any] = {}  # the task's shape family as described to the parent
         self.family_error: str | None = None
-        self.contract: dict[str, Any] = {}  # the task's declared input contract (worker/contracts.py)
+        self.contract: dict[str, Any] = {}  # the task's declared input contract (worker/correctness/contracts.py)
         self.contract_error: str | None = None
         self.shaped = False  # the task's globals are set to a hidden shape of its family
         self.public_input_bytes: int | None = None  # the last trial's inputs at the public shape
@@ -52,7 +54,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
     def op_load(self, request: protocol.Load, args: Any) -> None:
         """Import the task (once), set its globals to the hidden shape `shape` names (or back to the public
         one), and build the model after the seed; the first answer describes the shape family."""
-        self.take_seal()  # as the candidate's worker does (worker/timer.py)
+        self.take_seal()  # as the candidate's worker does (worker/timing/timer.py)
         if self.module is None:
             if not self.import_source("kj_reference"):
                 return
@@ -91,7 +93,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
         self.send_values(loaded, init_inputs=init_inputs)
 
     def op_derive(self, request: protocol.Derive, args: Any) -> None:
-        """A family derived from the task's size globals (worker/derived.py), asked after the public trials
+        """A family derived from the task's size globals (worker/correctness/derived.py), asked after the public trials
         of a task that declares none; `declared`: it declares that it has none (`SHAPE_FAMILY = []`)."""
         parameters = list(self.model.parameters()) if hasattr(self.model, "parameters") else []
         known = self.public_input_bytes is not None and not self.shaped

@@ -1,0 +1,82 @@
+"""Where judgments run: a backend's lanes each judge one candidate at a time (docs/serve.md, docs/batch.md).
+
+A `Job` is one judgment asked for (task, candidate, configuration); `Backend.submit` answers it with a
+future of its verdict `Record`. Every backend judges through `judge_on_lane`, the one lane step `batch`
+also takes: cached baselines when asked for, and a judgment that ran short of memory beside other lanes
+judged again alone on its GPU.
+
+- `LocalBackend` (kerneljudge.runs.backends.local): lanes as threads of this process (`lanes_for`), sharing one
+  `LaneGate`; the default, with nothing to install.
+- `RayBackend` (kerneljudge.runs.backends.ray): a Ray actor per GPU of a cluster (kerneljudge.runs.backends.ray_actor),
+  each a `LocalBackend` over its GPU; only these two modules import Ray.
+
+A backend is trusted judge code: it runs `kerneljudge.judge.pipeline.judge`, which keeps the candidate in its
+sandboxed workers. Records cross process boundaries as JSON, never pickled.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kerneljudge.config import JudgeConfig
+
+if TYPE_CHECKING:
+    from kerneljudge.sources.candidate import Candidate
+    from kerneljudge.sources.reading import Task
+    from kerneljudge.results.verdict import Record
+
+Stage = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One judgment to run: the task and candidate as loaded (content-hashed), under `config`."""
+
+    task: Task
+    candidate: Candidate
+    config: JudgeConfig
+
+
+class Backend(ABC):
+    """Lanes that judge jobs, one at a time each; `submit` never blocks on judging."""
+
+    @abstractmethod
+    def submit(self, job: Job, progress: Stage | None = None) -> Future[Record]:
+        """Queue `job`; the future holds its record, or the judge's own fault as an exception."""
+
+    @property
+    @abstractmethod
+    def lanes(self) -> int:
+        """How many judgments run side by side."""
+
+    @property
+    @abstractmethod
+    def busy(self) -> int:
+        """How many lanes are judging now."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop taking jobs, let those in flight finish, and release the lanes."""
+
+    def machine_environments(self, config: JudgeConfig) -> list[dict[str, Any]]:
+        """The fingerprints of the machines this backend judges on, as a judgment under `config` records them
+        (`backends.machine.machine_environment`), so that a record's store key is known before it is judged. This
+        machine's, by default; a cluster answers for its nodes."""
+        from kerneljudge.runs.backends.machine import machine_environment
+
+        return [machine_environment(config)]
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+from kerneljudge.runs.backends.lane import judge_on_lane
+
+__all__ = ["Backend", "Job", "Stage", "judge_on_lane"]
