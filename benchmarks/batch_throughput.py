@@ -42,12 +42,12 @@ import throughput_manifest
 import upstream_eval
 from gpu_busy import BusySampler
 
-from kerneljudge.runs.backends.machine import lanes_for
-from kerneljudge.runs.batch import read_manifest, run_batch
 from kerneljudge.config import JudgeConfig
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
 from kerneljudge.redteam.suite import FIXTURES
 from kerneljudge.results.store import Store
+from kerneljudge.runs.backends.machine import lanes_for
+from kerneljudge.runs.batch import read_manifest, run_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,7 +234,7 @@ def greeted_ahead(records: list[Any]) -> dict[str, str]:
     """How many judgments found their pairs started and greeted before they began (a spare that had finished
     starting: its reference's hello already waiting), the checked pair and the timing pair apart (greeted in the
     timing stage, or by the thread of timing ahead); in a batch of several lanes on one GPU the lanes share one
-    queue of spares (judge/stages/spare_pairs.py), so this says whether the spares kept up with the takes."""
+    queue of spares (judgment/stages/spare_pairs.py), so this says whether the spares kept up with the takes."""
     checked = [r.stages_s["build.reference.hello"] for r in records if "build.reference.hello" in r.stages_s]
     timing = [
         r.stages_s.get("timing.reference.hello", r.stages_s.get("ahead.reference.hello"))
@@ -302,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", default="fixtures", choices=("fixtures", "real"), help="what to judge")
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout: also run upstream's evaluator")
     parser.add_argument(
-        "--spare-workers", action="store_true", help="the judge's lanes keep spare worker pairs (judge/stages/spare_pairs.py)"
+        "--spare-workers",
+        action="store_true",
+        help="the judge's lanes keep spare worker pairs (judgment/stages/spare_pairs.py)",
     )
     parser.add_argument(
         "--timing-warm", action="store_true", help="the judge's first calls before the measuring hold (timing_warm)"

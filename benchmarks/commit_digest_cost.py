@@ -24,7 +24,9 @@ from collections.abc import Callable
 
 import torch
 
-from kerneljudge.worker.seal import digest as commit_digest, digest_graphs, commit as sample_commit
+from kerneljudge.worker.seal import commit as sample_commit
+from kerneljudge.worker.seal import digest as commit_digest
+from kerneljudge.worker.seal import digest_graphs
 
 COLUMNS = (
     ("output KiB", "kib"),

@@ -39,13 +39,13 @@ from typing import Any
 from conformance_ledger import SETTLED, Ledger
 
 from kerneljudge import __version__
+from kerneljudge.config import JudgeConfig
+from kerneljudge.results.store import Store
+from kerneljudge.results.verdict import Record
 from kerneljudge.runs.backends.machine import lanes_for
 from kerneljudge.runs.batch import BatchItem, prepare, run_batch
 from kerneljudge.sources.candidate import reference_as_candidate
-from kerneljudge.config import JudgeConfig
-from kerneljudge.results.store import Store
 from kerneljudge.tasks.load import load_task
-from kerneljudge.results.verdict import Record
 
 LEVELS = (1, 2, 3)
 MARGIN = 0.02  # the claim ladder's margin (kerneljudge/timing/ladder.py)
@@ -103,7 +103,7 @@ def kernelbench_items(root: Path, levels: Iterable[int], out: Path) -> list[Expe
     """The reference-as-candidate judgments, their candidate files written under `out`; the levels taken in
     turn, then the problems of up to 1 GiB of inputs before the larger ones, largest last: level 1 has
     problems of 6 to 16 GiB of inputs that take most of an H200 each (the lanes reserve device memory,
-    kerneljudge/judge/gate.py), so the others go through side by side first."""
+    kerneljudge/judgment/gate.py), so the others go through side by side first."""
     expected = []
     for group, task in kernelbench_problems(root, levels):
         candidate = out / "kernelbench" / group / task.name
@@ -396,12 +396,12 @@ def lint_all(
     problems: Sequence[tuple[str, Path]], out: Path, device: str, jobs: int = 1, deadline: float | None = None
 ) -> list[dict[str, Any]]:
     """`tasks lint` of every problem, one JSON line each in `out`, resumed from what it holds; `jobs` side by
-    side, each holding its share of the GPU's memory (kerneljudge/judge/gate.py) so that level 1's multi-GiB
+    side, each holding its share of the GPU's memory (kerneljudge/judgment/gate.py) so that level 1's multi-GiB
     problems do not run the device out of memory together; smallest first, none started after `deadline`.
     The entries in problem order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kerneljudge.judge.gate import LaneGate, PastDeadline, lint_need
+    from kerneljudge.judgment.gate import LaneGate, PastDeadline, lint_need
     from kerneljudge.tasks.lint import RULES, lint_task
     from kerneljudge.tasks.load import load_task
 

@@ -26,10 +26,10 @@ hello), as before session t; a table splits the workers' start and the build: ea
 candidate's load by its parts (the task's source, the import, the build, the evidence) and its first call.
 
 `--timing-ahead yes|both` times with the fresh timing pair made ready while correctness runs (loaded, its pool
-staged, each side's first call made: judge/stages/timing_ahead.py); a table shows what the thread spent, beside which
+staged, each side's first call made: judgment/stages/timing_ahead.py); a table shows what the thread spent, beside which
 correctness stage, and how long the timing stage waited for it.
 
-`--spare-workers yes|both` judges with spare worker pairs (judge/stages/spare_pairs.py): each judgment takes the
+`--spare-workers yes|both` judges with spare worker pairs (judgment/stages/spare_pairs.py): each judgment takes the
 pairs the ones before it started (two where it times: the checked pair and the timing pair), which have
 finished starting when it comes (an idle judge), as a serving process or a batch lane with `--spare-workers`
 would have them. `--out DIR` keeps the tasks written and
@@ -54,8 +54,8 @@ from typing import Any
 import throughput_manifest
 
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
-from kerneljudge.judge.stages.spare_pairs import SparePairs, pairs_taken
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.judgment.stages.spare_pairs import SparePairs, pairs_taken
 
 ROOT = Path(__file__).resolve().parents[1]
 README_EXAMPLE = (ROOT / "examples" / "softmax" / "reference.py", ROOT / "examples" / "softmax" / "candidate_triton.py")
@@ -95,7 +95,7 @@ CROSSINGS = {
 }
 
 # Staging the timing pool, by the reference's parts and the candidate's read (worker clocks), in the timing
-# stage or ahead (`stages_s["ahead.<worker>.<op>"]`, judge/stages/timing_ahead.py)
+# stage or ahead (`stages_s["ahead.<worker>.<op>"]`, judgment/stages/timing_ahead.py)
 STAGING = {
     "reference makes inputs": ("reference.stage:inputs",),
     "its outputs and the oracle's": ("reference.stage:reference",),
@@ -290,8 +290,8 @@ EARLY_TRITON = [True]  # whether the checked pair's candidate worker readies Tri
 def checked_pair_without_early_triton() -> None:
     """The checked pair started as before session t, its candidate worker not readying Triton (worker/prepare.py);
     the timing pair and spares as always."""
-    from kerneljudge.judge import pipeline
-    from kerneljudge.judge.stages import workers
+    from kerneljudge.judgment import pipeline
+    from kerneljudge.judgment.stages import workers
 
     def new_pair(state: Any, device: str, prepare_triton: bool = False) -> Any:
         return workers.new_pair(state, device, prepare_triton and EARLY_TRITON[0])
@@ -301,11 +301,11 @@ def checked_pair_without_early_triton() -> None:
 
 def profile_parent(whole_stage: bool) -> cProfile.Profile:
     """A profiler of the parent's part of the timing stage: of every measuring hold and of the first calibration
-    requests before it (`judge/stages/timing.py`'s `take`), or, `whole_stage`, of whole judgments (`Judgment.run`),
+    requests before it (`judgment/stages/timing.py`'s `take`), or, `whole_stage`, of whole judgments (`Judgment.run`),
     whose dump (OUT/timing_profile.prof) splits the timing stage by its callees (`_start_timing_pair`: the
     checked pair's close and the fresh pair's load; `_timing`: staging, the hold, the checks after it)."""
-    from kerneljudge.judge import pipeline
-    from kerneljudge.judge.stages import timing as timing_stage
+    from kerneljudge.judgment import pipeline
+    from kerneljudge.judgment.stages import timing as timing_stage
 
     profiler = cProfile.Profile()
     owner, name = (pipeline.Judgment, "run") if whole_stage else (timing_stage, "take")
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="judgments of each candidate, per timing choice")
     parser.add_argument("--no-untimed", action="store_true", help="only the judgments with timing")
     for flag, what in (
-        ("--spare-workers", "judge with spare worker pairs started ahead (judge/stages/spare_pairs.py)"),
+        ("--spare-workers", "judge with spare worker pairs started ahead (judgment/stages/spare_pairs.py)"),
         ("--timing-warm", "timed judgments with one untimed call of each side before the measuring hold"),
         ("--timing-carry", "timed judgments with the candidate's compiler caches carried to its timing worker"),
         ("--timing-ahead", "timed judgments with the timing pair made ready while correctness runs"),
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-timing",
         action="store_true",
-        help="profile the parent while it holds the others back to measure (judge/stages/timing.py's take): "
+        help="profile the parent while it holds the others back to measure (judgment/stages/timing.py's take): "
         "OUT/timing_profile.txt",
     )
     parser.add_argument(

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge import suite
-from kerneljudge.runs.backends.machine import lanes_for
-from kerneljudge.runs.batch import BatchItem, run_batch
 from kerneljudge.config import JudgeConfig
 from kerneljudge.results.store import Store
+from kerneljudge.runs.backends.machine import lanes_for
+from kerneljudge.runs.batch import BatchItem, run_batch
 
 
 def row(task: suite.SuiteTask, record: Any, shape: tuple[int, ...]) -> dict[str, Any]:

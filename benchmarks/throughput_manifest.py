@@ -23,9 +23,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kerneljudge.sources.candidate import reference_as_candidate
+from kerneljudge.sources.task import parse_task
 from kerneljudge.suite import HERE as SUITE
 from kerneljudge.suite import resolve
-from kerneljudge.sources.reading import parse_task
 
 PREAMBLE = '''
 

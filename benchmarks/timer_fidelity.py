@@ -30,12 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kerneljudge.config import JudgeConfig
+from kerneljudge.judgment.pipeline import Judgment
+from kerneljudge.results.verdict import Timing
 from kerneljudge.runs.backends.lane import A_A_CANDIDATE
 from kerneljudge.sources.candidate import load_candidate
-from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import Judgment
 from kerneljudge.tasks.load import load_task
-from kerneljudge.results.verdict import Timing
 
 # name -> (task source, what it is); sizes chosen for ~5 us to ~5 ms on an H200. Each keeps its inputs and
 # outputs small enough that a judgment's correctness trials (which move every input and output through the

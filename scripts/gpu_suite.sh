@@ -266,7 +266,7 @@ run() {
       ${KJ_TEARDOWN_ARGS:-} 2> "$OUT/context_teardown.log" | tee "$OUT/context_teardown.md"
     status=${PIPESTATUS[0]}
   fi
-  if asked exchange; then  # the kept call's `sampled`/`keep` between samples, per sample (judge/stages/kept_call.py)
+  if asked exchange; then  # the kept call's `sampled`/`keep` between samples, per sample (judgment/stages/kept_call.py)
     timeout "$(stage_left)" python3 benchmarks/kept_call_exchange.py --json "$OUT/kept_call_exchange.json" \
       2> "$OUT/kept_call_exchange.log" | tee "$OUT/kept_call_exchange.md"
     status=${PIPESTATUS[0]}

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from kerneljudge.worker.seal import signal_handlers
+from kerneljudge.worker.seal import signal_handlers  # noqa: E402
 
 
 def caught() -> dict[int, int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 
 from kerneljudge import JudgeConfig, __version__, judge
-from kerneljudge.judge.env import fingerprint
+from kerneljudge.judgment.env import fingerprint
 from kerneljudge.results.reward import rewards_for
 from kerneljudge.results.verdict import Correctness, Identity, Record, Timing, TimingStats
 

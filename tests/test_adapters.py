@@ -1,7 +1,7 @@
 """The trainer adapters (kerneljudge/adapters): verl, TRL, OpenRLHF, verifiers, each called with the argument
 shapes its trainer uses, against a judge in this process and against a server on loopback.
 
-The mechanics run with `kerneljudge.judge.pipeline.judge` replaced by `FakeJudge`; one real CPU judgment goes end
+The mechanics run with `kerneljudge.judgment.pipeline.judge` replaced by `FakeJudge`; one real CPU judgment goes end
 to end through TRL's callable; one example script runs as a subprocess against the server.
 """
 
@@ -19,20 +19,21 @@ import httpx
 import pytest
 
 from helpers import CANDIDATES, EXAMPLES, TASKS, make_record
-from kerneljudge.judge import pipeline
-from kerneljudge.adapters import common
-from kerneljudge.adapters.common import AdapterError, response_text, task_fields
-from kerneljudge.adapters.openrlhf import response_after_prompt, reward_func
+from kerneljudge.adapters.openrlhf import reward_func
 from kerneljudge.adapters.trl import KernelJudgeReward
 from kerneljudge.adapters.verl import compute_score, compute_score_batch
-from kerneljudge.runs.backends.local import LocalBackend
+from kerneljudge.api.openrlhf import response_after_prompt
+from kerneljudge.api.outcomes import AdapterError, response_text, task_fields
+from kerneljudge.client import LocalJudge
+from kerneljudge.client import local as client_local
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
+from kerneljudge.judgment import pipeline
 from kerneljudge.results.reward import REWARD_BINARY_V1
-from kerneljudge.serve.app import create_app
-from kerneljudge.serve.client import LocalJudge
-from kerneljudge.serve.service import Service
 from kerneljudge.results.verdict import Failure, Identity, Record
+from kerneljudge.runs.backends.local import LocalBackend
+from kerneljudge.serve.app import create_app
+from kerneljudge.serve.service import Service
 
 CONFIG = JudgeConfig(device="cpu", timing=False, policy="practical")
 MODEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -178,10 +179,10 @@ def test_trl_reward_function(where, fake):
 
 
 def test_the_judge_named_by_the_environment(server, fake, monkeypatch):
-    monkeypatch.setenv(common.URL_ENV, server)
-    judge = common.default_judge()
+    monkeypatch.setenv(client_local.URL_ENV, server)
+    judge = client_local.default_judge()
     assert type(judge).__name__ == "RemoteJudge" and judge.url == server
-    assert common.default_judge() is judge  # one per process and url
+    assert client_local.default_judge() is judge  # one per process and url
     assert KernelJudgeReward()(prompts=["p"], completions=[response("env")], task=[TASK]) == [0.0]
     assert fake.calls == [f"{MODEL}# env\n"]
 
@@ -210,7 +211,7 @@ def test_openrlhf_route_and_reward_file(server, fake, monkeypatch):
     assert len(fake.calls) == 3  # a, WRONG b, BROKEN c: nothing else was sent
     short = httpx.post(f"{server}/get_reward", json={**body, "labels": [TASK]}, timeout=60)
     assert short.status_code == 422 and "1 labels" in short.json()["detail"]
-    monkeypatch.setenv(common.URL_ENV, server)
+    monkeypatch.setenv(client_local.URL_ENV, server)
     result = reward_func(body["query"], body["prompts"], body["labels"])
     assert result["rewards"].tolist() == reply.json()["rewards"]
     assert {key: value.tolist() for key, value in result["extra_logs"].items()} == reply.json()["extra_logs"]

@@ -7,11 +7,11 @@ import threading
 import pytest
 
 from helpers import CANDIDATES, make_record
-from kerneljudge.judge import pipeline
+from kerneljudge.config import JudgeConfig
+from kerneljudge.judgment import pipeline
 from kerneljudge.runs.backends import Job
 from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.sources.candidate import load_candidate
-from kerneljudge.config import JudgeConfig
 from kerneljudge.tasks.load import load_task
 
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, TASKS, make_record
-from kerneljudge.runs.backends.machine import machine_environment, probe_hello
-from kerneljudge.runs.batch import BatchCounts, BatchItem, ManifestError, read_manifest, run_batch
 from kerneljudge.cli.batch import BATCH_COMMANDS, add_batch_commands
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.env import fingerprint
 from kerneljudge.errors import UsageError
-from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
+from kerneljudge.judgment.env import fingerprint
 from kerneljudge.results.store import Store, config_digest, environment_digest, key_of
+from kerneljudge.runs.backends.machine import machine_environment, probe_hello
+from kerneljudge.runs.batch import BatchCounts, BatchItem, ManifestError, read_manifest, run_batch
+from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
 
 CONFIG = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing=False)
 FLAGS = ["--device", "cpu", "--policy", "practical", "--timeout", "60", "--no-timing"]  # the same configuration
@@ -161,7 +161,7 @@ def test_export_writes_every_record(resumed, tmp_path):
         rows = {row["candidate"]: row for row in csv.DictReader(f)}
     assert rows["honest_torch"]["status"] == "PASS" and rows["honest_torch"]["verified"] == "True"
     assert rows["raise_in_forward"]["failure_kind"] == "runtime_error"
-    assert rows["wrong_values"]["reward:kerneljudge.results.reward.binary.v1"] == "0.0"
+    assert rows["wrong_values"]["reward:kerneljudge.reward.binary.v1"] == "0.0"
 
 
 @pytest.mark.parametrize(

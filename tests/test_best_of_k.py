@@ -3,9 +3,16 @@
 import pytest
 
 from helpers import make_record
-from kerneljudge.results.best_of_k import benjamini_hochberg, best_of_k, binomial_upper_tail, evidence_of, median_lower_bound, sign_test_p
-from kerneljudge.results.metrics import summarize
 from kerneljudge.report.markdown import summary_markdown
+from kerneljudge.results.best_of_k import (
+    benjamini_hochberg,
+    best_of_k,
+    binomial_upper_tail,
+    evidence_of,
+    median_lower_bound,
+    sign_test_p,
+)
+from kerneljudge.results.metrics import summarize
 
 
 def timed(candidate: str, speedup: float, ratios: list[float], **changes):

@@ -20,17 +20,23 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import CANDIDATES, TASKS, make_record
-from kerneljudge.runs import batch
-from kerneljudge.runs.backends import Job, ray_actor
-from kerneljudge.runs.backends.ray import RayBackend, _Pending
-from kerneljudge.runs.backends.ray_actor import RemoteJudgeError, envelope_json, job_from_json, job_to_json, read_envelope
-from kerneljudge.runs.batch import ManifestError, read_manifest
-from kerneljudge.sources.candidate import Candidate, load_candidate
 from kerneljudge.cli import main
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
+from kerneljudge.runs import batch
+from kerneljudge.runs.backends import Job, ray_actor
+from kerneljudge.runs.backends.ray import RayBackend, _Pending
+from kerneljudge.runs.backends.ray_actor import (
+    RemoteJudgeError,
+    envelope_json,
+    job_from_json,
+    job_to_json,
+    read_envelope,
+)
+from kerneljudge.runs.batch import ManifestError, read_manifest
+from kerneljudge.sources.candidate import Candidate, load_candidate
+from kerneljudge.sources.task import MAX_SOURCE_BYTES
 from kerneljudge.tasks.load import load_task
-from kerneljudge.sources.reading import MAX_SOURCE_BYTES
 
 TASK = TASKS / "tiny_bias_relu.py"
 CANDIDATE = CANDIDATES / "honest_torch.py"

@@ -1,4 +1,4 @@
-"""Evidence bundles: `kerneljudge export --bundle DIR` and `kerneljudge verify DIR` (src/kerneljudge/results/bundle.py)."""
+"""Evidence bundles: `kerneljudge export --bundle DIR` and `kerneljudge verify DIR` (src/kerneljudge/runs/bundle.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from helpers import EXAMPLES, make_record
-from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.cli import main
-from kerneljudge.sandbox.tree import remove_tree
 from kerneljudge.results.store import Store
 from kerneljudge.results.verdict import Identity, WorkerLog
+from kerneljudge.sandbox.tree import remove_tree
+from kerneljudge.sources.candidate import load_candidate
 
 SOFTMAX = EXAMPLES / "softmax"
 RESPONSE = """Here is my kernel.

@@ -9,7 +9,7 @@ import pytest
 
 from helpers import CANDIDATES, TASKS
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
+from kerneljudge.judgment.pipeline import judge
 from kerneljudge.sandbox import cache_carry
 from kerneljudge.sandbox.workspace import Workspace
 
@@ -187,7 +187,7 @@ class FakeWorker:
 def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_reach_it(monkeypatch):
     """After a failed graph capture the pair being replaced is the first timing pair and none is booting: with
     the carry the second is started first, and the caches go from the first's workspace to the second's."""
-    from kerneljudge.judge.stages import timing_pair
+    from kerneljudge.judgment.stages import timing_pair
 
     events: list[str] = []
     first = {role: FakeWorker(events, f"first {role}") for role in ("reference", "candidate")}
@@ -250,7 +250,7 @@ def test_a_cache_folder_replaced_by_a_link_carries_nothing_from_where_it_points(
 def test_the_checked_pair_readies_triton_for_a_triton_candidate(monkeypatch, candidate, device, readied):
     """The checked pair's candidate worker is asked to ready Triton as it starts (worker/prepare.py) where the
     candidate declares a Triton kernel and the judgment may run on a GPU ("auto": the worker tells)."""
-    from kerneljudge.judge import pipeline
+    from kerneljudge.judgment import pipeline
 
     asked: list[bool] = []
 

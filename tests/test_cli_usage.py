@@ -87,8 +87,8 @@ def test_the_api_draws_the_cli_spinner_when_asked(monkeypatch, tmp_path):
     """judge(progress=True) enters the CLI's spinner and names each stage through it."""
     from contextlib import contextmanager
 
-    from kerneljudge.runs import progress
-    from kerneljudge.judge.pipeline import judge
+    from kerneljudge.judgment import progress
+    from kerneljudge.judgment.pipeline import judge
 
     drawn: list[str] = []
 

@@ -1,4 +1,4 @@
-"""The checked pair closed beside the fresh timing pair's start (judge/stages/workers.close_beside, issue 20): it
+"""The checked pair closed beside the fresh timing pair's start (judgment/stages/workers.close_beside, issue 20): it
 ends while the fresh pair is greeted, loaded and staged, is gone before the measuring hold, and its logs
 still reach the record; where it may hold much device memory, or the carry needs its workspace, it is
 closed first, as before."""
@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 from helpers import CANDIDATES
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.gate import LaneGate
-from kerneljudge.judge.pipeline import judge
+from kerneljudge.judgment.gate import LaneGate
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.judgment.stages import timing_pair, workers
 from kerneljudge.sandbox.workspace import Workspace
-from kerneljudge.judge.stages import timing_pair, workers
 
 GIB = 2**30
 

@@ -9,8 +9,9 @@ import random
 import pytest
 import torch
 
-from kerneljudge.worker.seal import digest as commit_digest, digest_graphs
 from kerneljudge.worker import evidence
+from kerneljudge.worker.seal import digest as commit_digest
+from kerneljudge.worker.seal import digest_graphs
 
 MASK = (1 << 64) - 1
 

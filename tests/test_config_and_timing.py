@@ -9,7 +9,7 @@ import torch
 from helpers import CANDIDATES, run_judge
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
-from kerneljudge.judge.hidden_plan import kernelbench_trial_seeds
+from kerneljudge.judgment.hidden_plan import kernelbench_trial_seeds
 from kerneljudge.results.reward import reward_binary, reward_v1, reward_v2
 from kerneljudge.timing.basic import run_interleaved
 from kerneljudge.timing.calibration import calls_for
@@ -189,8 +189,8 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
 
 
 def test_the_timed_busy_time_counts_the_sides_measured_here_and_sums_over_timing_shapes():
-    from kerneljudge.timing.figures import combined_timing, timed_busy_s
     from kerneljudge.results.verdict import Timing, TimingStats
+    from kerneljudge.timing.figures import combined_timing, timed_busy_s
 
     def stats(samples):
         return TimingStats(
@@ -225,8 +225,8 @@ def test_after_the_measurement_the_last_call_is_checked_so_a_switch_after_some_c
     machine, 2026-12-04). The last-call recheck comes after every measured call: with the measured requests'
     checks switched off here, it alone must catch the switch (its one kept answer cannot be right for the two
     sets it checks), and must pass an honest candidate."""
+    from kerneljudge.judgment.stages import timed_calls
     from kerneljudge.redteam import FIXTURES_DIR
-    from kerneljudge.judge.stages import timed_calls
 
     real, seen = timed_calls.check_timed_output, []
 
@@ -251,7 +251,7 @@ def judged_noting_where_kept_outputs_are_checked(task, candidate, monkeypatch):
     """Judge with timing; the record, and for each check of a kept output whether the measuring hold was on."""
     from contextlib import contextmanager
 
-    from kerneljudge.judge.stages import timed_calls, timed_rechecks, timing
+    from kerneljudge.judgment.stages import timed_calls, timed_rechecks, timing
 
     holding, checks = [False], []
     real_gate, real_check = timing.at_gate, timed_calls.check_captured
@@ -301,8 +301,8 @@ def test_kept_outputs_are_checked_after_the_samples_outside_the_measuring_hold(t
 def test_kept_outputs_too_large_to_wait_are_checked_as_they_come(tiny_task, monkeypatch):
     """Past DEFERRED_BYTES of kept outputs the worker would hold on the device, each is checked as its request is
     answered, in the hold, as before 0.3.6."""
+    from kerneljudge.judgment.stages import timed_calls
     from kerneljudge.redteam import FIXTURES_DIR
-    from kerneljudge.judge.stages import timed_calls
 
     monkeypatch.setattr(timed_calls, "DEFERRED_BYTES", 0)
     honest, checks = judged_noting_where_kept_outputs_are_checked(

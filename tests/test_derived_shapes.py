@@ -11,12 +11,12 @@ import torch
 from rich.console import Console
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.checks.refusals import refused
 from kerneljudge.report.table import print_verdict
+from kerneljudge.results.verdict import Failure
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.shapes import MalformedFamily, read_family
-from kerneljudge.results.verdict import Failure
 from kerneljudge.worker.correctness import derived, family
 
 HELPERS = """

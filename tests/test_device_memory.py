@@ -1,4 +1,4 @@
-"""Running short of device memory, set against the judge's own need (judge/stages/device_memory.py), and the judge's
+"""Running short of device memory, set against the judge's own need (judgment/stages/device_memory.py), and the judge's
 poisoning of the memory a candidate's output is placed in (worker/candidate.py), which never fails the candidate.
 
 The figures are KernelBench level 1's 6 GiB elementwise problems (`22_Tanh`, `27_SELU_`, `32_HardTanh`), the
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import CANDIDATES
-from kerneljudge.runs.backends.lane import short_of_memory
-from kerneljudge.judge.gate import GIB
-from kerneljudge.judge.stages import device_memory
-from kerneljudge.judge.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
+from kerneljudge.judgment.gate import GIB
+from kerneljudge.judgment.stages import device_memory
+from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
 from kerneljudge.results.verdict import Failure, Timing
+from kerneljudge.runs.backends.lane import short_of_memory
 from kerneljudge.worker.candidate import CandidateWorker
 
 H100 = 79 * GIB
@@ -144,9 +144,9 @@ def test_the_reference_timing_worker_running_short_where_the_pair_outgrew_the_gp
 def judged_running_short(monkeypatch, tiny_task, footprint, total):
     """A Judgment whose pipeline runs short of memory at a hidden trial, in the candidate's worker, on a GPU of
     `total` bytes, for a task of `footprint`; the record."""
-    from kerneljudge.sources.candidate import load_candidate
     from kerneljudge.config import JudgeConfig
-    from kerneljudge.judge.pipeline import Judgment
+    from kerneljudge.judgment.pipeline import Judgment
+    from kerneljudge.sources.candidate import load_candidate
     from kerneljudge.tasks.load import load_task
 
     def pipeline(self):

@@ -9,8 +9,9 @@ import digest_emulation
 import pytest
 import torch
 
-from kerneljudge.worker.seal import digest as commit_digest, digest_kernels
 from kerneljudge.worker import evidence
+from kerneljudge.worker.seal import digest as commit_digest
+from kerneljudge.worker.seal import digest_kernels
 
 LENGTHS = [*range(2, 70), 255, 256, 257, 1000, 4097]
 

@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from kerneljudge.judge.gate import GIB, OPEN_GATE, LaneGate, PastDeadline, memory_need, timing_pool_sets
+from kerneljudge.judgment.gate import GIB, OPEN_GATE, LaneGate, PastDeadline, memory_need, timing_pool_sets
 from kerneljudge.worker import footprint
 
 TOTAL = 100 * GIB  # a GPU of 100 GiB; one lane on it may reserve USABLE * TOTAL less three contexts

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from helpers import run_judge
-from kerneljudge.runs.backends.lane import short_of_memory
-from kerneljudge.runs.batch import read_manifest, run_batch
-from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import TaskError
 from kerneljudge.results.store import Store
+from kerneljudge.runs.backends.lane import short_of_memory
+from kerneljudge.runs.batch import read_manifest, run_batch
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 

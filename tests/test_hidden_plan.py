@@ -5,7 +5,7 @@ import random
 
 from helpers import EXAMPLES, validate_record
 from kerneljudge import JudgeConfig, judge
-from kerneljudge.judge.hidden_plan import draw, kernelbench_trial_seeds
+from kerneljudge.judgment.hidden_plan import draw, kernelbench_trial_seeds
 
 
 def plan(seed=None, native=False, cuda=True, hidden=5, shapes=3):

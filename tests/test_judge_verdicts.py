@@ -3,8 +3,8 @@
 import pytest
 
 from helpers import CANDIDATES, run_judge, validate_record
-from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks.load import load_task
 
 
@@ -17,7 +17,7 @@ def test_honest_candidate_passes_verified(tiny_task):
     assert len({t.seed for t in trials if t.kind == "hidden"}) == 5
     assert record.correctness.oracle_dtype == "float64"
     assert record.correctness.replay["bitwise_identical"] is True
-    assert record.reward("kerneljudge.results.reward.binary.v1").value == 1.0
+    assert record.reward("kerneljudge.reward.binary.v1").value == 1.0
     assert record.device == "cpu" and record.capabilities["cuda_runtime"].required is False
     # where correctness's time went, request by request: within the stage, the candidate's calls among them
     spent = {k: v for k, v in record.stages_s.items() if k.startswith("correctness.") and ":" not in k}
@@ -66,7 +66,7 @@ def test_failures_are_typed(tiny_task, fixture, kind):
     assert record.status == "FAIL", record.failure
     assert record.failure.kind == kind, record.failure
     assert not record.verified and record.valid
-    assert record.reward("kerneljudge.results.reward.v1").value == -1.0
+    assert record.reward("kerneljudge.reward.v1").value == -1.0
 
 
 def test_model_response_is_extracted(tiny_task):
@@ -94,7 +94,7 @@ def test_missing_gpu_is_unsupported(tiny_task):
         pytest.skip("this machine has a GPU")
     assert record.status == "UNSUPPORTED"
     assert record.capabilities["cuda_runtime"].required and record.capabilities["cuda_runtime"].status == "unavailable"
-    assert record.reward("kerneljudge.results.reward.v1").value is None
+    assert record.reward("kerneljudge.reward.v1").value is None
 
 
 def test_broken_task_is_a_judge_error_not_a_candidate_failure(tmp_path):
@@ -132,7 +132,7 @@ def test_timing_is_recorded_with_its_regime(tiny_task):
     assert t.measured and t.device == "cpu" and "not a GPU speedup" in t.regime
     assert t.candidate.count == 6 and t.reference.count == 6 and len(t.block_ratios) == 2
     assert t.speedup > 0 and t.parent_observed_ms["candidate"] > 0
-    assert record.reward("kerneljudge.results.reward.v1").value is not None
+    assert record.reward("kerneljudge.reward.v1").value is not None
     # Timing ran in a fresh worker pair, after the checked one had closed: both pairs' logs are kept.
     assert set(record.logs) == {"reference", "candidate", "reference_timing", "candidate_timing"}
     assert t.launch_regime == "host_clock" and t.clocks == {"monitor": None}
@@ -151,7 +151,7 @@ def test_a_proven_failure_outranks_a_missing_capability():
 def judged_watching_the_timing_pair(task, candidate, monkeypatch):
     """Judge with timing; return the record, the pair booted for timing with the stages seen before its
     boot, and the workers the timing ran on."""
-    from kerneljudge.judge.pipeline import Judgment
+    from kerneljudge.judgment.pipeline import Judgment
 
     stages: list[str] = []
     booted: list[tuple[list, list[str]]] = []

@@ -1,4 +1,4 @@
-"""The parent's half of the kept timed call (judge/stages/kept_call.py): the sample drawn before the request and
+"""The parent's half of the kept timed call (judgment/stages/kept_call.py): the sample drawn before the request and
 never sent, the call drawn only once every output of that sample is committed, every frame checked for its
 turn."""
 
@@ -7,7 +7,7 @@ import random
 import pytest
 
 from kerneljudge import protocol
-from kerneljudge.judge.stages.kept_call import KeptCall
+from kerneljudge.judgment.stages.kept_call import KeptCall
 from kerneljudge.protocol.wire import timed_set
 
 
@@ -91,7 +91,7 @@ def test_a_commit_not_of_every_call_commits_nothing(digests):
     keeper = KeptCall(random.Random(0), samples=1, calls=2, sets=2, keeps=True)
     assert keeper.answer(said(0)) == protocol.Commit(calls=2)
     assert keeper.answer({"type": "committed", "sample": 0, "digests": digests}) == protocol.Keep(call=keeper.call)
-    assert keeper.checked_digests() is None  # the candidate then fails (judge/stages/timed_calls.kept_set)
+    assert keeper.checked_digests() is None  # the candidate then fails (judgment/stages/timed_calls.kept_set)
 
 
 @pytest.mark.parametrize(
@@ -151,7 +151,7 @@ def test_a_worker_whose_sampled_is_out_of_turn_is_stopped():
 
 
 def test_an_open_seal_fails_the_candidate_and_is_a_finding():
-    from kerneljudge.judge.stages.kept_call import SEALED, kept_problem, sample_findings
+    from kerneljudge.judgment.stages.kept_call import SEALED, kept_problem, sample_findings
 
     sound = {"sealed_open": []}
     assert kept_problem(sound) is None and sample_findings(sound) == []
@@ -167,7 +167,7 @@ def test_an_open_seal_fails_the_candidate_and_is_a_finding():
 def test_a_timed_output_in_a_later_calls_storage_fails_the_candidate_and_is_kj_r022():
     """The red team's `timing_cache` on an H100 (session ae): its cached answers were one storage for calls of a
     sample that shared an input set, which its checked calls never were; the failure now carries KJ-R022."""
-    from kerneljudge.judge.stages.kept_call import OVERWRITTEN, kept_problem, sample_findings
+    from kerneljudge.judgment.stages.kept_call import OVERWRITTEN, kept_problem, sample_findings
 
     overwritten = {"sealed_open": [], "kept_overwritten": True}
     problem = kept_problem(overwritten)

@@ -10,13 +10,13 @@ import time
 import pytest
 
 from helpers import CANDIDATES, probes, run_judge
+from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import UsageError
+from kerneljudge.results.store import Store
 from kerneljudge.runs import batch
 from kerneljudge.runs.backends import lane, machine
 from kerneljudge.runs.backends.machine import lanes_for
 from kerneljudge.runs.batch import BatchItem, LaneGate, run_batch
-from kerneljudge.config import JudgeConfig
-from kerneljudge.errors import UsageError
-from kerneljudge.results.store import Store
 
 
 def test_a_lane_that_measures_waits_for_work_in_flight_and_holds_back_new_work():
@@ -142,7 +142,7 @@ class RecordingGate(LaneGate):
     def work(self):
         return self._span("work", super().work())
 
-    def work_beside(self):  # a pair closing in a thread while its lane goes on (judge/stages/workers.close_beside)
+    def work_beside(self):  # a pair closing in a thread while its lane goes on (judgment/stages/workers.close_beside)
         return self._span("work beside", super().work_beside())
 
     def measure(self, gpu=None):
@@ -171,7 +171,7 @@ def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_w
     measures = [span for span in gate.spans if span[0] == "measure"]
     # Each judgment works (build, correctness, the timing pair's start), works again to stage the timing pool,
     # measures (calibration and samples only), then works to check the kept outputs: the gate is held to
-    # measure only while samples are taken (judge/stages/timing.py).
+    # measure only while samples are taken (judgment/stages/timing.py).
     # (more work spans where a lane let the other measure between two of its trials: gate.let_measure)
     assert len(measures) == 3 and len(gate.spans) >= 12
     assert sum(span[0] == "work beside" for span in gate.spans) == 3  # each checked pair closed beside
@@ -274,7 +274,7 @@ def test_two_judgments_run_alone_one_after_the_other():
 
 def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny_task, monkeypatch):
     from helpers import make_record
-    from kerneljudge.judge import pipeline
+    from kerneljudge.judgment import pipeline
     from kerneljudge.results.verdict import Failure
 
     calls, big = [], "print_visible_devices"
@@ -299,10 +299,10 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
     """Staging the timing pool, each side's first calibration request and checking the kept outputs run beside
     the other lanes; only the rest of the calibration and the interleaved samples hold every other lane back
     (issue 20's lever: the gate held for samples)."""
-    from kerneljudge.judge.pipeline import judge
-    from kerneljudge.judge.stages import timed_calls
-    from kerneljudge.judge.stages import timing as timing_stage
-    from kerneljudge.judge.stages.timed_calls import time_op
+    from kerneljudge.judgment.pipeline import judge
+    from kerneljudge.judgment.stages import timed_calls
+    from kerneljudge.judgment.stages import timing as timing_stage
+    from kerneljudge.judgment.stages.timed_calls import time_op
 
     class FlagGate(LaneGate):
         measuring = False
@@ -365,7 +365,7 @@ def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, mon
     assert {"timing.candidate.warm", "timing.reference.warm"} <= set(record.stages_s), record.stages_s
 
     # With timing_ahead the pool is staged and the first calls made in a thread while correctness still runs
-    # (judge/stages/timing_ahead.py), beside the other lanes; the timing stage starts at the calibration.
+    # (judgment/stages/timing_ahead.py), beside the other lanes; the timing stage starts at the calibration.
     requests.clear()
     seen.clear()
     record = judge(tiny_task, CANDIDATES / "honest_torch.py", config.with_(timing_ahead=True), gate=gate)

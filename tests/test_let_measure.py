@@ -7,9 +7,9 @@ import time
 from types import SimpleNamespace
 
 from helpers import TASKS
+from kerneljudge.judgment.stages.workers import let_others_measure
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerChannels
-from kerneljudge.judge.stages.workers import let_others_measure
 
 
 class CountingGate:
@@ -54,7 +54,7 @@ def test_not_while_its_timing_pair_is_still_starting():
 
 def test_a_pair_made_ready_ahead_does_not_hold_the_measurement_back():
     """Its thread read the pair's hellos (has_answered is then false) and works under a hold of its own
-    (judge/stages/timing_ahead.py), which a measuring lane waits for anyway: the lane lets it go first as usual."""
+    (judgment/stages/timing_ahead.py), which a measuring lane waits for anyway: the lane lets it go first as usual."""
     lane = state({"reference": Worker(False), "candidate": Worker(False)}, ahead=object())
     let_others_measure(lane)
     assert lane.gate.asked == 1

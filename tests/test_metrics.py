@@ -6,8 +6,17 @@ import pytest
 
 from helpers import make_record
 from kerneljudge.cli import main
-from kerneljudge.results.metrics import Baseline, BaselineError, Rate, fast_p, geometric_mean, level_of, summarize, wilson
 from kerneljudge.report.markdown import summary_markdown
+from kerneljudge.results.metrics import (
+    Baseline,
+    BaselineError,
+    Rate,
+    fast_p,
+    geometric_mean,
+    level_of,
+    summarize,
+    wilson,
+)
 from kerneljudge.results.store import Store
 from kerneljudge.results.verdict import Finding
 

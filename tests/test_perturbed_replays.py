@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import MIN_FLUSH_BYTES, perturbations
-from kerneljudge.judge.stages import replays
-from kerneljudge.judge.stages.failures import CandidateFailed
+from kerneljudge.judgment.pipeline import MIN_FLUSH_BYTES, perturbations
+from kerneljudge.judgment.stages import replays
+from kerneljudge.judgment.stages.failures import CandidateFailed
 from kerneljudge.worker.correctness import perturb
 
 GIB = 2**30

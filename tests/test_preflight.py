@@ -126,7 +126,7 @@ def test_audit_runs_the_candidate_and_withholds_verification(tmp_path, tiny_task
     candidate.write_text("import socket  # noqa\n" + (CANDIDATES / "honest_torch.py").read_text())
     record = run_judge(tiny_task, candidate, mode="audit")
     assert record.status == "SUSPICIOUS" and not record.verified and record.correctness.passed
-    assert record.reward("kerneljudge.results.reward.v1").value == -1.0
+    assert record.reward("kerneljudge.reward.v1").value == -1.0
 
 
 def test_strict_policy_fails_a_candidate_without_custom_kernels(tiny_task):

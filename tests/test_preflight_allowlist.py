@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from helpers import EXAMPLES, ROOT, TASKS, run_judge
-from kerneljudge.sources.candidate import extract_code, load_candidate, reference_as_candidate
 from kerneljudge.preflight import preflight, scan
 from kerneljudge.redteam import FIXTURES_DIR
+from kerneljudge.sources.candidate import extract_code, load_candidate, reference_as_candidate
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 

@@ -84,7 +84,7 @@ def test_every_request_reaches_the_worker_as_it_was_built():
         ({"op": "trial", "seed": 1, "oracle": 1}, "field 'oracle' is int"),
         ({"op": "call", "reuse": True}, "call: unknown field(s) 'reuse'"),
         ({"op": "time", "calls": 1, "samples": 2, "warmup": 0, "ask_keep": 1}, "field 'ask_keep' is int"),
-        # The kept call is named after its sample ran, never in the request (H03, judge/stages/kept_call.py).
+        # The kept call is named after its sample ran, never in the request (H03, judgment/stages/kept_call.py).
         ({"op": "time", "calls": 1, "samples": 2, "warmup": 0, "capture": [0, 1]}, "unknown field(s) 'capture'"),
         ({"op": "keep"}, "keep: missing field 'call'"),
     ],
@@ -107,9 +107,9 @@ def test_requests_are_frozen():
 
 
 def test_a_worker_answers_a_malformed_request_with_a_protocol_error_and_goes_on_serving():
+    from kerneljudge.protocol import wire
     from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
     from kerneljudge.sandbox.talk import WorkerChannels
-    from kerneljudge.protocol import wire
 
     class Forged(protocol.Request):
         """A request no worker serves, sent as the parent would send one."""

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, TASKS
+from kerneljudge.cli import main
+from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import UsageError
+from kerneljudge.results.store import Store, environment_digest, key_of
 from kerneljudge.runs.backends import Job
 from kerneljudge.runs.backends.machine import machine_environment
 from kerneljudge.runs.backends.ray import LaneLost, RayBackend, import_ray
 from kerneljudge.runs.backends.ray_actor import job_from_json, job_to_json
 from kerneljudge.runs.batch import read_manifest, run_batch
 from kerneljudge.sources.candidate import load_candidate
-from kerneljudge.cli import main
-from kerneljudge.config import JudgeConfig
-from kerneljudge.errors import UsageError
-from kerneljudge.results.store import Store, environment_digest, key_of
 from kerneljudge.tasks.load import load_task
 
 CONFIG = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing=False)
@@ -258,8 +258,8 @@ def test_a_served_load_with_an_actor_killed_midway_stores_every_judgment_once(cl
     pytest.importorskip("fastapi", reason="the server needs its extra: pip install 'kerneljudge[serve]'")
     from fastapi.testclient import TestClient
 
+    from kerneljudge.api.catalog import TaskCatalog
     from kerneljudge.serve.app import create_app
-    from kerneljudge.serve.catalog import TaskCatalog
     from kerneljudge.serve.service import Service
 
     folder = tmp_path / "tasks"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.checks.correctness import tolerance_for
 from kerneljudge.checks.reference_replay import replay_figures
 from kerneljudge.checks.screening import nondeterministic_reference
+from kerneljudge.sources.candidate import reference_as_candidate
 from kerneljudge.tasks.load import load_task
 from kerneljudge.worker.correctness.oracle import ReferenceRuns
 from kerneljudge.worker.correctness.seeded import load_text

@@ -5,12 +5,12 @@ import re
 
 import pytest
 
-from kerneljudge.results.best_of_k import best_of_k
 from kerneljudge.cli import main
-from kerneljudge.results.metrics import summarize
 from kerneljudge.report.markdown import summary_markdown
 from kerneljudge.report.page import render
 from kerneljudge.report.plots import failures_plot, fast_p_plot, pyplot
+from kerneljudge.results.best_of_k import best_of_k
+from kerneljudge.results.metrics import summarize
 from kerneljudge.results.store import Store
 from report_stores import mixed_record, mixed_store
 

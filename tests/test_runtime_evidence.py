@@ -231,7 +231,7 @@ def test_outputs_in_one_storage_only_when_timed_cannot_be_checked_and_fail(tiny_
 def test_shares_storage_sees_an_output_in_anothers_storage_tuples_included():
     import torch
 
-    from kerneljudge.worker.timing.outputs import call_spans, written_over
+    from kerneljudge.worker.seal.timed_outputs import call_spans, written_over
 
     def shares_storage(out, others, besides=()):
         return written_over(call_spans([out, *others], besides), 0)
@@ -264,7 +264,7 @@ def test_a_timed_sample_whose_calls_answer_in_two_precisions_fails_whichever_cal
 def test_unlike_names_the_first_difference_between_a_samples_outputs():
     import torch
 
-    from kerneljudge.worker.timing.outputs import unlike
+    from kerneljudge.worker.seal.timed_outputs import unlike
 
     a = torch.zeros(4, 6)
     assert unlike([a, torch.ones(4, 6), a.clone()]) is None and unlike([]) is None

@@ -8,8 +8,9 @@ import os
 import pytest
 import torch
 
-from kerneljudge.worker.seal import digest as commit_digest, commit as sample_commit
 from kerneljudge.protocol import wire
+from kerneljudge.worker.seal import commit as sample_commit
+from kerneljudge.worker.seal import digest as commit_digest
 
 
 def single(outputs):

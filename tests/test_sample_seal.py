@@ -20,10 +20,12 @@ import torch
 
 import kerneljudge.worker.base  # noqa: F401  (the worker's modules, all imported as in a worker)
 from kerneljudge import protocol
-from kerneljudge.worker.seal import digest_kernels, commit as sample_commit, sample as sample_seal
-from kerneljudge.worker import evidence
-from kerneljudge.worker.timing import timer
 from kerneljudge.protocol import wire
+from kerneljudge.worker import evidence
+from kerneljudge.worker.seal import commit as sample_commit
+from kerneljudge.worker.seal import digest_kernels
+from kerneljudge.worker.seal import sample as sample_seal
+from kerneljudge.worker.timing import timer
 
 
 class Worker(timer.Timer):
@@ -199,7 +201,7 @@ def test_copies_of_nests_and_what_is_no_plain_nest():
 
 
 def test_a_named_tuple_of_torchs_is_copied_as_a_tuple_and_another_container_class_is_not_plain():
-    from kerneljudge.worker.timing import outputs as timed_outputs
+    from kerneljudge.worker.seal import timed_outputs
 
     named = torch.linalg.qr(torch.randn(4, 3))
     assert type(named) in timed_outputs.RETURN_TYPES and timed_outputs.not_plain([named]) is None

@@ -17,11 +17,11 @@ import uuid
 import pytest
 
 from helpers import run_judge
+from kerneljudge.protocol import channel
 from kerneljudge.sandbox import probe
 from kerneljudge.sandbox.confine import DEFAULT_POLICY, Layer, complete, read_report
 from kerneljudge.sandbox.plan import launcher_spec, release_worker_uid, take_worker_uid, wrap_argv
 from kerneljudge.sandbox.workspace import Workspace
-from kerneljudge.protocol import channel
 
 GiB = 1024**3
 

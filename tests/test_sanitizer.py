@@ -10,10 +10,10 @@ import pytest
 
 from helpers import CANDIDATES, EXAMPLES, FIXTURES, TASKS, run_judge
 from kerneljudge import protocol
-from kerneljudge.judge import sanitizer as sanitize
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import ConfigError
+from kerneljudge.judgment import sanitizer as sanitize
 from kerneljudge.tasks.shapes import read_family
 from kerneljudge.worker.correctness import perturb
 
@@ -430,7 +430,7 @@ sys.exit(code)
 def stand_in_tool(tmp_path, monkeypatch):
     """Judgments on the CPU that run the sanitizer stage with a stand-in tool, on a folder the sandbox binds
     back (PYTHONPATH's folders are needed paths); returns a function that makes the tool report a race."""
-    from kerneljudge.judge import pipeline
+    from kerneljudge.judgment import pipeline
     from kerneljudge.results.verdict import Capability
 
     folder = tmp_path / "bin"

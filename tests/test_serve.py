@@ -1,6 +1,6 @@
 """`kerneljudge serve`: answers over HTTP, idempotency, backpressure, async jobs, bad input, metrics, clients.
 
-The mechanics run with `kerneljudge.judge.pipeline.judge` replaced by `FakeJudge` (a record per candidate, held
+The mechanics run with `kerneljudge.judgment.pipeline.judge` replaced by `FakeJudge` (a record per candidate, held
 back on demand); one real CPU judgment goes end to end through HTTP.
 """
 
@@ -15,14 +15,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from helpers import CANDIDATES, TASKS, make_record
-from kerneljudge.judge import pipeline
-from kerneljudge.runs.backends.local import LocalBackend
+from kerneljudge.api.catalog import TaskCatalog
+from kerneljudge.client import LocalJudge, RemoteJudge
 from kerneljudge.config import JudgeConfig
-from kerneljudge.serve.app import create_app
-from kerneljudge.serve.catalog import TaskCatalog
-from kerneljudge.serve.client import LocalJudge, RemoteJudge
-from kerneljudge.serve.service import Service
+from kerneljudge.judgment import pipeline
 from kerneljudge.results.verdict import Failure, Identity, Record
+from kerneljudge.runs.backends.local import LocalBackend
+from kerneljudge.serve.app import create_app
+from kerneljudge.serve.service import Service
 
 CONFIG = JudgeConfig(device="cpu", timing=False, policy="practical")
 MODEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -114,7 +114,7 @@ def test_a_retry_is_answered_identically_from_the_store_without_judging_again(tm
 def test_concurrent_duplicates_share_one_judgment(tmp_path, fake):
     fake.go.clear()
     with serving(tmp_path) as (_, service):
-        from kerneljudge.serve.schema import Item
+        from kerneljudge.api.schema import Item
 
         first = service.submit([Item.model_validate(item("a", request_id="x"))])
         second = service.submit([Item.model_validate(item("a")), Item.model_validate(item("a"))])
@@ -178,7 +178,9 @@ def poll(client: TestClient, job_id: str) -> dict:
 
 def test_a_failing_candidate_is_an_ordinary_answer_and_a_judge_fault_is_a_5xx_judged_again(tmp_path, fake):
     with serving(tmp_path) as (client, _):
-        failed = client.post("/v1/judge", json=[item("WRONG", options={"reward_spec": "kerneljudge.results.reward.binary.v1"})])
+        failed = client.post(
+            "/v1/judge", json=[item("WRONG", options={"reward_spec": "kerneljudge.reward.binary.v1"})]
+        )
         assert failed.status_code == 200
         (answer,) = failed.json()
         assert (answer["status"], answer["failure_kind"], answer["reward"], answer["valid"]) == (
@@ -284,7 +286,7 @@ def real_judgment(tmp_path_factory):
         "task_source": (TASKS / "tiny_bias_relu.py").read_text(),
         "candidate": response,
         "request_id": "real-1",
-        "options": {"reward_spec": "kerneljudge.results.reward.binary.v1"},
+        "options": {"reward_spec": "kerneljudge.reward.binary.v1"},
     }
     yield client, body, client.post("/v1/judge", json=body)
     service.close()

@@ -1,4 +1,4 @@
-"""`RemoteJudge` (kerneljudge/serve/client.py) against a scripted server (httpx.MockTransport): what it sends
+"""`RemoteJudge` (kerneljudge/api/client.py) against a scripted server (httpx.MockTransport): what it sends
 again and what it does not, with the same items each time; how long it waits; how it splits a batch."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from kerneljudge.serve.client import RemoteError, RemoteJudge, retry_after_s
+from kerneljudge.client.remote import RemoteError, RemoteJudge, retry_after_s
 
 ITEMS = [{"task": "builtin:softmax_fp32", "candidate": f"class ModelNew: pass  # {n}"} for n in range(10)]
 NOW = 1_800_000_000.0
@@ -21,7 +21,7 @@ def answer(item: dict) -> dict:
     return {
         "request_id": item.get("request_id"),
         "reward": 0.0,
-        "reward_spec": "kerneljudge.results.reward.v2",
+        "reward_spec": "kerneljudge.reward.v2",
         "valid": True,
         "status": "PASS",
         "failure_kind": None,

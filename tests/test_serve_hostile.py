@@ -19,11 +19,11 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from kerneljudge.runs.backends.local import LocalBackend
+from kerneljudge.api.schema import MAX_ITEMS
 from kerneljudge.config import JudgeConfig
+from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.serve.app import create_app
 from kerneljudge.serve.limits import MAX_BODY_BYTES, ServeLimits, uvicorn_config
-from kerneljudge.serve.schema import MAX_ITEMS
 from kerneljudge.serve.service import Service
 
 CONFIG = JudgeConfig(device="cpu", timing=False, policy="practical")

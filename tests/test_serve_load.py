@@ -123,8 +123,8 @@ def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path,
 
     from fastapi.testclient import TestClient
 
-    from kerneljudge.adapters import openrlhf
     from kerneljudge.config import JudgeConfig
+    from kerneljudge.serve import get_reward as openrlhf
     from kerneljudge.serve.app import create_app
     from kerneljudge.serve.service import Service
 

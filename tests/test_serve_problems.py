@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from test_serve import CONFIG, FakeJudge, item, poll
 
-from kerneljudge.judge import pipeline
+from kerneljudge.judgment import pipeline
 from kerneljudge.runs.backends.local import LocalBackend
 from kerneljudge.serve import app as app_module
 from kerneljudge.serve import service as service_module
@@ -259,7 +259,7 @@ def test_a_remote_judge_polls_the_job_a_passed_deadline_answers_with(tmp_path, f
     its answers, the same as the server's own answers once they are in."""
     from threading import Timer
 
-    from kerneljudge.serve.client import RemoteJudge
+    from kerneljudge.client import RemoteJudge
 
     fake.go.clear()
     slept: list[float] = []

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from helpers import TASKS, run_judge
-from kerneljudge.judge import hidden_plan
 from kerneljudge import protocol
 from kerneljudge.checks.refusals import refusal_failure
+from kerneljudge.judgment import hidden_plan
 from kerneljudge.redteam import FIXTURES_DIR
 from kerneljudge.tasks import size_classes
 from kerneljudge.tasks.shapes import read_family

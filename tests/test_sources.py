@@ -5,10 +5,10 @@ import hashlib
 import pytest
 
 from helpers import CANDIDATES, TASKS
-from kerneljudge.sources.candidate import extract_code, load_candidate, parse_candidate
 from kerneljudge.errors import TaskError, UsageError
+from kerneljudge.sources.candidate import extract_code, load_candidate, parse_candidate
+from kerneljudge.sources.task import parse_task
 from kerneljudge.tasks.load import load_task
-from kerneljudge.sources.reading import parse_task
 
 
 def test_task_is_identified_by_the_sha256_of_its_content():

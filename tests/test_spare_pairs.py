@@ -1,4 +1,4 @@
-"""Spare worker pairs (judge/stages/spare_pairs.py): started before the judgment that takes them, with no source until
+"""Spare worker pairs (judgment/stages/spare_pairs.py): started before the judgment that takes them, with no source until
 then, one judgment each, and never a dead or stale one."""
 
 import threading
@@ -6,9 +6,9 @@ import time
 
 from helpers import CANDIDATES, validate_record
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.judgment.stages.spare_pairs import SparePairs
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
-from kerneljudge.judge.stages.spare_pairs import SparePairs
 
 CONFIG = JudgeConfig(device="cpu", timing=False, timeout_s=60.0, policy="practical")
 
@@ -71,8 +71,8 @@ def test_a_batch_with_spare_workers_judges_as_without_and_leaves_no_worker_behin
     import tempfile
     from pathlib import Path
 
-    from kerneljudge.runs.batch import read_manifest, run_batch
     from kerneljudge.results.store import Store
+    from kerneljudge.runs.batch import read_manifest, run_batch
 
     names = ["honest_torch", "wrong_values", "honest_slow"]
     lines = [f'{{"task": "{tiny_task}", "candidate": "{CANDIDATES / (name + ".py")}"}}' for name in names]

@@ -1,15 +1,15 @@
-"""The record's assembly (judge/stages/record.py) is a pure function of a judgment's state: no process, no GPU."""
+"""The record's assembly (judgment/stages/record.py) is a pure function of a judgment's state: no process, no GPU."""
 
 import copy
 import random
 
 from helpers import CANDIDATES, validate_record
-from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.checks.catalog import finding
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.gate import OPEN_GATE
-from kerneljudge.judge.stages.record import assemble
-from kerneljudge.judge.stages.state import JudgmentState
+from kerneljudge.judgment.gate import OPEN_GATE
+from kerneljudge.judgment.stages.record import assemble
+from kerneljudge.judgment.stages.state import JudgmentState
+from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks.load import load_task
 
 
@@ -46,10 +46,10 @@ def test_the_same_state_assembles_the_same_record(tiny_task):
 
 
 def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed_again_in_audit(tiny_task, monkeypatch):
-    """judge/stages/timing.py: a CUDA graph capture of the candidate's calls that fails on unjoined work raises KJ-R024;
+    """judgment/stages/timing.py: a CUDA graph capture of the candidate's calls that fails on unjoined work raises KJ-R024;
     in enforce the verdict is FAIL already, so nothing more is timed (no fresh pair, no precursor regime) and the
     record says why; audit times it again behind a busy precursor, as before."""
-    from kerneljudge.judge.stages import timing
+    from kerneljudge.judgment.stages import timing
     from kerneljudge.timing.sides import GraphUnsupported
 
     for mode in ("enforce", "audit"):

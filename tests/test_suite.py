@@ -12,9 +12,9 @@ import pytest
 from helpers import run_judge
 from kerneljudge import suite
 from kerneljudge.errors import TaskError
+from kerneljudge.sources.task import parse_task
 from kerneljudge.tasks.lint import lint_task, task_files
 from kerneljudge.tasks.load import load_task
-from kerneljudge.sources.reading import parse_task
 
 pytest.importorskip("triton")
 

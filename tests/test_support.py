@@ -4,11 +4,11 @@ or a broken task (a judge error); and which judgments a batch judges again alone
 import pytest
 
 from helpers import TASKS, make_record, run_judge
+from kerneljudge.checks.support import unsupported_reason
+from kerneljudge.results.verdict import Capability, Failure
 from kerneljudge.runs.backends.lane import short_of_memory
 from kerneljudge.sources.candidate import reference_as_candidate
-from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.tasks.load import load_task
-from kerneljudge.results.verdict import Capability, Failure
 
 
 def error(exc_type, message, phase="reference"):

@@ -19,7 +19,7 @@ def test_tampering_wrong_candidate_still_fails(tiny_task, fixture):
     record = run_judge(tiny_task, CANDIDATES / fixture, timeout_s=20.0)
     assert record.status == "FAIL", (record.status, record.failure)
     assert not record.verified
-    assert record.reward("kerneljudge.results.reward.binary.v1").value == 0.0
+    assert record.reward("kerneljudge.reward.binary.v1").value == 0.0
 
 
 def test_tampering_in_off_mode_still_fails(tiny_task):

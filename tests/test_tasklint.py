@@ -126,7 +126,7 @@ def test_a_lint_holds_device_memory_by_the_tasks_footprint_until_its_worker_is_c
     memory. The reservation is asked with that footprint and given back after the worker is gone."""
     import contextlib
 
-    from kerneljudge.judge.gate import GIB, lint_need
+    from kerneljudge.judgment.gate import GIB, lint_need
     from kerneljudge.tasks.lint import lint_task
     from kerneljudge.tasks.load import load_task
 

@@ -1,4 +1,4 @@
-"""The timing pair made ready ahead (`timing_ahead`, judge/stages/timing_ahead.py, issue 20): greeted, loaded, its pool
+"""The timing pair made ready ahead (`timing_ahead`, judgment/stages/timing_ahead.py, issue 20): greeted, loaded, its pool
 staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
 timing stage then starts at the calibration. A judgment that ends before timing stops the thread and keeps the
 pair's logs; what the thread raised is raised where timing takes the pair; in a batch no lane measures while it
@@ -17,17 +17,17 @@ import pytest
 from test_lanes import RecordingGate
 
 from helpers import CANDIDATES, TASKS
+from kerneljudge.config import ConfigError, JudgeConfig
+from kerneljudge.judgment.gate import ahead_fits, memory_need, timing_need
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.judgment.stages import correctness, hidden_shapes, timing_ahead, timing_pair
+from kerneljudge.judgment.stages.failures import CandidateFailed
+from kerneljudge.judgment.stages.timing import pool_sets
+from kerneljudge.results.store import Store
+from kerneljudge.results.verdict import Failure
 from kerneljudge.runs import batch
 from kerneljudge.runs.batch import BatchItem, run_batch
-from kerneljudge.config import ConfigError, JudgeConfig
-from kerneljudge.judge.gate import ahead_fits, memory_need, timing_need
-from kerneljudge.judge.pipeline import judge
-from kerneljudge.judge.stages import correctness, hidden_shapes, timing_ahead, timing_pair
-from kerneljudge.judge.stages.failures import CandidateFailed
-from kerneljudge.judge.stages.timing import pool_sets
-from kerneljudge.results.store import Store
 from kerneljudge.timing.plan import INTERLEAVED, KERNELBENCH
-from kerneljudge.results.verdict import Failure
 
 GIB = 2**30
 CONFIG = JudgeConfig(

@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from kerneljudge.protocol.wire import timed_set
 from kerneljudge.timing import crosscheck
 from kerneljudge.timing.basic import run_interleaved
 from kerneljudge.timing.calibration import CALIBRATION_PRECURSOR_MS
@@ -14,7 +15,6 @@ from kerneljudge.timing.plan import TimingPlan
 from kerneljudge.timing.sides import GraphUnsupported, SampleTimes
 from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios
 from kerneljudge.timing.stopping import MAX_BLOCKS, PRECISION, TIME_BUDGET, StoppingRule
-from kerneljudge.protocol.wire import timed_set
 
 
 class FakeClock:
@@ -196,7 +196,7 @@ def test_the_ladder_climbs_only_while_each_lower_bound_clears_the_margin():
 
 
 def test_flush_size_is_twice_the_l2_at_least_64_mib_and_kernelbenchs_256_mb_natively():
-    from kerneljudge.judge.pipeline import l2_flush_bytes
+    from kerneljudge.judgment.pipeline import l2_flush_bytes
 
     assert l2_flush_bytes({"l2_cache_bytes": 62914560}, native=False) == 2 * 62914560  # an H200's 60 MiB
     assert l2_flush_bytes({"l2_cache_bytes": 4 * 2**20}, native=False) == 64 * 2**20
@@ -455,7 +455,7 @@ def test_a_cached_reference_stands_in_for_its_blocks_and_keeps_the_cross_check()
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 def test_a_one_call_plan_times_every_side_one_call_a_sample(device):
-    """A candidate whose outputs share one storage is timed one call a sample (judge/stages/timing.shares_outputs), the
+    """A candidate whose outputs share one storage is timed one call a sample (judgment/stages/timing.shares_outputs), the
     reference alike: no probe grows the samples, and both carry the same per-sample overhead."""
     timing = timing_of(0.005, 0.01, device=device, one_call=True)
     assert timing.calls_per_sample == {"candidate": 1, "reference": 1}

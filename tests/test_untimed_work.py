@@ -1,10 +1,10 @@
-"""Untimed work on the parent's clock (judge/stages/untimed_work.py): an honest candidate's span (its commit, its
+"""Untimed work on the parent's clock (judgment/stages/untimed_work.py): an honest candidate's span (its commit, its
 requests around the samples) is bounded by the reference's, and more than its claimed calls' time beyond that
 bound is KJ-R027."""
 
 from __future__ import annotations
 
-from kerneljudge.judge.stages.untimed_work import FLOOR_MS, NOISE_FLOOR_MS, NOISE_SHARE, bound_check, untimed_findings
+from kerneljudge.judgment.stages.untimed_work import FLOOR_MS, NOISE_FLOOR_MS, NOISE_SHARE, bound_check, untimed_findings
 
 
 def windows(fixed_ms, per_output_ms, calls, count=6, jitter_ms=0.0):
@@ -114,7 +114,7 @@ def test_too_few_commits_or_no_claims_check_nothing():
 def test_a_requests_span_is_its_round_trip_less_its_claimed_calls_and_precursors_per_sample():
     from types import SimpleNamespace
 
-    from kerneljudge.judge.stages.timed_calls import note_spans
+    from kerneljudge.judgment.stages.timed_calls import note_spans
 
     state = SimpleNamespace(untimed_spans={})
     request = SimpleNamespace(calls=10, samples=4, precursor_ms=0.5)

@@ -7,12 +7,12 @@ from rich.console import Console
 
 from helpers import CANDIDATES, TASKS, make_record
 from kerneljudge import JudgeConfig
-from kerneljudge.judge import pipeline
 from kerneljudge.cli import main
-from kerneljudge.judge.pipeline import judge
+from kerneljudge.judgment import pipeline
+from kerneljudge.judgment.pipeline import judge
 from kerneljudge.preflight.entry_point import cannot_define_entry_point
-from kerneljudge.sources.pyast import parse
 from kerneljudge.report.table import device_line, verdict_table
+from kerneljudge.sources.pyast import parse
 
 TASK = TASKS / "tiny_bias_relu.py"
 FAST = {"device": "cpu", "timing": False, "policy": "practical"}
@@ -125,9 +125,9 @@ def test_the_terminal_says_when_the_candidate_came_from_a_models_response(tmp_pa
 
 def test_a_cpu_record_without_workers_is_keyed_as_a_batch_looks_it_up(tmp_path, workers_started):
     """The record of a judgment that ended in the parent names the software a batch's resume keys on."""
-    from kerneljudge.runs.backends.machine import machine_environment
     from kerneljudge.config import JudgeConfig
     from kerneljudge.results.store import environment_digest
+    from kerneljudge.runs.backends.machine import machine_environment
 
     path = tmp_path / "candidate.py"
     path.write_text("")

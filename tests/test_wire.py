@@ -216,12 +216,12 @@ def test_packed_and_unpacked_tensors_are_freed_by_reference_counting_alone():
 
 
 def test_a_kept_output_is_copied_into_storage_made_ahead_with_its_layout():
-    """A timed call's kept output is copied into a nest made like it before the seal (worker/timing/outputs.py,
+    """A timed call's kept output is copied into a nest made like it before the seal (worker/seal/timed_outputs.py,
     worker/seal/sample.py): the same values, layout and structure, in the storage made ahead."""
     import torch
 
     from kerneljudge.worker.seal.sample import copy_kept
-    from kerneljudge.worker.timing.outputs import empty_alike
+    from kerneljudge.worker.seal.timed_outputs import empty_alike
 
     value = (torch.arange(6.0).reshape(2, 3).t(), [torch.ones(2, dtype=torch.int32)])
     into = empty_alike(value)

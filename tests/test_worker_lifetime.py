@@ -30,7 +30,7 @@ class ModelNew(torch.nn.Module):
             time.sleep(0.05)
 """
 JUDGE = (
-    "import sys; from kerneljudge.judge.pipeline import judge; "
+    "import sys; from kerneljudge.judgment.pipeline import judge; "
     "judge(sys.argv[1], sys.argv[2], device='cpu', timing=False, policy='practical', sandbox=sys.argv[3])"
 )
 

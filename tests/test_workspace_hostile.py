@@ -21,10 +21,10 @@ import pytest
 
 from helpers import CANDIDATES, ROOT, TASKS, run_judge
 from kerneljudge.checks.workspace import past_bounds
+from kerneljudge.results.verdict import WorkerLog
 from kerneljudge.sandbox import cache_carry, workspace
 from kerneljudge.sandbox.tree import Bounds, Tally, remove_tree, shown, walk
 from kerneljudge.sandbox.workspace import Workspace, diff
-from kerneljudge.results.verdict import WorkerLog
 
 DEEP = 1_500  # past the interpreter's recursion limit (1,000): os.walk and shutil.rmtree raised RecursionError
 

@@ -67,7 +67,7 @@ class JudgeConfig:
     # Make the fresh timing pair ready while correctness still runs: once the trials have passed, a thread greets
     # and loads it, stages its pool (fresh hidden draws, as always) and makes each side's first call, beside the
     # hidden shapes and the sanitizer, so that the timing stage is the samples and their checks
-    # (judge/stages/timing_ahead.py, docs/batch.md). Off by default: it adds each side's untimed first call, as
+    # (judgment/stages/timing_ahead.py, docs/batch.md). Off by default: it adds each side's untimed first call, as
     # `timing_warm` does, and has two pairs on the device at once; not yet measured on the H200.
     timing_ahead: bool = False
     timing_baseline: str = "paired"  # or "cached" (a batch's option; docs/batch.md)

@@ -1,4 +1,4 @@
-"""A judge for the contract tests: any object with `judge(items) -> answers` (kerneljudge/adapters/common.py).
+"""A judge for the contract tests: any object with `judge(items) -> answers` (kerneljudge/api/outcomes.py).
 
 It answers from a tag in the candidate's text, at once, so a test measures the trainer's call and not a
 judgment: PASS (reward 1.0), WRONG: FAIL (0.0), BROKEN: the judge's own fault (`valid: false`, no reward).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from kerneljudge.serve.schema import Answer, AnswerMetrics, Item
+from kerneljudge.api.schema import Answer, AnswerMetrics, Item
 
 
 class ScriptedJudge:

@@ -34,7 +34,7 @@ def fenced(name: str) -> str:
     return f"Here is my kernel:\n\n```python\n{(FIXTURES_DIR / name).read_text()}```\n"
 
 
-# (response, the reward kerneljudge.results.reward.binary.v1 gives it: 1 for a verified kernel, else 0)
+# (response, the reward kerneljudge.reward.binary.v1 gives it: 1 for a verified kernel, else 0)
 SCRIPTED = [
     (fenced("honest_torch.py"), 1.0),
     (fenced("constant_output.py"), 0.0),  # wrong
@@ -130,7 +130,7 @@ def test_grpo_trains_three_steps_on_the_judges_rewards(server, tmp_path, monkeyp
         completion_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
 
-    reward = KernelJudgeReward(url=server, reward_spec="kerneljudge.results.reward.binary.v1")
+    reward = KernelJudgeReward(url=server, reward_spec="kerneljudge.reward.binary.v1")
     rewarded: list[list[float | None]] = []
 
     def kerneljudge(prompts, completions, **columns):  # TRL's call, recorded

@@ -26,7 +26,7 @@ ENV = {  # the [env] table of a verifiers TOML config (or --env.taskset.* flags)
     "taskset": {
         "id": "kerneljudge-verifiers",
         "tasks": ["builtin:rmsnorm_fp32", str(TASKS / "tiny_bias_relu.py")],
-        "task": {"judge_url": URL, "reward_spec": "kerneljudge.results.reward.binary.v1", "no_reward_score": 0.25},
+        "task": {"judge_url": URL, "reward_spec": "kerneljudge.reward.binary.v1", "no_reward_score": 0.25},
     }
 }
 

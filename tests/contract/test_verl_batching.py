@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from scripted_judge import ScriptedJudge, response
 
-from kerneljudge.adapters.common import AdapterError
 from kerneljudge.adapters.verl import compute_score_async
+from kerneljudge.api.outcomes import AdapterError
 
 TASK = "builtin:rmsnorm_fp32"
 
@@ -22,7 +22,7 @@ def test_samples_arriving_together_share_a_request_and_options_split_it():
     judge = ScriptedJudge()
 
     async def worker():
-        binary = {"reward_spec": "kerneljudge.results.reward.binary.v1"}
+        binary = {"reward_spec": "kerneljudge.reward.binary.v1"}
         together = [call(judge, response(tag), **binary) for tag in ("a", "WRONG b", "BROKEN c")]
         return await asyncio.gather(*together, call(judge, response("d"), options={"timing": False}, **binary))
 

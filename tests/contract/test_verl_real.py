@@ -41,7 +41,7 @@ def user_overrides(function: str, manager: str = "naive") -> list[str]:
         "reward.custom_reward_function.path=pkg://kerneljudge.adapters.verl",
         f"reward.custom_reward_function.name={function}",
         f"+reward.custom_reward_function.reward_kwargs.url={URL}",
-        "+reward.custom_reward_function.reward_kwargs.reward_spec=kerneljudge.results.reward.binary.v1",
+        "+reward.custom_reward_function.reward_kwargs.reward_spec=kerneljudge.reward.binary.v1",
         f"reward.reward_manager.name={manager}",
     ]
 
@@ -155,7 +155,7 @@ def test_rewards_land_where_the_trainer_reads_them(function, manager, tokenizer_
     assert set(judge.urls_asked) == {URL}  # reward_kwargs reached the adapter
     assert sorted(judge.items_judged) == sorted(text for text in texts if text)  # decoded back whole
     assert all(
-        item.task == TASK and item.options.reward_spec == "kerneljudge.results.reward.binary.v1"
+        item.task == TASK and item.options.reward_spec == "kerneljudge.reward.binary.v1"
         for request in judge.requests
         for item in request
     )

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import CANDIDATES, EXAMPLES, TASKS, validate_record
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
+from kerneljudge.judgment.pipeline import judge
 
 pytestmark = pytest.mark.gpu
 

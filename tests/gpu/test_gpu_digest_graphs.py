@@ -10,8 +10,9 @@ import time
 import pytest
 import torch
 
-from kerneljudge.worker.seal import digest as commit_digest, digest_graphs, digest_kernels
 from kerneljudge.worker import evidence
+from kerneljudge.worker.seal import digest as commit_digest
+from kerneljudge.worker.seal import digest_graphs, digest_kernels
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, TASKS, run_judge
-from kerneljudge.judge.sanitizer import TRITON_TOOLS, sanitizer_path
+from kerneljudge.judgment.sanitizer import TRITON_TOOLS, sanitizer_path
 from kerneljudge.worker.correctness.perturb import KINDS
 
 pytestmark = pytest.mark.gpu

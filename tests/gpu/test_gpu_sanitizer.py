@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CANDIDATES, EXAMPLES, TASKS, run_judge
-from kerneljudge.judge.sanitizer import sanitizer_path
+from kerneljudge.judgment.sanitizer import sanitizer_path
 
 pytestmark = [
     pytest.mark.gpu,

@@ -1,12 +1,12 @@
-"""Spare worker pairs on CUDA (judge/stages/spare_pairs.py): a spare that started CUDA inside every sandbox layer before
+"""Spare worker pairs on CUDA (judgment/stages/spare_pairs.py): a spare that started CUDA inside every sandbox layer before
 the judgment came serves it, timing included, and the judgment's verdict is the same as with a pair of its own."""
 
 import pytest
 
 from helpers import EXAMPLES, validate_record
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
-from kerneljudge.judge.stages.spare_pairs import SparePairs
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.judgment.stages.spare_pairs import SparePairs
 
 pytestmark = pytest.mark.gpu
 

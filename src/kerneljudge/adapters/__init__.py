@@ -12,6 +12,7 @@ One module per trainer, each importing only kerneljudge (the trainers' call shap
 They need the `serve` extra (its client and service); the verifiers environment needs the `verifiers` extra.
 """
 
-from kerneljudge.adapters.common import AdapterError, Outcome, default_judge, score
+from kerneljudge.api.outcomes import AdapterError, Outcome, score
+from kerneljudge.client import default_judge
 
 __all__ = ["AdapterError", "Outcome", "default_judge", "score"]

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kerneljudge.adapters.common import AdapterError, Judge, Outcome, as_options, default_judge, response_text, score
+from kerneljudge.api.outcomes import AdapterError, Judge, Outcome, as_options, response_text, score
+from kerneljudge.client import default_judge
 from kerneljudge.results.reward import REWARD_V2
 
 

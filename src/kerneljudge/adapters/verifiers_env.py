@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.adapters.common import Judge, as_options, default_judge, response_text, score
+from kerneljudge.api.outcomes import Judge, as_options, response_text, score
+from kerneljudge.client import default_judge
 from kerneljudge.errors import UsageError
 from kerneljudge.results.reward import REWARD_V2
 

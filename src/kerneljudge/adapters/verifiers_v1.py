@@ -25,8 +25,9 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
-from kerneljudge.adapters.common import as_options, default_judge, score
 from kerneljudge.adapters.verifiers_env import builtin_ids, task_row
+from kerneljudge.api.outcomes import as_options, score
+from kerneljudge.client import default_judge
 from kerneljudge.results.reward import REWARD_V2
 
 __all__ = ["KernelTaskset"]

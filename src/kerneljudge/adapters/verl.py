@@ -33,9 +33,10 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kerneljudge.adapters.common import Judge, Outcome, as_options, default_judge, score
+from kerneljudge.api.outcomes import Judge, Outcome, as_options, score
+from kerneljudge.api.schema import Options
+from kerneljudge.client import default_judge
 from kerneljudge.results.reward import REWARD_V2
-from kerneljudge.serve.schema import Options
 
 
 def compute_score(

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.runs.backends.machine import lanes_for
-from kerneljudge.runs.batch import BatchItem, read_manifest, run_batch
 from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
-from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
 from kerneljudge.results.store import Store
 from kerneljudge.results.verdict import Record
+from kerneljudge.runs.backends.machine import lanes_for
+from kerneljudge.runs.batch import BatchItem, read_manifest, run_batch
+from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
 
 
 def add_batch_commands(sub: Any) -> None:
@@ -200,7 +200,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = sum(len(samples) for samples in results.values())
             print(f"{count} KernelBench samples of {len(results)} problems to {args.kernelbench_json}")
         if args.bundle is not None:
-            from kerneljudge.results.bundle import BundleError, write_bundle
+            from kerneljudge.runs.bundle import BundleError, write_bundle
 
             records = list(store)
             try:
@@ -213,7 +213,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when the bundle verifies, 2 when it does not."""
-    from kerneljudge.results.bundle import verify_bundle
+    from kerneljudge.runs.bundle import verify_bundle
 
     if not args.bundle.is_dir():
         raise UsageError(f"no bundle at {args.bundle}: write one with `kerneljudge export --store DB --bundle DIR`")
@@ -228,9 +228,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from kerneljudge.report.markdown import summary_markdown
     from kerneljudge.results.best_of_k import best_of_k
     from kerneljudge.results.metrics import Baseline, BaselineError, speedup_of, summarize
-    from kerneljudge.report.markdown import summary_markdown
 
     if not args.store.is_file():
         raise UsageError(f"no store at {args.store}: run `kerneljudge batch MANIFEST --store {args.store}` first")

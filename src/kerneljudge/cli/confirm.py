@@ -30,9 +30,9 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kerneljudge.sources.candidate import load_candidate
+    from kerneljudge.judgment.progress import spinner
     from kerneljudge.runs.confirm import confirm
-    from kerneljudge.runs.progress import spinner
+    from kerneljudge.sources.candidate import load_candidate
     from kerneljudge.tasks import gpumode
     from kerneljudge.tasks.load import load_task
 

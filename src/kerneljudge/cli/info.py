@@ -14,7 +14,7 @@ def add_info_parsers(sub: Any) -> None:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from kerneljudge.judge.env import report
+    from kerneljudge.judgment.env import report
 
     info = report()
     if args.json:

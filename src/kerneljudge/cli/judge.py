@@ -139,7 +139,7 @@ def config_of(args: argparse.Namespace) -> JudgeConfig:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    from kerneljudge.judge.pipeline import judge
+    from kerneljudge.judgment.pipeline import judge
     from kerneljudge.report.table import print_verdict
 
     if args.json is not None and not args.json.parent.exists():

@@ -37,7 +37,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from kerneljudge.runs.progress import spinner
+    from kerneljudge.judgment.progress import spinner
     from kerneljudge.redteam.runner import codes_not_raised, run_suite, to_json
     from kerneljudge.redteam.suite import FIXTURES
 

@@ -147,8 +147,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         missing = f"kerneljudge serve needs its extra ({exc.name} is missing)"
         raise UsageError(f"{missing}: pip install 'kerneljudge[serve]'") from None
+    from kerneljudge.api.catalog import TaskCatalog
     from kerneljudge.logs import configure
-    from kerneljudge.serve.catalog import TaskCatalog
     from kerneljudge.serve.service import Service
 
     configure(args.log_level, args.log_format)

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kerneljudge.errors import UsageError
+from kerneljudge.sources.task import Task, parse_task
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_kernelbench
-from kerneljudge.sources.reading import Task, parse_task
 
 BUILTIN_LEVEL = 0
 GPUMODE_LEVEL = 10

@@ -22,17 +22,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError
-from kerneljudge.results.explain import explain
 from kerneljudge.generate.client import Backend, ChatRequest
 from kerneljudge.generate.datasets import SelectedTask, write_problems
 from kerneljudge.generate.prompts import Template, feedback_prompt, generation_prompt
 from kerneljudge.generate.records import RoundRecord, Stop, Verdict, read_lines
 from kerneljudge.generate.run import FAILURES, GenerateSpec, RunFolder, code_fields, exchange_fields
+from kerneljudge.results.explain import explain
 from kerneljudge.results.reward import REWARD_V2
 from kerneljudge.results.verdict import Record
+from kerneljudge.sources.candidate import load_candidate
 
 ROUNDS = "rounds.jsonl"
 FINAL: tuple[Stop, ...] = ("verified", "judge_error", "unsupported")
@@ -89,7 +89,7 @@ class Improver:
 
     def judge(self, task: SelectedTask, path: Path) -> tuple[Record | None, str]:
         """The record of one round's candidate (stored), and its explanation for the model."""
-        from kerneljudge.judge.pipeline import judge
+        from kerneljudge.judgment.pipeline import judge
 
         try:
             with self.judging:

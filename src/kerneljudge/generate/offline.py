@@ -23,7 +23,7 @@ from pathlib import Path
 from kerneljudge.errors import UsageError
 from kerneljudge.generate.client import ChatRequest, Completion, now_iso
 from kerneljudge.generate.records import Attempt
-from kerneljudge.sources.reading import MAX_LISTING_BYTES, read_source
+from kerneljudge.sources.task import MAX_LISTING_BYTES, read_source
 
 BOOK_FILE = "responses.jsonl"
 DEFAULT_MODEL = "replay"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kerneljudge.errors import UsageError
-from kerneljudge.sources.reading import read_source, sha256_text
+from kerneljudge.sources.task import read_source, sha256_text
 
 PLACEHOLDER = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 

@@ -23,14 +23,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.sources import pyast
-from kerneljudge.sources.candidate import extract_code
 from kerneljudge.errors import UsageError
 from kerneljudge.generate.client import Backend, ChatRequest, Completion, Sampling
 from kerneljudge.generate.datasets import SelectedTask, write_problems
 from kerneljudge.generate.prompts import Template, generation_prompt
 from kerneljudge.generate.records import SampleRecord, append_line, read_lines, repair_tail
-from kerneljudge.sources.reading import sha256_text
+from kerneljudge.sources import pyast
+from kerneljudge.sources.candidate import extract_code
+from kerneljudge.sources.task import sha256_text
 
 RUN_FILE, SAMPLES, FAILURES, PROBLEMS = "run.json", "samples.jsonl", "failures.jsonl", "problems"
 LOCK_FILE = ".lock"  # held while a process writes the folder: two at once would ask for the same samples

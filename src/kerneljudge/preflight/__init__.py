@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kerneljudge.sources import pyast
 from kerneljudge.checks.catalog import CATALOG, finding
 from kerneljudge.preflight.entry_point import cannot_define_entry_point
 from kerneljudge.preflight.scan import Construct, StaticReport, scan
 from kerneljudge.results.verdict import Finding
+from kerneljudge.sources import pyast
 
 MAX_OCCURRENCES = 20
 

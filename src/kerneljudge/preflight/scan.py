@@ -17,7 +17,6 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from kerneljudge.sources import pyast
 from kerneljudge.checks.catalog import CATALOG
 from kerneljudge.preflight.allowlist import (
     ATTRIBUTE_BUILTINS,
@@ -48,6 +47,7 @@ from kerneljudge.preflight.rules import (
     matches,
 )
 from kerneljudge.preflight.scopes import function_locals
+from kerneljudge.sources import pyast
 
 ALLOW_LIST_CODES = ("KJ-S004", "KJ-S054")
 

@@ -221,7 +221,7 @@ class Commit(Request):
     checks: first the digests of `calls` outputs of that sample (`committed`), then a `keep` is read. The candidate's
     worker is asked for its own calls a sample, every one; the reference's for as many as the candidate's sample
     holds, its own calls' outputs taken in turn, so that its commit is timed doing the candidate's digesting
-    (judge/stages/untimed_work.py)."""
+    (judgment/stages/untimed_work.py)."""
 
     op: ClassVar[str] = "commit"
     calls: int

@@ -11,12 +11,12 @@ from typing import Any
 
 from kerneljudge.checks.catalog import CATALOG
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.judgment.sanitizer import sanitizer_path
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
 from kerneljudge.redteam.suite import FIXTURES, Fixture
-from kerneljudge.judge.sanitizer import sanitizer_path
-from kerneljudge.timing.plan import CUDA_GRAPH
 from kerneljudge.results.verdict import Record
+from kerneljudge.timing.plan import CUDA_GRAPH
 
 
 @dataclass(frozen=True)

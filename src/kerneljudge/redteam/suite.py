@@ -25,7 +25,7 @@ class Fixture:
     # A hack that starts after some number of calls may never start in a CUDA graph's timing worker, which
     # calls the model a few times only: then its replays are honest work. A verified record counts as
     # defeating it when the timing ran in that regime and the plain calls after the replays, which would
-    # have seen the hack (`judge/stages/timed_rechecks.py`, `recheck_graph`), were checked (`inert_in_graph_timing`).
+    # have seen the hack (`judgment/stages/timed_rechecks.py`, `recheck_graph`), were checked (`inert_in_graph_timing`).
     inert_under_graphs: bool = False
     # Caught by compute-sanitizer's tools (sanitize.py): skipped where the machine has none, like CUDA on the CPU.
     needs_sanitizer: bool = False

@@ -12,8 +12,6 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
-from kerneljudge.results.best_of_k import TaskClaim
-from kerneljudge.results.metrics import Summary, is_correct, speedup_of, verified_runtime_ms
 from kerneljudge.report.markdown import (
     BEST_OF_K_HEADER,
     best_of_k_rows,
@@ -24,6 +22,8 @@ from kerneljudge.report.markdown import (
     timing_note,
 )
 from kerneljudge.report.plots import failures_plot, fast_p_plot, findings_plot, pyplot, speedup_plot
+from kerneljudge.results.best_of_k import TaskClaim
+from kerneljudge.results.metrics import Summary, is_correct, speedup_of, verified_runtime_ms
 from kerneljudge.results.verdict import Record
 
 STYLE = """

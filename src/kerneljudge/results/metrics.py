@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kerneljudge.sources.reading import MAX_LISTING_BYTES, read_source
 from kerneljudge.results.verdict import Record
+from kerneljudge.sources.task import MAX_LISTING_BYTES, read_source
 
 THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 Z_95 = 1.959963984540054  # the standard normal's 97.5th percentile: two-sided 95% intervals

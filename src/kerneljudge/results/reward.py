@@ -6,9 +6,9 @@ import math
 
 from kerneljudge.results.verdict import Record, Reward
 
-REWARD_V2 = "kerneljudge.results.reward.v2"
-REWARD_V1 = "kerneljudge.results.reward.v1"
-REWARD_BINARY_V1 = "kerneljudge.results.reward.binary.v1"
+REWARD_V2 = "kerneljudge.reward.v2"
+REWARD_V1 = "kerneljudge.reward.v1"
+REWARD_BINARY_V1 = "kerneljudge.reward.binary.v1"
 
 # v2's bounds: a verified kernel's worst (SPEED_FLOOR - INSTABILITY_CAP = -0.75) stays above a wrong one's -1.
 SPEED_FLOOR, SPEED_CEILING, INSTABILITY_CAP = -0.5, 2.0, 0.25

@@ -94,7 +94,9 @@ class Correctness(Model):
     worst: dict[str, Any] | None = None
     # The task's shape family (form, size, the globals it varies, the public shape); None if it declares none
     shape_family: dict[str, Any] | None = None
-    inputs: dict[str, Any] | None = None  # where trials' inputs were made (worker/correctness/seeded.py), and why shipped
+    inputs: dict[str, Any] | None = (
+        None  # where trials' inputs were made (worker/correctness/seeded.py), and why shipped
+    )
     # compute-sanitizer's run on one call (sanitize.py): why it ran, the shape, each tool's outcome; None if not
     sanitizer: dict[str, Any] | None = None
     # The hidden plan (plan.py): trials' seeds and distributions, replays, the canary, the traced trials, the
@@ -136,11 +138,11 @@ class Timing(Model):
     clock_check: dict[str, Any] | None = None  # the candidate's claimed time against the parent's clock
     trace_check: dict[str, Any] | None = None  # the timed calls' device time against the traced calls' kernels
     # Each side's time beyond what its calls claim, on the parent's clock, in its commits and around its samples,
-    # the candidate's against the bound the reference's set (judge/stages/untimed_work.py), by span
+    # the candidate's against the bound the reference's set (judgment/stages/untimed_work.py), by span
     untimed_work: dict[str, dict[str, Any]] | None = None
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
     graph_rechecks: int = 0  # of those, plain calls on the candidate's graph buffers after its replays
-    # The timed calls whose outputs were kept for those checks, each named after its sample ran (judge/stages/kept_call.py):
+    # The timed calls whose outputs were kept for those checks, each named after its sample ran (judgment/stages/kept_call.py):
     # the sample of its request, the call within the sample, the timing pool's input set it used.
     kept_calls: list[dict[str, int]] = Field(default_factory=list)
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
@@ -168,7 +170,7 @@ class Timing(Model):
     # (files, bytes, entries left behind, why none were, seconds; sandbox/cache_carry.py)
     carried_caches: dict[str, Any] | None = None
     # With `timing_ahead`: whether the timing pair was made ready while correctness ran (loaded; its pool staged
-    # and which sides' first calls made), in how many seconds of its thread, or why not (judge/stages/timing_ahead.py)
+    # and which sides' first calls made), in how many seconds of its thread, or why not (judgment/stages/timing_ahead.py)
     ahead: dict[str, Any] | None = None
 
 

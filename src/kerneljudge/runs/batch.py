@@ -20,21 +20,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from kerneljudge.runs.backends.lane import BaselineCache
-from kerneljudge.runs.backends.machine import machine_environment
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
-from kerneljudge.judge.gate import LaneGate, PastDeadline
-from kerneljudge.runs.progress import BatchProgress
-from kerneljudge.judge.stages.spare_pairs import SparePairs, pairs_taken
+from kerneljudge.judgment.gate import LaneGate, PastDeadline
+from kerneljudge.judgment.stages.spare_pairs import SparePairs, pairs_taken
 from kerneljudge.results.store import Store, StoreKey, config_digest, environment_digest
-from kerneljudge.sources.reading import read_source
 from kerneljudge.results.verdict import Record
+from kerneljudge.runs.backends.lane import BaselineCache
+from kerneljudge.runs.backends.machine import machine_environment
+from kerneljudge.runs.progress import BatchProgress
+from kerneljudge.sources.task import read_source
 
 if TYPE_CHECKING:
     from kerneljudge.runs.backends import Backend
     from kerneljudge.sources.candidate import Candidate
-    from kerneljudge.sources.reading import Task
+    from kerneljudge.sources.task import Task
 
 MANIFEST_KEYS = ("task", "candidate")
 # A line holds two paths (PATH_MAX is 4 KiB each); 64 MiB is a million such items at 64 bytes.
@@ -163,7 +163,7 @@ def run_batch(
     after each judged item's record is stored.
     `backend`: judge on it instead of on `lanes` (`judge_on_backend`; e.g. `backends.ray.RayBackend`); the
     records still come back to this process's store. `spare_workers`: each lane's next judgment takes a
-    worker pair started while the one before was judged (judge/stages/spare_pairs.py).
+    worker pair started while the one before was judged (judgment/stages/spare_pairs.py).
     """
     from kerneljudge.runs.backends import Job, judge_on_lane
 

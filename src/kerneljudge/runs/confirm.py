@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kerneljudge.sources.candidate import Candidate
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.pipeline import judge
-from kerneljudge.sources.reading import Task
+from kerneljudge.judgment.pipeline import judge
+from kerneljudge.results.verdict import Record
+from kerneljudge.sources.candidate import Candidate
+from kerneljudge.sources.task import Task
 from kerneljudge.timing.ladder import Rung, climb
 from kerneljudge.timing.stats import RatioEstimate
-from kerneljudge.results.verdict import Record
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.runs.batch import BatchItem, ManifestError
 from kerneljudge.errors import UsageError
 from kerneljudge.results.verdict import Record
+from kerneljudge.runs.batch import BatchItem, ManifestError
 
 NOT_LOADED_PHASES = ("preflight", "start", "build", "import", "init")  # failed before the model existed
 KERNELBENCH_SAMPLE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")

@@ -1,6 +1,6 @@
 """The compiler-cache carry: a candidate's compiled kernels, from its checked worker to its timing worker.
 
-A timing worker is a fresh process (judge/stages/timing_pair.py) with a fresh workspace, so without this it
+A timing worker is a fresh process (judgment/stages/timing_pair.py) with a fresh workspace, so without this it
 compiles the candidate's kernels again as its first timed side's calibration runs: Triton's JIT took 1.0 to
 1.2 s of a 2 s timing stage on an H200 (docs/batch.md, "The timing stage's busy share"). These caches are
 keyed by what was compiled, not by where, so the timing worker finds its kernels in the copies.

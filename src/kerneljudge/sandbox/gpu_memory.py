@@ -1,6 +1,6 @@
 """A per-worker GPU memory cap: the parent watches NVML's per-process memory and kills a worker over it.
 Without a cap the watch still keeps the most the worker held (`peak_bytes`): what a batch's memory
-reservation (kerneljudge/judge/gate.py) is checked against, in its stage log.
+reservation (kerneljudge/judgment/gate.py) is checked against, in its stage log.
 
 Rlimits do not see device memory, and one worker filling the GPU would starve the other worker of the
 pair (an out-of-memory error read as the reference's or the next candidate's fault). NVML lists every

@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kerneljudge.protocol import channel
 from kerneljudge.sandbox import bytecode, confine, lifeline, plan
 from kerneljudge.sandbox.confine import MULTICAST_OFF_ENV, SandboxPolicy
 from kerneljudge.sandbox.ending import Lineage, StreamCapture, WorkerEnding
 from kerneljudge.sandbox.gpu_memory import start_watch
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerTalk
 from kerneljudge.sandbox.workspace import Workspace, WorkspaceChanges, diff
-from kerneljudge.protocol import channel
 
 WORKER_USER = "kerneljudge-worker"
 
@@ -111,7 +111,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         self.sharing = sharing
         self.workspace = sharing.workspace if sharing is not None else Workspace.create(role)
         # The source the worker imports when told to load; None: a spare worker, its source written when a
-        # judgment takes it (`assign`: judge/stages/spare_pairs.py). The worker reads the file only at its load.
+        # judgment takes it (`assign`: judgment/stages/spare_pairs.py). The worker reads the file only at its load.
         self.source_path = self.workspace.root / f"{role}.py"
         if source_text is not None:
             self.workspace.write_source(self.source_path.name, source_text)

@@ -8,9 +8,9 @@ The reward is the record's own (kerneljudge/results/reward.py, docs/reward.md); 
 
 from __future__ import annotations
 
+from kerneljudge.api.schema import Answer, AnswerMetrics
 from kerneljudge.results.explain import explain
 from kerneljudge.results.reward import rewards_for
-from kerneljudge.serve.schema import Answer, AnswerMetrics
 from kerneljudge.results.verdict import Record
 
 

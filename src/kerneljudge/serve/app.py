@@ -6,7 +6,7 @@
 - GET /v1/records/{id}: the whole record JSON an answer's record_id names.
 - GET /v1/tasks; GET /healthz (readiness: 503 until a lane is up), GET /livez (liveness); GET /metrics
   (Prometheus' text format, metrics.py).
-- POST /get_reward: OpenRLHF's remote reward model (kerneljudge/adapters/openrlhf.py, docs/adapters.md).
+- POST /get_reward: OpenRLHF's remote reward model (serve/get_reward.py, api/openrlhf.py; docs/adapters.md).
 
 A candidate's failure is an ordinary 200 answer. Every error is a problem (`application/problem+json`,
 serve/problems.py): 4xx for a request the service does not judge, 5xx for its own faults; a full queue is
@@ -30,11 +30,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from kerneljudge import __version__
+from kerneljudge.api.schema import Answer, Health, Item, ItemList, JobAccepted, JobStatus, TaskInfo
 from kerneljudge.serve.jobs import JobBook, one_line
 from kerneljudge.serve.limits import BoundedBody, ServeLimits
 from kerneljudge.serve.metrics import CONTENT_TYPE
 from kerneljudge.serve.problems import MEDIA_TYPE, PROBLEMS, FaultBarrier, declared, problem_body, problem_media
-from kerneljudge.serve.schema import Answer, Health, Item, ItemList, JobAccepted, JobStatus, TaskInfo
 from kerneljudge.serve.service import QueueFull, ServeError, Service, Ticket
 
 logger = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def create_app(service: Service, jobs: JobBook | None = None, limits: ServeLimit
         """Queue depth, lanes busy, judgments by status, latency (Prometheus text format)."""
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
-    from kerneljudge.adapters.openrlhf import reward_router
+    from kerneljudge.serve.get_reward import reward_router
 
     app.include_router(reward_router(service))
     return app

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from kerneljudge.serve.schema import JobAccepted, JobStatus
+from kerneljudge.api.schema import JobAccepted, JobStatus
 from kerneljudge.serve.service import NotFound, Ticket
 
 KEEP = 10_000

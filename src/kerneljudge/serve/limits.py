@@ -1,6 +1,6 @@
 """Bounds on what a client can make `kerneljudge serve` hold: body size, body and header time, connections.
 
-The schema caps the texts and the items of a parsed body (serve/schema.py); these bounds act before any of
+The schema caps the texts and the items of a parsed body (api/schema.py); these bounds act before any of
 it is parsed (docs/serve.md, "Bounded inputs"):
 
 - `BoundedBody`, an ASGI middleware: a body longer than `max_body_bytes`, by its Content-Length or as it
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kerneljudge.serve.problems import send_problem
-from kerneljudge.sources.reading import byte_size
+from kerneljudge.sources.task import byte_size
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping

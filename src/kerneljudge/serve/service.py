@@ -14,7 +14,7 @@ under one lock:
 The content is what `kerneljudge batch` keys a record by: the task's and the candidate's hashes (the code
 judged, after extraction from a model's response), the configuration's digest and this machine's
 environment digest. A request id is remembered with that content; reused for another content it is
-refused (`Conflict`, 409). The service runs only `kerneljudge.judge.pipeline.judge` through its backend: the
+refused (`Conflict`, 409). The service runs only `kerneljudge.judgment.pipeline.judge` through its backend: the
 candidate stays in the sandboxed workers, and the server reads it as text.
 """
 
@@ -30,16 +30,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kerneljudge.runs.backends import Backend, Job
+from kerneljudge.api.catalog import TaskCatalog
+from kerneljudge.api.schema import Answer, Health, Item
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
-from kerneljudge.serve.answers import answer_for
-from kerneljudge.serve.catalog import TaskCatalog
-from kerneljudge.serve.ledger import Ledger, LedgerSession, content_digest, record_id
-from kerneljudge.serve.metrics import ServeMetrics
-from kerneljudge.serve.schema import Answer, Health, Item
 from kerneljudge.results.store import StoreKey, config_digest
 from kerneljudge.results.verdict import Record
+from kerneljudge.runs.backends import Backend, Job
+from kerneljudge.serve.answers import answer_for
+from kerneljudge.serve.ledger import Ledger, LedgerSession, content_digest, record_id
+from kerneljudge.serve.metrics import ServeMetrics
 
 logger = logging.getLogger(__name__)
 

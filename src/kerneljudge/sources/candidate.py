@@ -11,9 +11,9 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-from kerneljudge.sources import pyast
 from kerneljudge.errors import UsageError
-from kerneljudge.sources.reading import Task, read_source, sha256_text
+from kerneljudge.sources import pyast
+from kerneljudge.sources.task import Task, read_source, sha256_text
 
 FENCE = re.compile(
     r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL

@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sources import pyast
 from kerneljudge.sources.candidate import Candidate
-from kerneljudge.errors import TaskError, UsageError
-from kerneljudge.sources.reading import Task, defined_names, parse_task, read_source
+from kerneljudge.sources.task import Task, defined_names, parse_task, read_source
 
 MARKER = "# kerneljudge: a GPU MODE problem reduced to KernelBench's format"
 HELPERS = ("task", "utils")  # the problem's modules that reference and submission import from

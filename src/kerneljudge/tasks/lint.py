@@ -49,12 +49,12 @@ import torch
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.talk import WorkerFailure
+from kerneljudge.sources.task import Task
 from kerneljudge.tasks import size_classes
 from kerneljudge.tasks.lint_flags import LintFlag, input_flags, memory_flag, output_flags, unused_input_flags
 from kerneljudge.tasks.lint_reference import LOAD_SEED, OTHER_LOAD_SEED, RNG_SEEDS, SEEDS, LintReference
 from kerneljudge.tasks.load import load_task
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from, read_family, size_integers
-from kerneljudge.sources.reading import Task
 
 TIMER_FLOOR_MS = 0.010
 DEFAULT_MEMORY_BYTES = 80 * 1024**3  # the CPU has no device memory to read: an 80 GiB GPU's (H100, A100)
@@ -149,7 +149,7 @@ def lint_task(
 ) -> TaskLint:
     """Lint one task in a sandboxed reference worker. `admit`: given the task's footprint once the model is
     built, holds the device memory the lint needs until its worker is closed (lints side by side share a
-    GPU through kerneljudge/judge/gate.py; benchmarks/conformance.py)."""
+    GPU through kerneljudge/judgment/gate.py; benchmarks/conformance.py)."""
     result = TaskLint(task=task.name, path=task.path)
     try:
         reference = LintReference(task, device, timeout_s)

@@ -11,7 +11,7 @@ from kerneljudge.errors import TaskError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerFailure
-from kerneljudge.sources.reading import Task
+from kerneljudge.sources.task import Task
 
 LOAD_SEED, OTHER_LOAD_SEED, SEEDS, RNG_SEEDS = 42, 43, (1, 2), (7, 8)
 

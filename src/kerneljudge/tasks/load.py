@@ -1,12 +1,12 @@
-"""`load_task`: a loader per task format, each ending in a KernelBench-format `Task` (sources/reading.py)."""
+"""`load_task`: a loader per task format, each ending in a KernelBench-format `Task` (sources/task.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from kerneljudge.errors import TaskError
+from kerneljudge.sources.task import Task, parse_task, read_source
 from kerneljudge.tasks import gpumode
-from kerneljudge.sources.reading import Task, parse_task, read_source
 
 BUILTIN = "builtin:"
 

@@ -19,9 +19,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from kerneljudge.tasks import size_classes
 from kerneljudge.protocol import wire
-from kerneljudge.worker.correctness.family import MAX_SHAPES
+from kerneljudge.protocol.limits import MAX_FAMILY_SHAPES as MAX_SHAPES
+from kerneljudge.tasks import size_classes
 
 ENUMERATE_BELOW = 4096  # a table of axes with fewer combinations is drawn from without replacement
 

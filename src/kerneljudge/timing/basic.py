@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kerneljudge.results.verdict import Timing
 from kerneljudge.timing.calibration import (
     CALIBRATION_PRECURSOR_MS,
     MAX_CALLS_PER_SAMPLE,
@@ -50,7 +51,6 @@ from kerneljudge.timing.plan import (
 )
 from kerneljudge.timing.sides import CachedSide, SampleTimes, TimeRequest, TimeSide
 from kerneljudge.timing.stats import RatioEstimate, estimate_speedup, log_ratios, summarize
-from kerneljudge.results.verdict import Timing
 
 
 class _Session:
@@ -107,7 +107,7 @@ def run_interleaved(
     blocks, in turn, and the record says where they came from (`reference_source`). `hold` is called once
     every side's first calibration request is answered (a fresh worker's first call, where a JIT compiles,
     which only sizes the samples) and before anything else: the caller pauses the other lanes there
-    (judge/stages/timing.py)."""
+    (judgment/stages/timing.py)."""
     rng = rng or random.Random()
     cached = cached or {}
     hold = hold or (lambda: None)
@@ -182,7 +182,7 @@ def run_interleaved(
         # boundary costs one NVML snapshot (3.6 ms on the H200: docs/batch.md) instead of two.
         before = (snapshots[-1] if snapshots else monitor.snapshot()) if monitor else {}
         for name in order:
-            # Every side's commit digests as many outputs as the candidate's sample holds (judge/stages/untimed_work.py).
+            # Every side's commit digests as many outputs as the candidate's sample holds (judgment/stages/untimed_work.py).
             request = TimeRequest(
                 block_inputs, calls[name], plan.samples, 1, precursor[name], graph=graph, commit_calls=commit_calls
             )

@@ -1,6 +1,6 @@
 """The record's figures of a measurement beyond its statistics (timing/stats.py): the timed calls' own busy
-time, against which the timing stage's busy share is read (judge/stages/record.py), and the timings at several
-shapes as one, their speedups' geometric mean (a GPU MODE problem's benchmarks, judge/stages/timing.py).
+time, against which the timing stage's busy share is read (judgment/stages/record.py), and the timings at several
+shapes as one, their speedups' geometric mean (a GPU MODE problem's benchmarks, judgment/stages/timing.py).
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kerneljudge.tasks.shapes import plain
 from kerneljudge.results.verdict import Timing
+from kerneljudge.tasks.shapes import plain
 
 
 def timed_busy_s(timing: Timing, measured: list[str]) -> float | None:

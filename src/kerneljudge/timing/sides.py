@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kerneljudge.timing.plan import INTERLEAVED
 from kerneljudge.results.verdict import Timing
+from kerneljudge.timing.plan import INTERLEAVED
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Any
 from kerneljudge import protocol
 from kerneljudge.protocol import channel, wire
 from kerneljudge.worker import evidence, trace
-from kerneljudge.worker.correctness import perturb, seeded
 from kerneljudge.worker.base import TEXT_CAP, Worker
+from kerneljudge.worker.correctness import perturb, seeded
 
 
 class CandidateWorker(Worker):
@@ -32,7 +32,9 @@ class CandidateWorker(Worker):
         # (worker/correctness/seeded.py); never the task itself, whose Model the candidate could answer with.
         self.inputs_module: Any = None
         self.inputs_error: str | None = None
-        self.last_call_s = 0.0  # the last call's length, which sizes a perturbed replay's load (worker/correctness/perturb.py)
+        self.last_call_s = (
+            0.0  # the last call's length, which sizes a perturbed replay's load (worker/correctness/perturb.py)
+        )
         self.product_ms: float | None = None  # one of that load's matrix products, measured once
 
     def spoil_returned(self) -> None:

@@ -3,7 +3,7 @@
 The reference worker describes the task's inputs, parameters and outputs in bytes without making them: the
 task's `get_inputs()` and `Model` are run again on torch's meta device, where tensors have shapes and
 dtypes but no storage and every op only works out the shapes of its results. A batch's lanes reserve
-device memory by this description before their first trial (kerneljudge/judge/gate.py), so that two lanes do
+device memory by this description before their first trial (kerneljudge/judgment/gate.py), so that two lanes do
 not start multi-GiB problems side by side and both run out.
 
 The forward's working set is followed too: every new storage an op makes counts from its making until it is

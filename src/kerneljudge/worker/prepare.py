@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable
 
-PREPARE_TRITON_ENV = "KJ_PREPARE_TRITON"
+from kerneljudge.protocol.environment import PREPARE_TRITON_ENV
 
 _begun: dict[str, threading.Thread] = {}  # by what it readies: "triton", "torch_wrappers"
 _seconds: dict[str, float | None] = {}  # what each thread took, once it is over

@@ -20,15 +20,15 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.checks import correctness, reference_replay
-from kerneljudge.worker.correctness import contracts, derived, family, seeded
-from kerneljudge.worker import evidence, footprint
 from kerneljudge.protocol import wire
+from kerneljudge.worker import evidence, footprint
 from kerneljudge.worker.base import Worker, describe_exception, items_of
+from kerneljudge.worker.correctness import contracts, derived, family, seeded
 from kerneljudge.worker.correctness.compare import Comparisons
 from kerneljudge.worker.correctness.oracle import ReferenceRuns
 from kerneljudge.worker.correctness.outputs import json_safe
-from kerneljudge.worker.timing.pool import TimingPool
 from kerneljudge.worker.correctness.trials import Trials
+from kerneljudge.worker.timing.pool import TimingPool
 
 
 class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):

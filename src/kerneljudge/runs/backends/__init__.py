@@ -10,7 +10,7 @@ judged again alone on its GPU.
 - `RayBackend` (kerneljudge.runs.backends.ray): a Ray actor per GPU of a cluster (kerneljudge.runs.backends.ray_actor),
   each a `LocalBackend` over its GPU; only these two modules import Ray.
 
-A backend is trusted judge code: it runs `kerneljudge.judge.pipeline.judge`, which keeps the candidate in its
+A backend is trusted judge code: it runs `kerneljudge.judgment.pipeline.judge`, which keeps the candidate in its
 sandboxed workers. Records cross process boundaries as JSON, never pickled.
 """
 
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from kerneljudge.config import JudgeConfig
 
 if TYPE_CHECKING:
-    from kerneljudge.sources.candidate import Candidate
-    from kerneljudge.sources.reading import Task
     from kerneljudge.results.verdict import Record
+    from kerneljudge.sources.candidate import Candidate
+    from kerneljudge.sources.task import Task
 
 Stage = Callable[[str], None]
 
@@ -77,6 +77,6 @@ class Backend(ABC):
         self.close()
 
 
-from kerneljudge.runs.backends.lane import judge_on_lane
+from kerneljudge.runs.backends.lane import judge_on_lane  # noqa: E402  (the lane step needs Job and Stage above)
 
 __all__ = ["Backend", "Job", "Stage", "judge_on_lane"]

@@ -14,15 +14,15 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.gate import LaneGate
-from kerneljudge.judge.stages.device_memory import DOES_NOT_FIT, ran_short
-from kerneljudge.timing.sides import CachedSide
+from kerneljudge.judgment.gate import LaneGate
+from kerneljudge.judgment.stages.device_memory import DOES_NOT_FIT, ran_short
 from kerneljudge.results.verdict import Record
+from kerneljudge.timing.sides import CachedSide
 
 if TYPE_CHECKING:
+    from kerneljudge.judgment.stages.spare_pairs import SparePairs
     from kerneljudge.runs.backends import Job, Stage
-    from kerneljudge.judge.stages.spare_pairs import SparePairs
-    from kerneljudge.sources.reading import Task
+    from kerneljudge.sources.task import Task
 
 A_A_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"  # the task's own model, as a candidate
 
@@ -58,8 +58,8 @@ class BaselineCache:
     def _measure(
         self, task: Task, gpu: str | None, gate: Any, progress: Callable[[str], None] | None
     ) -> dict[str, CachedSide]:
+        from kerneljudge.judgment.pipeline import judge
         from kerneljudge.sources.candidate import parse_candidate
-        from kerneljudge.judge.pipeline import judge
 
         candidate = parse_candidate(task.text + A_A_CANDIDATE, f"{task.name}_reference_baseline")
         record = judge(task, candidate, self.config, progress=progress, gpu=gpu, gate=gate)
@@ -105,7 +105,7 @@ def short_of_memory(record: Record) -> bool:
     if runs_here is not None and "free memory" in runs_here.detail:
         return True
     if record.failure is not None and record.failure.summary.startswith(DOES_NOT_FIT):
-        return False  # its need is larger than the GPU: it ran alone already (judge/stages/device_memory.py)
+        return False  # its need is larger than the GPU: it ran alone already (judgment/stages/device_memory.py)
     return ran_short(record.failure)
 
 
@@ -120,12 +120,12 @@ def judge_on_lane(
     """One lane's judgment of `job` on `gpu` (its workers' CUDA_VISIBLE_DEVICES; None: inherited or CPU).
 
     `gate`: the lane gate shared with the other lanes (None: alone). `baselines`: the batch's cached-baseline
-    lookup (`BaselineCache.for_task`). `spares`: worker pairs started ahead (judge/stages/spare_pairs.py). A
+    lookup (`BaselineCache.for_task`). `spares`: worker pairs started ahead (judgment/stages/spare_pairs.py). A
     judgment that ran short of device or host memory while other lanes shared the gate (`short_of_memory`)
     says nothing about the candidate, so it is judged again at once, alone on its GPU. `gate.PastDeadline`
     passes through: the job was never started.
     """
-    from kerneljudge.judge.pipeline import judge
+    from kerneljudge.judgment.pipeline import judge
 
     stage = progress or (lambda text: None)
     cached = baselines(job.task, gpu, gate, stage) if baselines is not None else None

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from kerneljudge.runs.backends import Backend, Job, Stage, judge_on_lane
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judge.gate import LaneGate
-from kerneljudge.judge.stages.spare_pairs import SparePairs, pairs_taken
+from kerneljudge.judgment.gate import LaneGate
+from kerneljudge.judgment.stages.spare_pairs import SparePairs, pairs_taken
+from kerneljudge.runs.backends import Backend, Job, Stage, judge_on_lane
 
 if TYPE_CHECKING:
     from kerneljudge.results.verdict import Record
@@ -33,7 +33,7 @@ class LocalBackend(Backend):
     ) -> None:
         if not lanes:
             raise ValueError("a backend needs at least one lane")
-        # Worker pairs started ahead of each lane's next judgment (judge/stages/spare_pairs.py), where asked for; two of
+        # Worker pairs started ahead of each lane's next judgment (judgment/stages/spare_pairs.py), where asked for; two of
         # a kind where the judgments are `timed` by default (each takes a checked pair and a timing pair).
         self.spares = SparePairs(depth=pairs_taken(timed)) if spare_workers else None
         self._lanes = list(lanes)
@@ -87,8 +87,8 @@ class LocalBackend(Backend):
             self.spares.close()
 
     def _baselines(self, job: Job):  # noqa: ANN202 - BaselineCache.for_task, or None
-        from kerneljudge.runs.backends.lane import BaselineCache
         from kerneljudge.results.store import config_digest
+        from kerneljudge.runs.backends.lane import BaselineCache
 
         if not (self.cached_baselines and job.config.timing and job.config.timing_baseline == "cached"):
             return None

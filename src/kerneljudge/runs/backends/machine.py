@@ -26,7 +26,7 @@ def machine_environment(config: JudgeConfig, gpu: str | None = None) -> dict[str
     from its metadata. Otherwise the GPU name is the CUDA runtime's, which the
     parent never initializes, so a bare reference worker is started and asked.
     """
-    from kerneljudge.judge.env import fingerprint, host_hello
+    from kerneljudge.judgment.env import fingerprint, host_hello
 
     if config.device == "cpu":
         return fingerprint(host_hello())
@@ -35,7 +35,7 @@ def machine_environment(config: JudgeConfig, gpu: str | None = None) -> dict[str
 
 def probe_hello(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
     """The hello of a bare reference worker started as the pipeline starts one (same device, sandbox, GPU)."""
-    from kerneljudge.judge.env import probe
+    from kerneljudge.judgment.env import probe
     from kerneljudge.sandbox import confine
     from kerneljudge.sandbox.talk import WorkerFailure
 

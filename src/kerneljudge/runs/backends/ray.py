@@ -32,10 +32,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from kerneljudge.runs.backends import Backend, Job, Stage
-from kerneljudge.runs.backends.ray_actor import GpuJudge, RemoteJudgeError, job_to_json, one_line, read_envelope
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.results.verdict import Record
+from kerneljudge.runs.backends import Backend, Job, Stage
+from kerneljudge.runs.backends.ray_actor import GpuJudge, RemoteJudgeError, job_to_json, one_line, read_envelope
 
 RAY_MISSING = "the Ray backend needs Ray, which is not installed: pip install 'kerneljudge[ray]'"
 MAX_ATTEMPTS = 2  # the first actor, then once elsewhere when that actor died

@@ -15,13 +15,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from kerneljudge.runs.backends import Job
 from kerneljudge.errors import KernelJudgeError
+from kerneljudge.runs.backends import Job
 
 if TYPE_CHECKING:
     from kerneljudge.results.verdict import Record
 
-# A job carries two source texts, each at most 4 MiB from a file (sources/reading.py MAX_SOURCE_BYTES) or
+# A job carries two source texts, each at most 4 MiB from a file (sources/task.py MAX_SOURCE_BYTES) or
 # 512 KiB from the server; JSON escaping (ensure_ascii off) at most doubles ordinary text.
 MAX_JOB_CHARS = 16 * 1024 * 1024
 # A record is a few hundred KiB at most (its worker logs are tails, its trials a bounded list); the cap is
@@ -59,9 +59,9 @@ def job_to_json(job: Job) -> str:
 
 def job_from_json(text: str) -> Job:
     """The job `job_to_json` wrote; the texts, and so their content hashes, are unchanged."""
-    from kerneljudge.sources.candidate import Candidate
     from kerneljudge.config import JudgeConfig
-    from kerneljudge.sources.reading import Task
+    from kerneljudge.sources.candidate import Candidate
+    from kerneljudge.sources.task import Task
 
     _require_short_job(text)
     data = json.loads(text)
@@ -143,8 +143,8 @@ class GpuJudge:
 
     def environment(self, config_json: str) -> str:
         """This node's fingerprint as a judgment under the configuration records it (`machine_environment`)."""
-        from kerneljudge.runs.backends.machine import machine_environment
         from kerneljudge.config import JudgeConfig
+        from kerneljudge.runs.backends.machine import machine_environment
 
         return json.dumps(machine_environment(JudgeConfig.from_mapping(json.loads(config_json))))
 

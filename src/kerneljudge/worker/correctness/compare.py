@@ -13,9 +13,9 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.checks import correctness, replay, support
-from kerneljudge.worker.seal import digest as commit_digest
 from kerneljudge.worker.base import describe_exception, items_of
 from kerneljudge.worker.correctness.outputs import json_safe
+from kerneljudge.worker.seal import digest as commit_digest
 
 
 class Comparisons:

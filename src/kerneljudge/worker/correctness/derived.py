@@ -11,7 +11,7 @@ keeps a shape only where the reference builds and runs, its inputs, parameters a
 dtypes and ranks, some tensor's shape follows the size (an input's, or a parameter's or output's dimension
 that moves with it: a width that reaches only `__init__`), and nothing (inputs, parameters, outputs, the
 forward's working set) takes more bytes than at the public shape, so that the device memory reserved for the
-public shape (kerneljudge/judge/gate.py) still covers it. Why an integer could not vary is said too (`fixed`).
+public shape (kerneljudge/judgment/gate.py) still covers it. Why an integer could not vary is said too (`fixed`).
 
 A small task (8 MiB of inputs and parameters, a public call of 0.1 s on the host) is tried by real runs on
 the host, which also see a non-finite output; any other on torch's meta device, where tensors have shapes
@@ -28,8 +28,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from kerneljudge.worker.correctness import family
 from kerneljudge.worker.base import items_of
+from kerneljudge.worker.correctness import family
 from kerneljudge.worker.footprint import live_bytes, tensor_bytes
 
 MAX_INTEGERS = 8  # integer globals considered, in the order the task's functions read them

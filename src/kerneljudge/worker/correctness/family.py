@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from kerneljudge.protocol import wire
+from kerneljudge.protocol.limits import MAX_FAMILY_SHAPES
 
-MAX_SHAPES = 4096  # explicit shapes, or values on one axis (a range is not counted: it is sent as its bounds)
+MAX_SHAPES = MAX_FAMILY_SHAPES
 
 
 class FamilyError(Exception):

@@ -11,8 +11,8 @@ import copy
 from typing import Any
 
 from kerneljudge.checks import support
-from kerneljudge.worker import evidence
 from kerneljudge.protocol import wire
+from kerneljudge.worker import evidence
 from kerneljudge.worker.base import items_of
 from kerneljudge.worker.correctness.outputs import rounded_like
 

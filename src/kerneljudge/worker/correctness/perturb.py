@@ -3,7 +3,7 @@
 A race that compute-sanitizer does not model (in global memory, between blocks, across streams) and that
 an idle GPU hides may show when the candidate's blocks are scheduled and finish in another order. The
 conditions are made by this worker's own code around the call (the parent draws them and asks for one per
-replay, `perturb` in a `call` request; judge/stages/replays.py), never by the candidate:
+replay, `perturb` in a `call` request; judgment/stages/replays.py), never by the candidate:
 
 - `gpu_load`: matrix products on a stream of the worker's own, queued just before the call and lasting
   about `factor` times as long as the previous call took: the candidate's kernels share the SMs, the
@@ -21,7 +21,7 @@ replay, `perturb` in a `call` request; judge/stages/replays.py), never by the ca
 
 Each is bounded: its work by counts and milliseconds scaled to the previous call (`scaled_count`,
 `hold_ms`), its memory by the parent's `bytes`. What the worker did goes back in the response (`perturbed`:
-the kind and its counts, which the parent checks against what it asked, judge/stages/replays.check_report); a
+the kind and its counts, which the parent checks against what it asked, judgment/stages/replays.check_report); a
 perturbation the worker could not set up is said so and never charged to the candidate. On the CPU there is
 nothing to perturb: the parent asks for none there. Nothing here draws from the random generator, so the
 call's random state is the one the parent set.
@@ -34,13 +34,20 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-KINDS = ("gpu_load", "launch_order", "copy_traffic", "sm_hold", "staggered_release")
-MIN_PRODUCTS, MAX_PRODUCTS = 4, 512
-MIN_COPIES, MAX_COPIES = 4, 256
-MIN_COPY_BYTES, MAX_COPY_BYTES = 1 << 20, 128 << 20  # each of the three buffers (two on the device, one pinned)
-MIN_HOLD_MS, MAX_HOLD_MS = 0.05, 200.0
-MAX_DELAY_MS = 5.0
-MAX_CYCLES = 2**31 - 1  # a kernel argument of 32 bits
+from kerneljudge.protocol.limits import (  # noqa: F401  (the bounds' names, as this module's own)
+    MAX_COPIES,
+    MAX_COPY_BYTES,
+    MAX_CYCLES,
+    MAX_DELAY_MS,
+    MAX_HOLD_MS,
+    MAX_PRODUCTS,
+    MIN_COPIES,
+    MIN_COPY_BYTES,
+    MIN_HOLD_MS,
+    MIN_PRODUCTS,
+)
+from kerneljudge.protocol.limits import PERTURB_KINDS as KINDS
+
 HOLD_THREADS = 1024
 HOLD_SOURCE = r"""
 extern "C" __global__ void kj_sm_hold(int cycles) {

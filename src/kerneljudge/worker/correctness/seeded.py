@@ -31,9 +31,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from kerneljudge.worker.correctness import contracts
-from kerneljudge.worker import evidence
 from kerneljudge.protocol import wire
+from kerneljudge.worker import evidence
+from kerneljudge.worker.correctness import contracts
 
 VALUE_CAP = 200  # characters of a non-tensor input's repr in its fingerprint
 INPUTS_MODULE = "kj_inputs"  # the name the candidate's worker loads the task's inputs-only source under

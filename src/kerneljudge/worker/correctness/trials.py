@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker.correctness import contracts, seeded
 from kerneljudge.worker import evidence, footprint
 from kerneljudge.worker.base import describe_exception
+from kerneljudge.worker.correctness import contracts, seeded
 from kerneljudge.worker.correctness.outputs import all_finite, differences, json_safe, screen, signature
 
 

@@ -1,5 +1,5 @@
 """The commit of a checked sample: the digests of every call's output, sent before the parent names the call it
-checks (judge/stages/kept_call.py; H03 by H21).
+checks (judgment/stages/kept_call.py; H03 by H21).
 
 The seal (worker/seal/sample.py) looks for code of the candidate's that could run between a sample's end and the
 copy of its named output; but the seal is this process's own objects, and a candidate that reaches them can
@@ -9,7 +9,7 @@ every call's output of that sample (`commit`), and names the call only once they
 worker takes the digests again of the copy it is sent (worker/correctness/compare.py, method `timed`), and they must be the
 committed ones: an output mended after the call is named no longer matches, and one mended before must be every
 call's of the sample, a sample's whole work in the time the parent's clock sees between `commit` and `committed`
-(judge/stages/untimed_work.py). The digests are worker/seal/digest.py's (since 0.3.11: evidence.digest's linear sums
+(judgment/stages/untimed_work.py). The digests are worker/seal/digest.py's (since 0.3.11: evidence.digest's linear sums
 could be restored after a mend), taken many outputs at a time where they are small.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from kerneljudge.worker.seal import digest as commit_digest
-from kerneljudge.worker import evidence
-from kerneljudge.worker.timing import outputs as timed_outputs
 from kerneljudge.protocol import wire
+from kerneljudge.worker import evidence
+from kerneljudge.worker.seal import digest as commit_digest
+from kerneljudge.worker.seal import timed_outputs
 
 # At most this many bytes of outputs are digested in one stack (its int64 words take twice that).
 STACK_BYTES = evidence.DIGEST_BYTES

@@ -1,6 +1,6 @@
 """The seal between a timed sample and the copy of its checked output (H03 by H21; worker/timing/timer.py).
 
-The parent names the call whose output it checks after the sample ran (judge/stages/kept_call.py), and the worker copies
+The parent names the call whose output it checks after the sample ran (judgment/stages/kept_call.py), and the worker copies
 that output at once. Between the two, only the worker's own code may run: a profile hook, a signal handler, a
 thread, a torch mode, a garbage collector's callback or a patched function that the worker's code calls could read
 the named call and mend that output before the copy (the red team's `keep_hook_mender`: its timed calls did
@@ -244,7 +244,7 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 
 def copy_kept(into: Any, value: Any) -> bool:
-    """Copy a nest of tensors made alike (worker/timing/outputs.py) into storage made before the seal (a tuple or
+    """Copy a nest of tensors made alike (worker/seal/timed_outputs.py) into storage made before the seal (a tuple or
     list of the built-in kind, `timed_outputs.empty_alike`), by torch's C method, the nest read by the built-in
     types' own iterators; False where the nest is no tensor, tuple or list of them like `into`."""
     if type(value) is Tensor:

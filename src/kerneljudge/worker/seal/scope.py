@@ -60,7 +60,7 @@ WORKER_MODULES = (
     "kerneljudge.worker.seal.signal_handlers",
     "kerneljudge.worker.timing.timer",
     "kerneljudge.worker.timing.graph",
-    "kerneljudge.worker.timing.outputs",
+    "kerneljudge.worker.seal.timed_outputs",
     "kerneljudge.protocol.wire",
     "kerneljudge.worker.evidence",
 )

@@ -11,10 +11,11 @@ import time
 from typing import Any
 
 from kerneljudge import protocol
-from kerneljudge.worker import evidence
-from kerneljudge.worker.seal import commit as sample_commit, sample as sample_seal
-from kerneljudge.worker.timing import outputs as timed_outputs
 from kerneljudge.protocol import wire
+from kerneljudge.worker import evidence
+from kerneljudge.worker.seal import commit as sample_commit
+from kerneljudge.worker.seal import sample as sample_seal
+from kerneljudge.worker.seal import timed_outputs
 from kerneljudge.worker.timing.graph import GraphTimer
 
 # The GPU clocks a precursor's sleep may be calibrated to, in cycles per millisecond (100 MHz to 5 GHz; an
@@ -79,7 +80,7 @@ class Timer(GraphTimer):
         multi-GiB output's copy to the host was most of the round trip the parent's clock sets against the
         claimed times (KernelBench's 4 GiB 9_Tall_skinny on an H200: an honest candidate looked like it
         under-reported its time). The outputs earlier requests kept are dropped first, unless
-        `keep_earlier` (the parent fetches them after the samples, oldest first: judge/stages/timed_calls.py).
+        `keep_earlier` (the parent fetches them after the samples, oldest first: judgment/stages/timed_calls.py).
         On CUDA, `precursor_ms` > 0 puts a GPU sleep of that length before each sample's start event, so the
         GPU is still busy while the host issues the sample's calls; `host_ms` reports how long each issue
         took. `graph` replays a CUDA graph of the sample's calls instead of issuing them (`graph_for`).
@@ -261,7 +262,7 @@ class Timer(GraphTimer):
             # What the request left (threads, children, flags, hooks, replaced functions: a thread started in a
             # timed call could read the parent's `keep` before the worker does), replaced functions also as they
             # were at each kept copy. The reference's own is the judge's and goes unread: it is gathered so that
-            # its time is on both sides of the parent's clock (judge/stages/untimed_work.py).
+            # its time is on both sides of the parent's clock (judgment/stages/untimed_work.py).
             found = evidence.import_evidence(self.pinned_flags, self.threads_baseline)
             header_out["evidence"] = {
                 **found,

@@ -1,0 +1,79 @@
+"""The judge a trainer adapter reaches: the server at an explicit url or `KJ_JUDGE_URL` (`RemoteJudge`), else
+`LocalJudge`, the same `Service` the server runs, in this process and without HTTP, with no bound on its queue
+(the caller's own items are all it holds), storing records in `KJ_JUDGE_STORE`
+(default ~/.cache/kerneljudge/adapters.db)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from kerneljudge.api.catalog import TaskCatalog
+from kerneljudge.api.outcomes import Judge
+from kerneljudge.api.schema import Answer
+from kerneljudge.client.remote import ItemLike, RemoteJudge, as_items
+from kerneljudge.config import JudgeConfig
+from kerneljudge.results.store import Store
+from kerneljudge.runs.backends import Backend
+
+URL_ENV = "KJ_JUDGE_URL"
+STORE_ENV = "KJ_JUDGE_STORE"
+DEFAULT_STORE = Path.home() / ".cache" / "kerneljudge" / "adapters.db"
+
+
+class LocalJudge:
+    """Judges in this process through `backend` (which it owns) into the store at `store` (a path or an open
+    `Store`, of which the path is taken). `config`: the judge configuration items' options start from."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: str | Path | Store,
+        config: JudgeConfig | None = None,
+        tasks: TaskCatalog | None = None,
+    ) -> None:
+        from kerneljudge.serve.service import Service
+
+        path = store.path if isinstance(store, Store) else store
+        self.service = Service(backend, path, config or JudgeConfig(), tasks, queue=None)
+
+    def judge(self, items: Sequence[ItemLike]) -> list[Answer]:
+        """The answers to `items`; a bad item raises `service.BadRequest` (or `Conflict`) before any is judged."""
+        return self.service.judge(as_items(items))
+
+    def close(self) -> None:
+        self.service.close()
+
+    def __enter__(self) -> LocalJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_judges: dict[tuple[int, str], Judge] = {}
+_lock = threading.Lock()
+
+
+def default_judge(url: str | None = None) -> Judge:
+    """The server at `url` (or `KJ_JUDGE_URL`), else this process's local judge; one of each per process
+    (a forked trainer worker makes its own: a backend's lane threads do not survive a fork)."""
+    chosen = url or os.environ.get(URL_ENV) or None
+    key = (os.getpid(), chosen or "local")
+    with _lock:
+        if key not in _judges:
+            _judges[key] = RemoteJudge(chosen) if chosen else _local_judge()
+        return _judges[key]
+
+
+def _local_judge() -> Judge:
+    from kerneljudge.runs.backends.local import LocalBackend
+
+    store = Path(os.environ.get(STORE_ENV) or DEFAULT_STORE)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    judge = LocalJudge(LocalBackend(), store)
+    atexit.register(judge.close)
+    return judge

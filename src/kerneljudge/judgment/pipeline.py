@@ -1,0 +1,229 @@
+"""One judgment, stage by stage: preflight and build, correctness, timing, the record.
+
+The parent orchestrates two workers: a reference worker that runs the trusted task (inputs from seeds,
+reference and oracle outputs) and a candidate worker that imports the untrusted candidate. The parent never
+imports either; it compares, decides and writes the record. Each stage is a module of `kerneljudge.judgment.stages`
+over the judgment's state (`judgment/stages/state.py`); this module runs them in order, holds the batch gate, closes
+the workers whatever happened, and has the record assembled (`judgment/stages/record.py`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kerneljudge.config import JudgeConfig
+from kerneljudge.judgment import sanitizer as sanitize
+from kerneljudge.judgment.env import fingerprint, host_hello
+from kerneljudge.judgment.gate import OPEN_GATE, Gate
+from kerneljudge.judgment.progress import Progress, progress_of
+from kerneljudge.judgment.stages import (
+    build,
+    correctness,
+    device_memory,
+    integrity,
+    record,
+    sanitizer,
+    timing,
+    timing_ahead,
+    timing_pair,
+)
+from kerneljudge.judgment.stages.build import sandbox_capability
+from kerneljudge.judgment.stages.calls import draws_random_note
+from kerneljudge.judgment.stages.failures import (
+    COMPILE_ERROR_TYPES,
+    CandidateFailed,
+    JudgeFailed,
+    TaskUnsupported,
+    classify_error,
+    error_failure,
+    integrity_failure,
+)
+from kerneljudge.judgment.stages.replays import perturbations
+from kerneljudge.judgment.stages.spare_pairs import SparePairs
+from kerneljudge.judgment.stages.state import JudgmentState
+from kerneljudge.judgment.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
+from kerneljudge.judgment.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUSH_BYTES, l2_flush_bytes
+from kerneljudge.judgment.stages.trials import task_check_disagrees
+from kerneljudge.judgment.stages.workers import at_gate, clocked, close_workers, join_closing, new_pair
+from kerneljudge.results.verdict import Capability, Failure, Record, Timing
+from kerneljudge.sources.candidate import Candidate, load_candidate
+from kerneljudge.sources.task import Task
+from kerneljudge.tasks import gpumode
+from kerneljudge.tasks.load import load_task
+from kerneljudge.timing.figures import combined_timing
+from kerneljudge.timing.sides import CachedSide
+
+__all__ = [
+    "COMPILE_ERROR_TYPES",
+    "COMPILE_TIMEOUT_FACTOR",
+    "KERNELBENCH_FLUSH_BYTES",
+    "MIN_FLUSH_BYTES",
+    "CandidateFailed",
+    "JudgeFailed",
+    "Judgment",
+    "TaskUnsupported",
+    "classify_error",
+    "combined_timing",
+    "draws_random_note",
+    "error_failure",
+    "integrity_failure",
+    "judge",
+    "l2_flush_bytes",
+    "perturbations",
+    "sample_list",
+    "sandbox_capability",
+    "task_check_disagrees",
+]
+
+
+class Judgment(JudgmentState):
+    """One judgment; `run()` always returns a record, whatever the candidate or the judge did.
+
+    Its state is `JudgmentState`'s; the few steps a test or a benchmark replaces (the timing pair's boot and
+    start, the sanitizer's decision, the timing stage) are methods here, handed to the stages that use them.
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        candidate: Candidate,
+        config: JudgeConfig,
+        progress: Callable[[str], None] | None = None,
+        gpu: str | None = None,
+        gate: Gate | None = None,
+        baselines: dict[str, CachedSide] | None = None,
+        rng: random.Random | None = None,
+        spares: SparePairs | None = None,
+    ) -> None:
+        super().__init__(
+            task=task,
+            candidate=candidate,
+            config=config,
+            progress=progress or (lambda stage: None),
+            gpu=gpu,
+            gate=gate or OPEN_GATE,
+            baselines=baselines or {},
+            source=rng if rng is not None else secrets.SystemRandom(),
+            spares=spares,
+        )
+
+    def run(self) -> Record:
+        """Run the stages, close every worker whatever happened, and return the record."""
+        started = time.monotonic()
+        try:
+            self._pipeline()
+        except CandidateFailed as exc:  # an out-of-memory where the judgment outgrew the GPU is the judge's
+            self.failure = device_memory.judged(self, exc.failure)
+        except JudgeFailed as exc:
+            self.failure = Failure(kind="judge_error", phase="judge", summary=str(exc))
+        except TaskUnsupported as exc:
+            self.capabilities["task_runs_here"] = Capability(status="unavailable", required=True, detail=str(exc))
+        except Exception as exc:  # a bug in the judge must not become the candidate's verdict
+            self.failure = Failure(kind="judge_error", phase="judge", summary=f"{type(exc).__name__}: {exc}")
+        finally:
+            ahead_logs = timing_ahead.end(self)  # a timing pair made ready ahead that timing did not take
+            for worker in [*self.booting.values(), *self.workers.values()]:  # all end together
+                worker.ask_exit()
+            for worker in self.booting.values():  # never told to load anything: no candidate code ran there
+                worker.close()
+            self.booting = {}
+            join_closing(self)  # a checked pair closed beside its timing pair (judgment/stages/workers.py)
+            logs = {**self.closed_logs, **ahead_logs, **close_workers(self)}
+            self.held.close()
+        if any(self.memory_peaks.values()):  # the reservation checked against what was held (a stage log line)
+            held = ", ".join(f"{role} {peak / 2**30:.1f}" for role, peak in self.memory_peaks.items())
+            self.progress(f"device memory: reserved {self.reserved_bytes / 2**30:.1f} GiB; held at most {held} GiB")
+        duration_s = time.monotonic() - started
+        integrity.judge_traces(self)
+        created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        # A judgment asked for the CPU that ended before any worker said hello (a candidate that does not parse
+        # or defines no ModelNew) still records the software it ran with, as a batch keys it (batch.py).
+        hello = self.hello or (host_hello() if self.config.device == "cpu" else None)
+        return record.assemble(self, logs, duration_s, created_at, fingerprint(hello))
+
+    def _pipeline(self) -> None:
+        with at_gate(self, measuring=False):
+            with clocked(self, "build"):
+                if self.config.device == "cpu":  # asked, so known before any worker says hello (and if none does)
+                    self.device = "cpu"
+                self.progress("checking the candidate's source")
+                build.run_preflight(self)
+                # Both interpreters start at once (imports take seconds); the candidate's is only told
+                # to import the candidate once the reference has settled the device.
+                self.progress("starting workers")
+                # Triton's import and key beside torch's, in the candidate's worker (worker/prepare.py).
+                self.workers = new_pair(self, self.config.device, prepare_triton=self.readies_triton)
+                build.start_reference(self, self._sanitizer_decision)
+                if self.unsupported():
+                    return
+                init_inputs = build.load_reference(self)
+                self.progress(f"building the candidate on {self.device}")
+                build.start_candidate(self, init_inputs)
+                if self.config.timing:
+                    self._boot_timing_pair()
+            with clocked(self, "correctness"):
+                correctness.run(self, self._sanitizer_decision)
+            if self.config.timing and self.fails_closed():
+                return
+            if not self.config.timing:
+                self.timing = Timing(measured=False, reason="timing disabled by configuration")
+                return
+            # The fresh pair is loaded as work, beside the other lanes: only the measurement holds them back
+            # (on an H200 the load took about 4 s of each timed judgment's turn alone, session g).
+            with clocked(self, "timing"):
+                self.progress("starting a fresh worker pair for timing")
+                self._start_timing_pair()
+        # The timing stage holds the gate itself: to work while it stages and checks, to measure (every other
+        # lane paused) only while it takes samples (judgment/stages/timing.py).
+        with clocked(self, "timing"):
+            self._timing()
+
+    def _timing(self) -> None:
+        """The timing stage (judgment/stages/timing.py); a benchmark overrides it to time one pair several ways."""
+        timing.run(self, self._start_timing_pair)
+
+    def _sanitizer_decision(self) -> sanitize.Decision:
+        return sanitizer.decision(self)
+
+    def _boot_timing_pair(self) -> None:
+        timing_pair.boot(self)
+
+    def _start_timing_pair(self) -> None:
+        timing_pair.start(self, self._boot_timing_pair)
+
+
+def judge(
+    task: Task | str | Path,
+    candidate: Candidate | str | Path,
+    config: JudgeConfig | None = None,
+    progress: Progress | bool | None = None,
+    gpu: str | None = None,
+    gate: Gate | None = None,
+    baselines: dict[str, CachedSide] | None = None,
+    rng: random.Random | None = None,
+    spares: SparePairs | None = None,
+    **overrides: Any,
+) -> Record:
+    """Judge one candidate against one task and return the verdict record.
+
+    `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
+    is called with a short description as each stage starts, or, when True, draws the CLI's spinner
+    naming each stage on stderr (kerneljudge/runs/progress.py). A batch lane passes
+    `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
+    the task's `baselines` (`kerneljudge.runs.backends.lane.BaselineCache`). `rng` replaces the operating system's
+    randomness in the hidden plan (plan.py): for tests only, since a candidate that knows it knows the plan.
+    `spares`: worker pairs started ahead (judgment/stages/spare_pairs.py), for a judge that judges one after another.
+    """
+    config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
+    task = task if isinstance(task, Task) else load_task(task)
+    candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
+    candidate = gpumode.adapt_candidate(task, candidate)  # a GPU MODE submission: custom_kernel as ModelNew
+    with progress_of(progress, "judging") as update:
+        judgment = Judgment(task, candidate, config, update, gpu, gate, baselines, rng, spares)
+        return judgment.run()

@@ -1,0 +1,93 @@
+"""The record of a judgment, assembled from its state: a pure function, no I/O (the caller reads the clock
+and the environment's fingerprint and passes them in). The float64 oracle's capability, the failure that
+error-severity findings amount to, the status (verdict.decide_status) and the rewards are derived here, as are
+the findings on what the workers left in their workspaces (checks/workspace.py), known only once they closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kerneljudge import __version__
+from kerneljudge.checks import workspace
+from kerneljudge.judgment.stages import timing_ahead
+from kerneljudge.judgment.stages.failures import integrity_failure
+from kerneljudge.judgment.stages.state import JudgmentState
+from kerneljudge.results.reward import rewards_for
+from kerneljudge.results.verdict import Capability, Correctness, Identity, Record, WorkerLog, decide_status
+
+
+def assemble(
+    state: JudgmentState,
+    logs: dict[str, WorkerLog],
+    duration_s: float,
+    created_at: str,
+    environment: dict[str, Any],
+) -> Record:
+    """The judgment's record, from its state, its workers' logs, its duration, the time it is made at and the
+    environment's fingerprint."""
+    capabilities = dict(state.capabilities)
+    if state.oracle_dtype is not None:
+        degraded = state.oracle_dtype != "float64"
+        capabilities["float64_oracle"] = Capability(
+            status="degraded" if degraded else "available",
+            required=False,
+            detail="an op lacks float64: oracle ran in float32 with TF32 off"
+            if degraded
+            else "reference re-run in float64",
+        )
+    findings = [*state.findings, *workspace.past_bounds(logs)]  # what the workers left, known once they closed
+    failure = state.failure
+    if failure is None and any(f.severity == "error" for f in findings):
+        failure = integrity_failure(findings, "integrity", "integrity rules broken")
+    status = decide_status(failure, findings, capabilities)
+    worst = max((o for t in state.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0))
+    correctness = Correctness(
+        checked=bool(state.trials),  # at least one trial compared: a worker that died at its first call checked none
+        passed=state.correctness_passed,
+        method="kernelbench_native" if state.native else "oracle",
+        oracle_dtype=state.oracle_dtype,
+        tolerance=state.tolerances,
+        trials=state.trials,
+        replay=state.replay,
+        worst=worst,
+        shape_family=state.family.summary() if state.family is not None else None,
+        inputs=state.inputs,
+        sanitizer=state.sanitizer,
+        plan=state.plan.as_record() if state.plan is not None else None,
+    )
+    timing_wall_s = state.stages_s.get("timing")
+    state.timing.carried_caches = state.carried
+    state.timing.ahead = timing_ahead.described(state)
+    if state.timing.timed_busy_s is not None and timing_wall_s:
+        state.timing.busy_fraction = round(min(1.0, state.timing.timed_busy_s / timing_wall_s), 4)
+    record = Record(
+        kerneljudge_version=__version__,
+        created_at=created_at,
+        task=Identity(sha256=state.task.sha256, name=state.task.name, path=state.task.path),
+        candidate=Identity(
+            sha256=state.candidate.sha256,
+            name=state.candidate.name,
+            path=state.candidate.path,
+            extracted_from_response=state.candidate.extracted_from_response,
+        ),
+        config=state.config.to_dict(),
+        device=state.device,
+        status=status,
+        verified=status == "PASS" and not state.native,
+        valid=status != "ERROR",
+        failure_kind=failure.kind if failure else None,
+        failure=failure,
+        findings=findings,
+        capabilities=capabilities,
+        preflight={"declared_kernels": state.declared_kernels},
+        kernel_trace=state.trace_summary,
+        correctness=correctness,
+        timing=state.timing,
+        environment=environment,
+        logs=logs,
+        duration_s=round(duration_s, 3),
+        stages_s=state.stages_s,
+    )
+    record.rewards = rewards_for(record)
+    return record

@@ -1,0 +1,13 @@
+"""What a request may ask of a worker, by number: the perturbed replays' kinds and bounds (worker/correctness/perturb.py
+does them; judge/stages/replays.py draws them) and the shapes a task's family may list (worker/correctness/family.py
+reads them; tasks/shapes.py checks a family's description). Both sides import these, so they live here."""
+
+PERTURB_KINDS = ("gpu_load", "launch_order", "copy_traffic", "sm_hold", "staggered_release")
+MIN_PRODUCTS, MAX_PRODUCTS = 4, 512
+MIN_COPIES, MAX_COPIES = 4, 256
+MIN_COPY_BYTES, MAX_COPY_BYTES = 1 << 20, 128 << 20  # each of the three buffers (two on the device, one pinned)
+MIN_HOLD_MS, MAX_HOLD_MS = 0.05, 200.0
+MAX_DELAY_MS = 5.0
+MAX_CYCLES = 2**31 - 1  # a kernel argument of 32 bits
+
+MAX_FAMILY_SHAPES = 4096  # explicit shapes, or values on one axis (a range is not counted: it is sent as its bounds)
