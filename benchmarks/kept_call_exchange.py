@@ -1,4 +1,5 @@
-"""What naming the kept timed call after each sample costs (judgment/stages/kept_call.py, since 0.3.7): a measured `time`
+"""What naming the kept timed call after each sample costs (judgment/stages/kept_call.py, since 0.3.7): a measured
+`time`
 request asks the parent after each sample which call's output to keep (`sampled`, answered by `keep`). This
 times the same requests of a reference worker (the red team's small bias_relu task by default, its pool staged)
 with and without the exchange, many samples of one call each, and reports the parent's wall time per sample of

@@ -48,7 +48,7 @@ samples, lost, failed and the latency of a sample (OpenRLHF) or a reward call (T
 
 `--fake S` judges nothing: the server runs in this process over stand-in lanes whose judgments take S seconds
 and give each kind of the mix the verdict the real judge gives it, so that the protocol's load runs on any
-machine in seconds (tests/test_serve_load.py). Without it the server is `kerneljudge serve` judging for real.
+machine in seconds (tests/serve/test_serve_load.py). Without it the server is `kerneljudge serve` judging for real.
 
     python benchmarks/serve_load.py --client openrlhf --fake 0.2 --requests 120 --lanes 2 --queue 2
     python benchmarks/serve_load.py --client trl --fake 0.2 --requests 120 --clients 2 --lanes 2 --queue 2

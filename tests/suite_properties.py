@@ -1,4 +1,4 @@
-"""Run by tests/test_suite_properties.py, in a process of its own started with TRITON_INTERPRET=1 (Triton reads
+"""Run by tests/suite/test_suite_properties.py, in a process of its own started with TRITON_INTERPRET=1 (Triton reads
 it when it is imported): python tests/suite_properties.py OP. Exits 0 when hypothesis finds no counterexample,
 and prints it otherwise."""
 

@@ -1,4 +1,5 @@
-"""Spare worker pairs on CUDA (judgment/stages/spare_pairs.py): a spare that started CUDA inside every sandbox layer before
+"""Spare worker pairs on CUDA (judgment/stages/spare_pairs.py): a spare that started CUDA inside every sandbox layer
+before
 the judgment came serves it, timing included, and the judgment's verdict is the same as with a pair of its own."""
 
 import pytest

@@ -1,4 +1,5 @@
-"""The timing pair made ready ahead on CUDA (judgment/stages/timing_ahead.py): a Triton candidate's timing worker is loaded,
+"""The timing pair made ready ahead on CUDA (judgment/stages/timing_ahead.py): a Triton candidate's timing worker is
+loaded,
 its pool staged and each side's first call (where Triton compiles) made while correctness runs, both pairs on
 the GPU at once where the task's footprint says they fit; the timing stage then holds none of it. In a batch
 lane the gate reserves both pairs' memory."""

@@ -41,7 +41,8 @@ def memory_need(
 ) -> int:
     """The device bytes a judgment's two workers hold at most, from the task's one-call footprint; `timed`:
     the most of that and of what the fresh pair that times it on `pool_sets` input sets holds (`timing_need`),
-    or with `beside` (the timing pair made ready while the checked one works: judgment/stages/timing_ahead.py) their sum.
+    or with `beside` (the timing pair made ready while the checked one works: judgment/stages/timing_ahead.py) their
+    sum.
 
     P, I, O: the parameters, inputs and output; A: the forward's working set (worker/footprint.py), at least
     the output. The reference worker holds the model and its float64 copy (3P), the inputs, the previous

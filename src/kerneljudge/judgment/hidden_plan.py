@@ -74,7 +74,8 @@ class HiddenPlan:
     canary_at: int | None = None
     trace_at: frozenset[int] = frozenset()  # traced on CUDA only
     shape_seeds: list[int] = field(default_factory=list)
-    # The timing pool's seeds: fresh draws of the trials' distributions (judgment/stages/timing.pool_sets); none natively
+    # The timing pool's seeds: fresh draws of the trials' distributions (judgment/stages/timing.pool_sets); none
+    # natively
     timing_seeds: list[int] = field(default_factory=list)
     # The values drawn for a task's size integers to derive its family from ({} until then, or where the task
     # declares one): filled once, by `propose_sizes`, the dict the only state the plan keeps after it is drawn.

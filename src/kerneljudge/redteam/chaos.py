@@ -8,7 +8,7 @@ every place (to the root, to devices, in loops, in place of the judge's cache fo
 that lock the parent out, FIFOs and sockets. It does so at one of several moments (its construction, its first
 call, or from a thread while its calls run), so that no one moment of the parent's reading is the only one tried.
 
-What is asserted of each case lives with the callers (tests/test_chaos.py, benchmarks/chaos_batch.py): a record or
+What is asserted of each case lives with the callers (tests/runs/test_chaos.py, benchmarks/chaos_batch.py): a record or
 a clean one-line error, the next honest judgment PASSes, nothing left in the temporary folder, the store's integrity
 check clean, the server's memory within a bound. docs/security.md tables what each case showed.
 """

@@ -1,7 +1,8 @@
 """A results store as one self-contained HTML page: the summary, fast_p and verified_fast_p per p, the
 best-of-K claim per task, every judged item, and the plots (report/plots.py) as inline SVG.
 
-Every figure is computed from the records (`kerneljudge.results.metrics`, `kerneljudge.results.best_of_k`), never typed in.
+Every figure is computed from the records (`kerneljudge.results.metrics`, `kerneljudge.results.best_of_k`), never
+typed in.
 No script and no fetched file: the page opens offline and in any browser.
 """
 

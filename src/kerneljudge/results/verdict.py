@@ -142,7 +142,8 @@ class Timing(Model):
     untimed_work: dict[str, dict[str, Any]] | None = None
     timed_outputs_checked: int = 0  # timed calls whose output was checked against the oracle
     graph_rechecks: int = 0  # of those, plain calls on the candidate's graph buffers after its replays
-    # The timed calls whose outputs were kept for those checks, each named after its sample ran (judgment/stages/kept_call.py):
+    # The timed calls whose outputs were kept for those checks, each named after its sample ran
+    # (judgment/stages/kept_call.py):
     # the sample of its request, the call within the sample, the timing pool's input set it used.
     kept_calls: list[dict[str, int]] = Field(default_factory=list)
     parent_observed_ms: dict[str, float] = Field(default_factory=dict)
@@ -170,7 +171,8 @@ class Timing(Model):
     # (files, bytes, entries left behind, why none were, seconds; sandbox/cache_carry.py)
     carried_caches: dict[str, Any] | None = None
     # With `timing_ahead`: whether the timing pair was made ready while correctness ran (loaded; its pool staged
-    # and which sides' first calls made), in how many seconds of its thread, or why not (judgment/stages/timing_ahead.py)
+    # and which sides' first calls made), in how many seconds of its thread, or why not
+    # (judgment/stages/timing_ahead.py)
     ahead: dict[str, Any] | None = None
 
 

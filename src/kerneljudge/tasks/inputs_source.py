@@ -1,6 +1,7 @@
 """The task's inputs without its reference: the source the candidate's worker makes trials' inputs from.
 
-In the hardened modes the candidate's worker makes each trial's inputs itself, from its seed (worker/correctness/seeded.py).
+In the hardened modes the candidate's worker makes each trial's inputs itself, from its seed
+(worker/correctness/seeded.py).
 It needs the task's `get_inputs` for that, and must hold nothing else of the task: a candidate that finds the
 task's `Model` in its own process (sys.modules, the collector, the frames above its call, the line cache) can
 answer with it. So the parent, which only parses the task, reduces its source to what the inputs need, and that

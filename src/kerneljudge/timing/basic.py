@@ -182,7 +182,8 @@ def run_interleaved(
         # boundary costs one NVML snapshot (3.6 ms on the H200: docs/batch.md) instead of two.
         before = (snapshots[-1] if snapshots else monitor.snapshot()) if monitor else {}
         for name in order:
-            # Every side's commit digests as many outputs as the candidate's sample holds (judgment/stages/untimed_work.py).
+            # Every side's commit digests as many outputs as the candidate's sample holds
+            # (judgment/stages/untimed_work.py).
             request = TimeRequest(
                 block_inputs, calls[name], plan.samples, 1, precursor[name], graph=graph, commit_calls=commit_calls
             )

@@ -50,7 +50,8 @@ class TimingPlan:
     budget_s: float = 60.0
     # Every side timed one call per sample: for a candidate whose checked calls returned outputs sharing the previous
     # one's storage (KJ-R022), whose earlier calls' outputs a later call of its sample would overwrite before the
-    # kept one could be copied (judgment/stages/kept_call.py); its every sample's kept output is then its only call's, and the
+    # kept one could be copied (judgment/stages/kept_call.py); its every sample's kept output is then its only call's,
+    # and the
     # reference's samples are made alike, so that the two carry the same per-sample overhead.
     one_call: bool = False
 

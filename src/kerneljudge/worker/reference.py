@@ -10,7 +10,8 @@ on the device, by the parent's tolerances (checks/correctness.py); the parent de
 This module builds the task (`load`, `derive`) and runs the reference again on a trial's inputs from another
 random state (`rerun`: task screening, checks/reference_replay.py); the worker's other requests live by
 mechanism: a trial's inputs and outputs in worker/correctness/trials.py, the reference and oracle runs in
-worker/correctness/oracle.py, the comparisons in worker/correctness/compare.py, the timing pool in worker/timing/pool.py.
+worker/correctness/oracle.py, the comparisons in worker/correctness/compare.py, the timing pool in
+worker/timing/pool.py.
 """
 
 from __future__ import annotations

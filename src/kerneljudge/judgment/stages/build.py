@@ -138,7 +138,8 @@ def task_failed(state: JudgmentState, response: dict[str, Any], what: str) -> No
 def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
     """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
     admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.admitted
-    # Whether both pairs fit the GPU side by side, for a timing pair to be made ready ahead (judgment/stages/timing_ahead.py)
+    # Whether both pairs fit the GPU side by side, for a timing pair to be made ready ahead
+    # (judgment/stages/timing_ahead.py)
     room = state.readies_ahead and shape is None and state.device == "cuda" and state.ahead_fits is None
     load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room)
     response, values = ask(state, "reference", load)

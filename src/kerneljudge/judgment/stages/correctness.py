@@ -2,7 +2,8 @@
 order (the canary that reuses storage, the traced calls, the replays), the reference's own replay at the first
 (reference_replay.py), each trial's outputs compared with the oracle and recorded (trials.py), the screen for
 degenerate outputs, then the hidden shapes and compute-sanitizer; with `timing_ahead`, the timing pair is made
-ready beside them from the first trial that passed (judgment/stages/timing_ahead.py). The first miss fails the candidate.
+ready beside them from the first trial that passed (judgment/stages/timing_ahead.py). The first miss fails the
+candidate.
 `off`, KernelBench's own evaluation, takes its own path (native.py).
 """
 
@@ -39,7 +40,8 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
         False,
         state.device == "cuda",
         state.source,
-        timing_sets=POOL_SETS if config.timing else 0,  # the timing pool: fresh draws (judgment/stages/timing.pool_sets)
+        # the timing pool: fresh draws (judgment/stages/timing.pool_sets)
+        timing_sets=POOL_SETS if config.timing else 0,
     )
     plan, screens = state.plan, []
     timing_ahead.begin(state)  # where asked: the timing pair greeted and loaded beside the trials

@@ -53,7 +53,8 @@ def copy_bytes(footprint: dict[str, Any] | None, reserved_bytes: int) -> int:
 def perturbations(
     hello: dict[str, Any] | None, rng: random.Random, policy: str, copy_size: int = DEFAULT_COPY_BYTES
 ) -> list[dict[str, Any]]:
-    """The perturbed replays of one judgment on CUDA (worker/correctness/perturb.py), drawn from `rng`: every kind in a random
+    """The perturbed replays of one judgment on CUDA (worker/correctness/perturb.py), drawn from `rng`: every kind in
+    a random
     order under strict, two kinds under practical, each with random strengths."""
     kinds = list(perturb.PERTURB_KINDS)
     rng.shuffle(kinds)

@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # the stage that makes it imports this module
 
 @dataclass(eq=False)
 class Closing:
-    """A worker pair being closed in a thread (judgment/stages/workers.close_beside): `ended` is set once its processes are
+    """A worker pair being closed in a thread (judgment/stages/workers.close_beside): `ended` is set once its
+    processes are
     gone (what the measuring hold waits for), the thread then files its logs and removes its workspaces."""
 
     ended: threading.Event
@@ -88,7 +89,8 @@ class JudgmentState:
     closing: Closing | None = None  # a pair being closed in a thread (judgment/stages/workers.close_beside)
     carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
-    # The timing pair made ready ahead, in a thread (judgment/stages/timing_ahead.TimingAhead), and whether the two pairs
+    # The timing pair made ready ahead, in a thread (judgment/stages/timing_ahead.TimingAhead), and whether the two
+    # pairs
     # fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
     ahead: TimingAhead | None = None
     ahead_fits: bool | None = None
@@ -104,7 +106,8 @@ class JudgmentState:
     draws_random: bool = False  # the reference draws random numbers in its forward
     reference_rerun: list[Any] | None = None  # the reference's own replay from another random state, per output
     timed_checks: int = 0
-    # Each side's spans of its measured requests on the parent's clock (judgment/stages/untimed_work.py), by span ("commit":
+    # Each side's spans of its measured requests on the parent's clock (judgment/stages/untimed_work.py), by span
+    # ("commit":
     # from `commit` to `committed`; "requests": the round trip less the claimed calls and the precursors, per
     # sample), each (ms, the calls per sample).
     untimed_spans: dict[str, dict[str, list[tuple[float, int]]]] = field(default_factory=dict)
@@ -187,13 +190,15 @@ class JudgmentState:
 
     @property
     def readies_ahead(self) -> bool:
-        """Whether the timing pair is to be made ready while correctness runs (judgment/stages/timing_ahead.py): asked for,
+        """Whether the timing pair is to be made ready while correctness runs (judgment/stages/timing_ahead.py): asked
+        for,
         timed, hardened (KernelBench's `off` keeps its own order; the carry, which needs the checked workspace
         whole first, is refused with it by JudgeConfig)."""
         return self.config.timing and self.config.timing_ahead and not self.native
 
     def inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
-        """Whether the candidate's worker makes this trial's inputs itself (worker/correctness/seeded.py): in the hardened
+        """Whether the candidate's worker makes this trial's inputs itself (worker/correctness/seeded.py): in the
+        hardened
         modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
         return not self.native and shape is None and "shipped" not in self.inputs
 

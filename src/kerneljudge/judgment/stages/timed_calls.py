@@ -70,7 +70,8 @@ def time_side(
         if request.measured and method == INTERLEAVED and not state.native:
             # One timed call's output of the candidate's, kept by its worker and fetched by a request of its
             # own after the parent's clock stops: its copy to the host is no part of the round trip set
-            # against the claimed times (worker/timing/timer.py). The call is named after it ran (judgment/stages/kept_call.py).
+            # against the claimed times (worker/timing/timer.py). The call is named after it ran
+            # (judgment/stages/kept_call.py).
             # The reference is asked alike and keeps none.
             sets = len(request.inputs)
             keeper = KeptCall(

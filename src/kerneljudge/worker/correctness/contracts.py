@@ -168,7 +168,8 @@ def _apply(torch: Any, x: Any, variant: Mapping[str, Any], seed: int, generators
     """The numerics of the hidden trials: float64 on the input's device, cast back, the task's layout kept;
     CHUNK elements at a time, so that the float64 temporaries stay small (whole-tensor float64 copies and
     tails took 4x the input more in each worker: on an H200, KernelBench's 6 GiB inputs ran the device out of
-    memory at their first hidden trial, docs/conformance.md). Both workers apply it alike (worker/correctness/seeded.py)."""
+    memory at their first hidden trial, docs/conformance.md). Both workers apply it alike
+    (worker/correctness/seeded.py)."""
     flat = x.contiguous().reshape(-1)  # the logical order, as the tails are drawn
     out = torch.empty_like(flat)
     kind = variant["kind"]

@@ -13,7 +13,8 @@ of a few drawn at random (a GPU MODE problem's tests and benchmarks: a kernel ma
 sizes alone), and `TIMING_SHAPES`, a list of shapes in the list form, asks for timing at each of them, the
 speedup being their geometric mean (as GPU MODE's leaderboard ranks), instead of at the public shape.
 
-A task that declares no family gets one derived from its size globals (worker/correctness/derived.py); `SHAPE_FAMILY = []`
+A task that declares no family gets one derived from its size globals (worker/correctness/derived.py); `SHAPE_FAMILY =
+[]`
 declares that it has no shape but the public one, and then none is derived.
 """
 

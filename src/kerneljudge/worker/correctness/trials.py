@@ -147,7 +147,8 @@ class Trials:
         return mine != other
 
     def reshaped(self, inputs: list[Any], variant: dict[str, Any], seed: int) -> tuple[list[Any], dict[str, Any]]:
-        """The inputs under a hidden distribution, on the inputs its contract allows it on (worker/correctness/contracts.py)."""
+        """The inputs under a hidden distribution, on the inputs its contract allows it on
+        (worker/correctness/contracts.py)."""
         if variant.get("kind", "standard") == "standard" or "rejected" in variant:
             return inputs, {"kind": "standard"} if "rejected" not in variant else variant
         return contracts.reshape(self.torch, inputs, variant, seed, declared=self.contract)

@@ -5,7 +5,8 @@ fingerprint of a tensor's bytes that an output mended after the parent names its
 few dozen words moved by a few units in their last bits (within any tolerance) can take its sums anywhere, solved
 with a lattice basis reduced before the sample from the public weights alone: a candidate's code left to run between
 the name and the copy (the seal blinded, as `seal_state_forger` does) could mend the named output and restore the
-committed digests in microseconds, inside the time the parent's clock allows a call (judgment/stages/untimed_work.py; the
+committed digests in microseconds, inside the time the parent's clock allows a call (judgment/stages/untimed_work.py;
+the
 residual docs/attacks.md named under H03 until 0.3.11). The commit's digest keeps the first sum and puts a tree in
 place of the second: every 64-bit word of the bytes mixed with its position (splitmix64's finaliser, a bijection of
 64-bit words), then pairs combined level by level to one root. Nothing linear is left to solve; matching a root from
@@ -13,7 +14,8 @@ changed leaves is a meet-in-the-middle search over about 2**32 subtrees, seconds
 call's time. A change of any one word changes the root (each step is a bijection in each of its inputs).
 
 The tree is climbed in steps, the first of two levels and each after of three, with the nodes padded before each to
-a whole number of its groups, so that on a CUDA device each step is one fused kernel (worker/seal/digest_kernels.py, since
+a whole number of its groups, so that on a CUDA device each step is one fused kernel (worker/seal/digest_kernels.py,
+since
 0.3.14): the operators below define the digest, and the kernels compute it to the bit."""
 
 from __future__ import annotations

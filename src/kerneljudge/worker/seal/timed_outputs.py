@@ -1,4 +1,5 @@
-"""What the worker looks at in a timed sample's outputs before it copies the one the parent named (worker/timing/timer.py,
+"""What the worker looks at in a timed sample's outputs before it copies the one the parent named
+(worker/timing/timer.py,
 judgment/stages/kept_call.py): each a plain tensor (a subclass can answer the copy: H22), all made alike (a copy into
 storage made like the first's hides another precision or layout), the named one not written over by a later call
 (outputs in one storage, whose earlier calls cannot be checked one by one).

@@ -178,9 +178,7 @@ def poll(client: TestClient, job_id: str) -> dict:
 
 def test_a_failing_candidate_is_an_ordinary_answer_and_a_judge_fault_is_a_5xx_judged_again(tmp_path, fake):
     with serving(tmp_path) as (client, _):
-        failed = client.post(
-            "/v1/judge", json=[item("WRONG", options={"reward_spec": "kerneljudge.reward.binary.v1"})]
-        )
+        failed = client.post("/v1/judge", json=[item("WRONG", options={"reward_spec": "kerneljudge.reward.binary.v1"})])
         assert failed.status_code == 200
         (answer,) = failed.json()
         assert (answer["status"], answer["failure_kind"], answer["reward"], answer["valid"]) == (

@@ -1,4 +1,5 @@
-"""Derived shape families at values drawn at run time by size class (tasks/size_classes.py, worker/correctness/derived.py):
+"""Derived shape families at values drawn at run time by size class (tasks/size_classes.py,
+worker/correctness/derived.py):
 the classes drawn, a width that reaches only `__init__` varied, the draw of trial shapes, the plan's record,
 the `Derive` request's checks, and a channel-width-specialised Triton kernel failing `shape_refused`
 (docs/tasks.md#derived-shape-families)."""

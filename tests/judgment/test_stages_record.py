@@ -46,7 +46,8 @@ def test_the_same_state_assembles_the_same_record(tiny_task):
 
 
 def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed_again_in_audit(tiny_task, monkeypatch):
-    """judgment/stages/timing.py: a CUDA graph capture of the candidate's calls that fails on unjoined work raises KJ-R024;
+    """judgment/stages/timing.py: a CUDA graph capture of the candidate's calls that fails on unjoined work raises
+    KJ-R024;
     in enforce the verdict is FAIL already, so nothing more is timed (no fresh pair, no precursor regime) and the
     record says why; audit times it again behind a busy precursor, as before."""
     from kerneljudge.judgment.stages import timing

@@ -4,7 +4,13 @@ bound is KJ-R027."""
 
 from __future__ import annotations
 
-from kerneljudge.judgment.stages.untimed_work import FLOOR_MS, NOISE_FLOOR_MS, NOISE_SHARE, bound_check, untimed_findings
+from kerneljudge.judgment.stages.untimed_work import (
+    FLOOR_MS,
+    NOISE_FLOOR_MS,
+    NOISE_SHARE,
+    bound_check,
+    untimed_findings,
+)
 
 
 def windows(fixed_ms, per_output_ms, calls, count=6, jitter_ms=0.0):

@@ -1,4 +1,5 @@
-"""The timing pair made ready ahead (`timing_ahead`, judgment/stages/timing_ahead.py, issue 20): greeted, loaded, its pool
+"""The timing pair made ready ahead (`timing_ahead`, judgment/stages/timing_ahead.py, issue 20): greeted, loaded, its
+pool
 staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
 timing stage then starts at the calibration. A judgment that ends before timing stops the thread and keeps the
 pair's logs; what the thread raised is raised where timing takes the pair; in a batch no lane measures while it
@@ -303,7 +304,8 @@ def test_with_cached_baselines_only_the_candidates_side_is_made_ready(tmp_path, 
 def test_the_pool_is_known_from_the_plan_before_the_trials_end():
     """The pool's sets are fresh draws (the plan's timing seeds) of the task's own distribution, as many as the
     memory allows, whatever trials were kept so far: a hidden distribution the task rejected fell back to its own
-    (worker/correctness/trials.py), so the pool the thread stages after the first trial is the one it would stage after all."""
+    (worker/correctness/trials.py), so the pool the thread stages after the first trial is the one it would stage
+    after all."""
     plan = SimpleNamespace(timing_seeds=[11, 12, 13])
     after_one = SimpleNamespace(timing_sets=[{"seed": 1, "variant": {"kind": "standard"}}], pool_sets=3, plan=plan)
     rejected = {"kind": "heavy_tail", "rejected": "the reference's output is not finite on these inputs"}

@@ -1,4 +1,5 @@
-"""Spare worker pairs (judgment/stages/spare_pairs.py): started before the judgment that takes them, with no source until
+"""Spare worker pairs (judgment/stages/spare_pairs.py): started before the judgment that takes them, with no source
+until
 then, one judgment each, and never a dead or stale one."""
 
 import threading

@@ -137,7 +137,7 @@ def test_skipped_layers_are_left_out_and_recorded_the_rest_still_apply(skip):
 
 def test_a_layer_that_cannot_be_set_up_is_recorded_or_fatal(monkeypatch):
     # A limit this platform does not know cannot be set at all: the resource layer goes missing. (One above the
-    # inherited hard limit is set at that, stricter than asked, and in force: tests/test_sandbox_holes.py.)
+    # inherited hard limit is set at that, stricter than asked, and in force: tests/sandbox/test_sandbox_holes.py.)
     monkeypatch.setattr("kerneljudge.sandbox.plan.rlimits", lambda *a, **k: {**rlimits(*a, **k), "RLIMIT_NOSUCH": 1})
     worker = WorkerProcess("reference", "cpu", "", WorkerLimits(step_timeout_s=60))
     try:

@@ -20,8 +20,8 @@ from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
 
-PROBLEM = Path(__file__).parent / "fixtures" / "gpumode" / "rowscale"
-PREFIX = Path(__file__).parent / "fixtures" / "gpumode" / "prefixstats"
+PROBLEM = Path(__file__).parents[1] / "fixtures" / "gpumode" / "rowscale"
+PREFIX = Path(__file__).parents[1] / "fixtures" / "gpumode" / "prefixstats"
 
 
 def test_a_problem_folder_reduces_to_a_kernelbench_task_whose_trials_draw_their_own_seed():
@@ -46,9 +46,9 @@ def test_a_submission_becomes_a_candidate_and_anything_else_is_left_alone():
     assert "class ModelNew" in adapted.text and "def custom_kernel" in adapted.text
     assert "input_t = TypeVar" in adapted.text and "def close" not in adapted.text  # only the helpers it imports
     assert adapted.name == "submission" and adapted.sha256 != submission.sha256
-    already = load_candidate(Path(__file__).parents[1] / "examples" / "softmax" / "candidate_triton.py")
+    already = load_candidate(Path(__file__).parents[2] / "examples" / "softmax" / "candidate_triton.py")
     assert gpumode.adapt_candidate(task, already) is already
-    kernelbench = load_task(Path(__file__).parents[1] / "examples" / "softmax" / "reference.py")
+    kernelbench = load_task(Path(__file__).parents[2] / "examples" / "softmax" / "reference.py")
     assert gpumode.adapt_candidate(kernelbench, submission) is submission
 
 
@@ -141,8 +141,8 @@ def test_timing_at_the_benchmark_shapes_reports_their_geometric_mean():
     assert timing.timed_busy_s > 0 and 0 < timing.busy_fraction < 1  # both shapes' timed calls, summed
 
 
-QR_INTO = Path(__file__).parent / "fixtures" / "gpumode" / "qrinto"
-HALF_MIX = Path(__file__).parent / "fixtures" / "gpumode" / "halfmix"
+QR_INTO = Path(__file__).parents[1] / "fixtures" / "gpumode" / "qrinto"
+HALF_MIX = Path(__file__).parents[1] / "fixtures" / "gpumode" / "halfmix"
 
 
 def test_a_named_tuple_reaches_the_problems_check_as_a_tuple_and_the_output_buffer_among_the_inputs_is_writable():

@@ -15,8 +15,8 @@ CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R028", "KJ-R0
 # compute-sanitizer's, which need CUDA and the tool (docs/sanitizer.md).
 CUDA_ONLY_CODES |= {"KJ-R060", "KJ-R061", "KJ-R062", "KJ-R063"}
 # Notes about the task, not a candidate's attack: raised where those tasks are judged (a reference that draws
-# random numbers in its forward, tests/test_task_kinds.py; a problem's own check disagreeing with the oracle,
-# tests/test_gpumode.py).
+# random numbers in its forward, tests/tasks/test_task_kinds.py; a problem's own check disagreeing with the oracle,
+# tests/tasks/test_gpumode.py).
 TASK_NOTE_CODES = {"KJ-T002", "KJ-C002"}
 
 
@@ -78,7 +78,7 @@ def test_the_documented_fixture_table_is_the_suite():
 
     from kerneljudge.redteam.suite import fixtures_markdown
 
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "redteam.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "redteam.md").read_text()
     assert fixtures_markdown() in docs
 
 

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "setup.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup.sh"
 
 
 def test_setup_announces_every_step_before_it_runs(tmp_path):

@@ -15,7 +15,7 @@ from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.inputs_source import inputs_source
 from kerneljudge.worker.correctness import seeded
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def reduce(text: str):

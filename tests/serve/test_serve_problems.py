@@ -25,7 +25,7 @@ from kerneljudge.serve.limits import ServeLimits
 from kerneljudge.serve.problems import MEDIA_TYPE, PROBLEMS
 from kerneljudge.serve.service import ServeError, Service
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "serve.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
 
 
 @pytest.fixture
