@@ -129,6 +129,22 @@ class JudgeConfig:
                 raise ConfigError(f"unknown setting {key!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""))
         return cls(**{**values, **{k: v for k, v in overrides.items() if v is not None}})
 
+    @property
+    def native(self) -> bool:
+        """KernelBench's own evaluation (`mode="off"`): none of the hardened path's checks, its own timer. The mode is
+        decided here once; code below the judge asks this, never the mode's name."""
+        return self.mode == "off"
+
+    @property
+    def enforcing(self) -> bool:
+        """`mode="enforce"`: an error finding fails the candidate (in `audit` it is reported, the verdict kept)."""
+        return self.mode == "enforce"
+
+    @property
+    def strict(self) -> bool:
+        """`policy="strict"`: what `practical` reports as info is a warning or an error (checks/catalog.py)."""
+        return self.policy == "strict"
+
     def resolved_timing_method(self) -> str:
         if self.timing_method != "auto":
             return self.timing_method
