@@ -1,7 +1,18 @@
 """kerneljudge: a judge for AI-written GPU kernels that reward hacks cannot fool.
 
-The public surface is re-exported lazily so that a worker process, which
-imports ``kerneljudge.worker``, loads nothing of the parent side.
+The public surface (`judge`, `JudgeConfig`, `Record`, `Task`, `Candidate`) is re-exported lazily so that a worker
+process, which imports ``kerneljudge.worker``, loads nothing of the parent side. The layout, its order of
+dependencies and its trust boundary: docs/architecture.md.
+
+- `config.py`, `errors.py`, `logs.py`: the foundations, at the bottom of the order: the configuration, the typed
+  exceptions, the loggers (the worker side imports none of them);
+- `__main__.py`: ``python -m kerneljudge``, the command line (cli/);
+- one judgment: `judgment/` (the parent's pipeline and stages), `protocol/` (what parent and workers share),
+  `worker/` (only what runs in a worker), `sandbox/`, `preflight/`, `checks/`, `timing/`;
+- what is judged: `sources/` (the texts), `tasks/` (task formats, lint), `suite/` (the built-in tasks);
+- what is made of it: `results/` (records and what reads them), `runs/` (batches, backends), `report/`;
+- the judge as a reward: `api/` (the HTTP contract), `client/`, `serve/`, `adapters/` (trainers);
+- around it: `generate/` (candidates from a model), `redteam/` (known reward hacks), `cli/`.
 """
 
 from __future__ import annotations

@@ -30,6 +30,18 @@ SANDBOX_MODES = ("auto", "require", "off")
 SANITIZER_MODES = ("auto", "always", "off")
 
 
+def native_mode(mode: str) -> bool:
+    """Whether `mode` names KernelBench's own evaluation (`off`): `JudgeConfig.native` for code that holds only the
+    mode's name (a stored record's config, a check that the judge hands its settings)."""
+    return mode == "off"
+
+
+def enforcing_mode(mode: str) -> bool:
+    """Whether `mode` names the mode in which an error finding fails the candidate (`enforce`):
+    `JudgeConfig.enforcing` for code that holds only the mode's name."""
+    return mode == "enforce"
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     device: str = "auto"
@@ -95,7 +107,7 @@ class JudgeConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-        if self.mode != "off" and (self.public_trials < 5 or self.hidden_trials < 5):
+        if not self.native and (self.public_trials < 5 or self.hidden_trials < 5):
             raise ConfigError("hardened modes need at least 5 public and 5 hidden trials")
         if self.public_trials < 1:
             raise ConfigError("public_trials must be at least 1")
@@ -133,12 +145,12 @@ class JudgeConfig:
     def native(self) -> bool:
         """KernelBench's own evaluation (`mode="off"`): none of the hardened path's checks, its own timer. The mode is
         decided here once; code below the judge asks this, never the mode's name."""
-        return self.mode == "off"
+        return native_mode(self.mode)
 
     @property
     def enforcing(self) -> bool:
         """`mode="enforce"`: an error finding fails the candidate (in `audit` it is reported, the verdict kept)."""
-        return self.mode == "enforce"
+        return enforcing_mode(self.mode)
 
     @property
     def strict(self) -> bool:
@@ -148,7 +160,7 @@ class JudgeConfig:
     def resolved_timing_method(self) -> str:
         if self.timing_method != "auto":
             return self.timing_method
-        return "kernelbench" if self.mode == "off" else "interleaved"
+        return "kernelbench" if self.native else "interleaved"
 
     def with_(self, **changes: Any) -> JudgeConfig:
         return replace(self, **changes)

@@ -2,6 +2,7 @@
 never sent, the call drawn only once every output of that sample is committed, every frame checked for its
 turn."""
 
+import dataclasses
 import random
 
 import pytest
@@ -23,13 +24,22 @@ class Recording(random.Random):
         return super().randrange(*args, **kwargs)
 
 
+TIMED = protocol.Time(calls=2, samples=2, warmup=0, ask_keep=True)
+
+
+def frame(header):
+    """A frame a worker sends within a `time` request, as the parent decodes it (sandbox/talk.py)."""
+    return protocol.decode_answer(TIMED, header, interim=True)
+
+
 def said(sample):
-    return {"type": "sampled", "sample": sample}
+    return frame({"type": "sampled", "sample": sample})
 
 
 def committed(sample, calls):
     """A commit of `calls` outputs of one tensor each (worker/seal/commit.py)."""
-    return {"type": "committed", "sample": sample, "digests": [[[64, "torch.float32", c, 7]] for c in range(calls)]}
+    digests = [[[64, "torch.float32", c, 7]] for c in range(calls)]
+    return frame({"type": "committed", "sample": sample, "digests": digests})
 
 
 def run(keeper, samples, calls):
@@ -86,12 +96,31 @@ def test_the_last_call_recheck_names_its_fixed_call():
     assert keeper.checked_set() == timed_set(0, 4, 3)
 
 
-@pytest.mark.parametrize("digests", [None, [], [[[64, "torch.float32", 1, 2]]], [[[64, 1, 2]], [[64, 1, 2]]], "x"])
+@pytest.mark.parametrize("digests", [[], [[[64, "torch.float32", 1, 2]]], [[[64, 1, 2]], [[64, 1, 2]]], ["x", "y"]])
 def test_a_commit_not_of_every_call_commits_nothing(digests):
     keeper = KeptCall(random.Random(0), samples=1, calls=2, sets=2, keeps=True)
     assert keeper.answer(said(0)) == protocol.Commit(calls=2)
-    assert keeper.answer({"type": "committed", "sample": 0, "digests": digests}) == protocol.Keep(call=keeper.call)
+    assert keeper.answer(frame({"type": "committed", "sample": 0, "digests": digests})) == protocol.Keep(
+        call=keeper.call
+    )
     assert keeper.checked_digests() is None  # the candidate then fails (judgment/stages/timed_calls.kept_set)
+
+
+@pytest.mark.parametrize(
+    "header, says",
+    [
+        ({"type": "committed", "sample": 0, "digests": None}, "committed: field 'digests' is NoneType, not list"),
+        ({"type": "committed", "sample": 0, "digests": "x"}, "committed: field 'digests' is str, not list"),
+        ({"type": "sampled", "sample": True}, "sampled: field 'sample' is bool, not int"),  # no sample number
+        ({"type": "sampled", "sample": "0"}, "sampled: field 'sample' is str, not int"),
+        ({"type": "sampled"}, "sampled: missing field 'sample'"),
+        ({"type": "sampled", "sample": 0, "call": 1}, "sampled: unknown field(s) 'call'"),
+    ],
+)
+def test_a_frame_within_a_request_of_the_wrong_form_is_a_broken_protocol(header, says):
+    with pytest.raises(protocol.ProtocolError) as raised:
+        frame(header)
+    assert str(raised.value) == says
 
 
 @pytest.mark.parametrize(
@@ -100,9 +129,6 @@ def test_a_commit_not_of_every_call_commits_nothing(digests):
         [said(1)],  # a sample skipped
         [said(0), said(0)],  # one said twice
         [said(0), said(1), said(2)],  # one too many
-        [said(True)],  # a bool is no sample number
-        [said("0")],
-        [{"type": "sampled"}],
         [committed(0, 2)],  # a commit not asked for
     ],
 )
@@ -110,8 +136,8 @@ def test_a_sampled_out_of_turn_gets_no_answer(frames):
     keeper = KeptCall(random.Random(0), samples=2, calls=2, sets=2, keeps=True)
     keeper.sample = 1  # the second sample is committed (tested below)
     *first, last = frames
-    for frame in first:
-        assert keeper.answer(frame) is not None
+    for sent in first:
+        assert keeper.answer(sent) is not None
     assert keeper.answer(last) is None
 
 
@@ -120,8 +146,8 @@ def test_a_frame_out_of_turn_around_a_commit_gets_no_answer():
         keeper = KeptCall(random.Random(0), samples=2, calls=2, sets=2, keeps=True)
         keeper.sample = 0
         *first, last = frames
-        for frame in first:
-            assert keeper.answer(frame) is not None
+        for sent in first:
+            assert keeper.answer(sent) is not None
         assert keeper.answer(last) is None
 
 
@@ -153,14 +179,14 @@ def test_a_worker_whose_sampled_is_out_of_turn_is_stopped():
 def test_an_open_seal_fails_the_candidate_and_is_a_finding():
     from kerneljudge.judgment.stages.kept_call import SEALED, kept_problem, sample_findings
 
-    sound = {"sealed_open": []}
+    sound = protocol.Timed(times_ms=[], sealed_open=[])
     assert kept_problem(sound) is None and sample_findings(sound) == []
-    opened = {**sound, "sealed_open": ["sys.setprofile", "replaced torch.Tensor"]}
+    opened = dataclasses.replace(sound, sealed_open=["sys.setprofile", "replaced torch.Tensor"])
     problem = kept_problem(opened)
     assert problem is not None and problem.kind == "integrity_violation" and problem.summary == SEALED
     (found,) = sample_findings(opened)
     assert found.code == "KJ-R026" and found.severity == "error" and "sys.setprofile" in found.summary
-    problem = kept_problem({})  # a worker that does not say what the seal found
+    problem = kept_problem(protocol.Timed(times_ms=[]))  # a worker that does not say what the seal found
     assert problem is not None and problem.kind == "integrity_violation"
 
 
@@ -169,12 +195,12 @@ def test_a_timed_output_in_a_later_calls_storage_fails_the_candidate_and_is_kj_r
     sample that shared an input set, which its checked calls never were; the failure now carries KJ-R022."""
     from kerneljudge.judgment.stages.kept_call import OVERWRITTEN, kept_problem, sample_findings
 
-    overwritten = {"sealed_open": [], "kept_overwritten": True}
+    overwritten = protocol.Timed(times_ms=[], sealed_open=[], kept_overwritten=True)
     problem = kept_problem(overwritten)
     assert problem is not None and problem.kind == "integrity_violation" and problem.summary == OVERWRITTEN
     (found,) = sample_findings(overwritten)
     assert found.code == "KJ-R022" and found.severity == "error" and "later call" in found.summary
-    assert sample_findings({"sealed_open": [], "kept_overwritten": False}) == []
+    assert sample_findings(protocol.Timed(times_ms=[], sealed_open=[], kept_overwritten=False)) == []
 
 
 def test_the_reference_side_commits_as_many_outputs_as_the_candidates_sample_holds():

@@ -12,6 +12,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.pipeline import MIN_FLUSH_BYTES, perturbations
 from kerneljudge.judgment.stages import replays
 from kerneljudge.judgment.stages.failures import CandidateFailed
+from kerneljudge.judgment.stages.results import Replays
 from kerneljudge.worker.correctness import perturb
 
 GIB = 2**30
@@ -103,23 +104,23 @@ def made(spec, last_call_s=0.010, fake=None):
 
 def test_strict_draws_every_kind_in_a_random_order_and_practical_two():
     hello = {"l2_cache_bytes": 60 * 2**20}
-    strict = perturbations(hello, random.Random(1), "strict")
+    strict = perturbations(hello, random.Random(1), True)
     assert sorted(p["kind"] for p in strict) == sorted(perturb.KINDS)
-    orders = {tuple(p["kind"] for p in perturbations(hello, random.Random(seed), "strict")) for seed in range(20)}
+    orders = {tuple(p["kind"] for p in perturbations(hello, random.Random(seed), True)) for seed in range(20)}
     assert len(orders) > 5  # the order is drawn
-    practical = perturbations(hello, random.Random(1), "practical")
+    practical = perturbations(hello, random.Random(1), False)
     assert len(practical) == replays.PRACTICAL_COUNT and len({p["kind"] for p in practical}) == 2
-    drawn = {p["kind"]: p for seed in range(40) for p in perturbations(hello, random.Random(seed), "strict")}
+    drawn = {p["kind"]: p for seed in range(40) for p in perturbations(hello, random.Random(seed), True)}
     assert drawn["launch_order"]["flush_bytes"] == 120 * 2**20
-    assert perturbations(None, random.Random(0), "strict")[0]["kind"] in perturb.KINDS
-    order = next(p for p in perturbations(None, random.Random(0), "strict") if p["kind"] == "launch_order")
+    assert perturbations(None, random.Random(0), True)[0]["kind"] in perturb.KINDS
+    order = next(p for p in perturbations(None, random.Random(0), True) if p["kind"] == "launch_order")
     assert order["flush_bytes"] == MIN_FLUSH_BYTES
     assert 0.5 <= drawn["sm_hold"]["share"] <= 0.9 and drawn["copy_traffic"]["bytes"] == replays.DEFAULT_COPY_BYTES
 
 
 def state_for(policy="strict", footprint=None, reserved=0, seed=3):
     return SimpleNamespace(
-        replay=None,
+        replays=Replays(),
         footprint=footprint,
         reserved_bytes=reserved,
         hello={"l2_cache_bytes": 50 * 2**20},
@@ -130,9 +131,9 @@ def state_for(policy="strict", footprint=None, reserved=0, seed=3):
 
 def test_the_draw_is_made_once_and_recorded():
     state = state_for()
-    first = replays.planned(state)
-    assert state.replay["perturbations"] == first and len(first) == len(perturb.KINDS)
-    assert replays.planned(state) == first  # a trial run again draws nothing anew
+    first = replays.planned(state, state.replays)
+    assert state.replays.as_record()["perturbations"] == first and len(first) == len(perturb.KINDS)
+    assert replays.planned(state, state.replays) == first  # a trial run again draws nothing anew
 
 
 def test_copies_are_sized_to_the_calls_data_within_what_was_reserved():
@@ -202,7 +203,7 @@ def test_a_staggered_release_gates_the_call_and_releases_products_within_it():
 
 @pytest.mark.parametrize("kind", perturb.KINDS)
 def test_the_parent_accepts_what_an_honest_worker_reports(kind):
-    spec = next(p for p in perturbations({"l2_cache_bytes": 1 << 20}, random.Random(5), "strict") if p["kind"] == kind)
+    spec = next(p for p in perturbations({"l2_cache_bytes": 1 << 20}, random.Random(5), True) if p["kind"] == kind)
     spec = {**spec, "side": 64}
     done, _ = made(spec)
     counts, problem = replays.check_report(spec, done)
@@ -278,32 +279,38 @@ def honest(spec):
 
 def test_every_drawn_perturbation_is_replayed_and_recorded_with_its_conditions(monkeypatch):
     state, asked = judged(monkeypatch, honest)
-    assert replays.replay(state, 6, inputs=None)
-    assert asked[0] is None and [p["kind"] for p in asked[1:]] == [p["kind"] for p in state.replay["perturbations"]]
-    entries = state.replay["trials"]
+    assert replays.replay(state, state.replays, 6, inputs=None)
+    assert asked[0] is None and [p["kind"] for p in asked[1:]] == [
+        p["kind"] for p in state.replays.as_record()["perturbations"]
+    ]
+    entries = state.replays.as_record()["trials"]
     assert [e.get("perturbation") for e in entries[1:]] == [p["kind"] for p in asked[1:]]
-    assert all(e["conditions"] for e in entries[1:]) and state.replay["bitwise_identical"]
+    assert all(e["conditions"] for e in entries[1:]) and state.replays.as_record()["bitwise_identical"]
     plain, _ = judged(monkeypatch, honest)
-    assert replays.replay(plain, 2, inputs=None) and len(plain.replay["trials"]) == 1  # not the perturbed trial
+    assert (
+        replays.replay(plain, plain.replays, 2, inputs=None) and len(plain.replays.as_record()["trials"]) == 1
+    )  # not the perturbed trial
 
 
 def test_a_report_that_is_not_what_was_asked_fails_the_candidate(monkeypatch):
     state, _ = judged(monkeypatch, lambda spec: {"applied": spec["kind"]})
     with pytest.raises(CandidateFailed) as failed:
-        replays.replay(state, 6, inputs=None)
+        replays.replay(state, state.replays, 6, inputs=None)
     assert failed.value.failure.kind == "integrity_violation" and "under" in failed.value.failure.phase
 
 
 def test_a_perturbation_the_worker_could_not_make_is_recorded_not_charged(monkeypatch):
     state, _ = judged(monkeypatch, lambda spec: {"error": "OutOfMemoryError: short"})
-    assert replays.replay(state, 6, inputs=None)
-    assert {e["perturbation"] for e in state.replay["trials"][1:]} == {"not applied: OutOfMemoryError: short"}
+    assert replays.replay(state, state.replays, 6, inputs=None)
+    assert {e["perturbation"] for e in state.replays.as_record()["trials"][1:]} == {
+        "not applied: OutOfMemoryError: short"
+    }
 
 
 def test_past_the_practical_count_the_budget_ends_the_perturbed_replays(monkeypatch):
     state, asked = judged(monkeypatch, honest, seconds_each=replays.PERTURBED_BUDGET_S / 3 + 1)
-    assert replays.replay(state, 6, inputs=None)
+    assert replays.replay(state, state.replays, 6, inputs=None)
     assert len(asked) == 1 + 3  # the plain replay, the practical two, and one more begun within the budget
-    assert len(state.replay["perturbations_skipped"]) == len(perturb.KINDS) - 3
+    assert len(state.replays.as_record()["perturbations_skipped"]) == len(perturb.KINDS) - 3
     practical, asked = judged(monkeypatch, honest, policy="practical")
-    assert replays.replay(practical, 6, inputs=None) and len(asked) == 1 + replays.PRACTICAL_COUNT
+    assert replays.replay(practical, practical.replays, 6, inputs=None) and len(asked) == 1 + replays.PRACTICAL_COUNT

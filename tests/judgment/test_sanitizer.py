@@ -326,9 +326,11 @@ class FakeWorker:
     def request(self, request, placed=None, fetch=(), timeout_s=None):
         self.log.append((self.tool, request.op, placed))
         if request.op == self.fail_at:
-            failed = {"type": "error", "exc_type": "RuntimeError", "message": "CUDA error: unspecified launch failure"}
-            return failed, {}
-        return {"type": "loaded" if request.op == "load" else "output"}, {}
+            message = "CUDA error: unspecified launch failure"
+            return protocol.Error(phase=request.op, exc_type="RuntimeError", message=message), {}
+        if request.op == "load":
+            return protocol.Loaded(evidence={}), {}
+        return protocol.Output(container="Tensor", items=[], evidence={}), {}
 
     def ask_exit(self):
         self.printed = self.report

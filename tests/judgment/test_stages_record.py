@@ -8,6 +8,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.gate import OPEN_GATE
 from kerneljudge.judgment.stages.record import assemble
+from kerneljudge.judgment.stages.results import StageResults
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks.load import load_task
@@ -31,7 +32,7 @@ def test_error_findings_fail_the_record_and_the_state_is_left_as_it_was(tiny_tas
     state.oracle_dtype = "float32"
     state.findings.append(finding("KJ-R050", "error", "claimed times the parent's clock does not support"))
     before = (copy.deepcopy(state.capabilities), state.failure, copy.deepcopy(state.findings))
-    record = assemble(state, {}, 1.23456, "2024-01-01T00:00:00+00:00", {"python": "3"})
+    record = assemble(state, StageResults(), {}, 1.23456, "2024-01-01T00:00:00+00:00", {"python": "3"})
     validate_record(record)
     assert record.status == "FAIL" and record.failure_kind == "integrity_violation"
     assert record.capabilities["float64_oracle"].status == "degraded"
@@ -41,7 +42,7 @@ def test_error_findings_fail_the_record_and_the_state_is_left_as_it_was(tiny_tas
 
 def test_the_same_state_assembles_the_same_record(tiny_task):
     state = state_of(tiny_task)
-    first, second = (assemble(state, {}, 0.5, "2024-01-01T00:00:00+00:00", {}) for _ in range(2))
+    first, second = (assemble(state, StageResults(), {}, 0.5, "2024-01-01T00:00:00+00:00", {}) for _ in range(2))
     assert first.model_dump() == second.model_dump()
 
 
@@ -58,7 +59,7 @@ def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed
         state.config = JudgeConfig(device="cpu", mode=mode)
         regimes, fresh = [], []
 
-        def measure(state, regime, shape=None, budget_s=None, regimes=regimes):
+        def measure(state, regime, shape=None, budget_s=None, trial_sets=None, regimes=regimes):
             regimes.append(regime)
             if len(regimes) == 1:
                 raise GraphUnsupported(
@@ -66,7 +67,7 @@ def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed
                 )
 
         monkeypatch.setattr(timing, "measure", measure)
-        timing.run(state, lambda fresh=fresh: fresh.append(True))
+        timing.run(state, lambda fresh=fresh: fresh.append(True), [])
         assert [f.code for f in state.findings] == ["KJ-R024"], mode
         if mode == "enforce":
             assert regimes == [state.config.timing_regime] and fresh == []

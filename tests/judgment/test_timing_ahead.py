@@ -47,9 +47,9 @@ def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran
         if was is None and state.ahead is not None:
             began_after.append(len(state.trials))
 
-    def start_noting_the_trials(state):  # called after each trial of the task's own distribution: the pool staged
+    def start_noting_the_trials(state, trial_sets):  # after each trial of the task's own distribution: the pool staged
         was = state.ahead is not None and state.ahead.going.is_set()
-        real_start(state)
+        real_start(state, trial_sets)
         if not was and state.ahead is not None and state.ahead.going.is_set():
             started_after.append(len(state.trials))
 
@@ -274,7 +274,7 @@ def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
         device="cuda",
         ahead_fits=False,
     )
-    timing_ahead.start(state)
+    timing_ahead.start(state, [])
     assert state.ahead is None
     assert timing_ahead.described(state) == {
         "made": False,
@@ -307,19 +307,16 @@ def test_the_pool_is_known_from_the_plan_before_the_trials_end():
     (worker/correctness/trials.py), so the pool the thread stages after the first trial is the one it would stage
     after all."""
     plan = SimpleNamespace(timing_seeds=[11, 12, 13])
-    after_one = SimpleNamespace(timing_sets=[{"seed": 1, "variant": {"kind": "standard"}}], pool_sets=3, plan=plan)
+    one = [{"seed": 1, "variant": {"kind": "standard"}}]
     rejected = {"kind": "heavy_tail", "rejected": "the reference's output is not finite on these inputs"}
-    after_all = SimpleNamespace(
-        timing_sets=[{"seed": 4, "variant": {"kind": "standard"}}, {"seed": 7, "variant": rejected}],
-        pool_sets=2,
-        plan=plan,
-    )
+    every = [{"seed": 4, "variant": {"kind": "standard"}}, {"seed": 7, "variant": rejected}]
+    three, two = SimpleNamespace(pool_sets=3, plan=plan), SimpleNamespace(pool_sets=2, plan=plan)
     standard = {"kind": "standard"}
-    assert pool_sets(after_one, INTERLEAVED, None) == [{"seed": s, "variant": standard} for s in (11, 12, 13)]
-    assert pool_sets(after_all, INTERLEAVED, None) == [{"seed": s, "variant": standard} for s in (11, 12)]
-    assert pool_sets(after_all, KERNELBENCH, None) == [{"seed": 11, "variant": standard}]  # one set: one figure
-    native = SimpleNamespace(timing_sets=after_all.timing_sets, pool_sets=2, plan=SimpleNamespace(timing_seeds=[]))
-    assert pool_sets(native, INTERLEAVED, None) == native.timing_sets  # `off`: the trials' own inputs
+    assert pool_sets(three, INTERLEAVED, None, one) == [{"seed": s, "variant": standard} for s in (11, 12, 13)]
+    assert pool_sets(two, INTERLEAVED, None, every) == [{"seed": s, "variant": standard} for s in (11, 12)]
+    assert pool_sets(two, KERNELBENCH, None, every) == [{"seed": 11, "variant": standard}]  # one set: one figure
+    native = SimpleNamespace(pool_sets=2, plan=SimpleNamespace(timing_seeds=[]))
+    assert pool_sets(native, INTERLEAVED, None, every) == every  # `off`: the trials' own inputs
 
 
 def test_the_checked_pair_closes_while_timing_waits_for_a_pair_still_being_made_ready(monkeypatch):

@@ -135,9 +135,9 @@ def test_a_worker_answers_a_malformed_request_with_a_protocol_error_and_goes_on_
 
 def test_an_answer_of_another_operation_is_a_broken_protocol():
     call, compare = protocol.Call(), protocol.Compare(slot="trial", tolerances=[], method="oracle")
-    protocol.check_response(call, {"type": "output"})
+    protocol.check_response(call, {"type": "output", "container": "Tensor", "items": [], "evidence": {}})
     protocol.check_response(call, {"type": "error", "phase": "call", "exc_type": "ValueError", "message": "x"})
-    protocol.check_response(compare, {"type": "compared"})
+    protocol.check_response(compare, {"type": "compared", "results": []})
     for request, answer, says in [
         (call, {"type": "compared", "results": []}, "'compared' is no answer to 'call'"),
         (call, {"type": "loaded"}, "'loaded' is no answer to 'call'"),

@@ -146,7 +146,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
 
         def commit_and_keep_second_call_of_sample_one(frame):
             said.append(frame)
-            if frame == {"type": "sampled", "sample": 1}:
+            if frame == protocol.Sampled(sample=1):
                 return protocol.Commit(calls=2)  # every output's digests first (worker/seal/commit.py)
             return protocol.Keep(call=1 if frame["type"] == "committed" else -1)
 
@@ -170,7 +170,7 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
 
         def commit_five(frame):
             asked.append(frame)
-            return protocol.Commit(calls=5) if frame == {"type": "sampled", "sample": 0} else protocol.Keep(call=-1)
+            return protocol.Commit(calls=5) if frame == protocol.Sampled(sample=0) else protocol.Keep(call=-1)
 
         more = protocol.Time(calls=2, samples=1, warmup=1, staged=True, ask_keep=True)
         assert worker.worker.request(more, interim=commit_five)[0]["type"] == "timed"

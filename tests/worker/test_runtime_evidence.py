@@ -271,3 +271,33 @@ def test_unlike_names_the_first_difference_between_a_samples_outputs():
     assert unlike([a, a.half()])[0] == "dtype" and unlike([a, torch.zeros(4, 5)])[0] == "shape"
     assert unlike([a, torch.zeros(6, 4).t()])[0] == "stride"
     assert unlike([(a, a), (a,)])[0] == "container" and unlike([(a,), [a]])[0] == "container"
+
+
+def test_threads_the_judges_own_setup_starts_around_a_call_are_not_the_candidates(monkeypatch):
+    """The kernel trace's profiler and a perturbed replay's CUDA work start native threads between the call's
+    watch and the call (seen on an H100: three unnamed threads at the traced trial, every honest candidate
+    KJ-R012). Those the worker takes as its own are neither "alive" after the call nor "busy" after its return;
+    a thread started after them still is, and a replay under copy traffic is not read for busy threads at all."""
+    from kerneljudge.worker import evidence
+
+    alive = {"tids": {1, 2}}
+    clocks = {1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0}
+    monkeypatch.setattr(evidence, "native_thread_ids", lambda: set(alive["tids"]))
+    monkeypatch.setattr(evidence, "thread_cpu_s", lambda tid: clocks.get(tid))
+    monkeypatch.setattr(evidence, "thread_name", lambda tid: f"t{tid}")
+    monkeypatch.setattr(evidence, "NATIVE_BASELINE", {"tids": {1, 2}})
+
+    watch = evidence.CallWatch([], {}, None)
+    alive["tids"] = {1, 2, 3}  # the judge's setup (a profiler, pinned buffers) started thread 3
+    watch.judge_threads(evidence.native_thread_ids() - {1, 2})
+    watch.returned()
+    alive["tids"] = {1, 2, 3, 4}  # the call left thread 4 behind, busy
+    clocks.update({3: 0.05, 4: 0.05})
+    assert evidence.native_threads_added(watch.tids_before) == ["t4"]
+    assert [t["name"] for t in watch.clocks.busy()["threads"]] == ["t4"]
+    assert 3 in evidence.NATIVE_BASELINE["tids"]  # a later load's evidence counts it as the worker's too
+
+    under_copies = evidence.CallWatch([], {}, None)
+    under_copies.host_busy = True  # perturb.HOST_BUSY_KINDS: the judge's own copies go on past the return
+    under_copies.returned()
+    assert under_copies.clocks is None

@@ -1,15 +1,17 @@
 """The judge as a reward in the shapes trainers already call (docs/adapters.md).
 
-One module per trainer, each importing only kerneljudge (the trainers' call shapes are all they need):
+One module per trainer, each reaching the judge through client/ and api/ only (never serve/):
 
-- `verl`: `compute_score(data_source, solution_str, ground_truth, extra_info)` and `compute_score_batch`;
-- `trl`: `KernelJudgeReward`, a reward function for `GRPOTrainer(reward_funcs=[...])`;
-- `openrlhf`: `POST /get_reward` on `kerneljudge serve` (`reward_router`), and `reward_func` for a file;
-- `verifiers_env`: `load_environment(...)`, a verifiers `SingleTurnEnv` whose rubric calls the judge;
-- `common`: a row's task, the judge (a server at `url`/`KJ_JUDGE_URL`, else one in this process) and the
-  `Outcome` each adapter maps to its trainer's score.
+- `verl.py`: `compute_score(data_source, solution_str, ground_truth, extra_info)` and `compute_score_batch`;
+- `trl.py`: `KernelJudgeReward`, a reward function for `GRPOTrainer(reward_funcs=[...])`;
+- `openrlhf.py`: `reward_func`, OpenRLHF's reward-file form (its `POST /get_reward` is the server's own route,
+  serve/get_reward.py; the contract both follow is api/openrlhf.py);
+- `verifiers_env.py`: `load_environment(...)`, a verifiers 0.3 `SingleTurnEnv` whose rubric calls the judge;
+- `verifiers_v1.py`: a `verifiers.v1` taskset whose reward is the judge (verifiers 0.4).
 
-They need the `serve` extra (its client and service); the verifiers environment needs the `verifiers` extra.
+What they share, a row's task, the judge that answers and the `Outcome` each maps to its trainer's score, is
+api/outcomes.py, re-exported here. They need the `serve` extra (its client and service); the verifiers
+environments need the `verifiers` extra.
 """
 
 from kerneljudge.api.outcomes import AdapterError, Outcome, score

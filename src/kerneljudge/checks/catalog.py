@@ -4,14 +4,26 @@ A finding's severity decides its effect on the status: `error` makes the
 verdict FAIL, `warning` makes it SUSPICIOUS (correct but not verified), `info`
 is recorded only. docs/findings.md describes each code; a test keeps the two in
 step.
+
+Where the judge's settings decide a code's severity, the catalog holds it: an entry's `by_policy` gives its
+severity under each policy (by case, where the evidence makes more than one), and a high-risk construct's
+follows the mode (`HIGH_RISK_BY_MODE`). The checks ask `severity`, never a setting's name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kerneljudge.results.verdict import Finding
+
+# A high-risk construct's severity in each hardened mode (preflight/; in `off` the scan only finds the kernels).
+HIGH_RISK_BY_MODE = {"audit": "warning", "enforce": "error"}
+
+
+def policies(strict: str, practical: str) -> dict[str, str]:
+    """A severity under each policy (config.POLICIES)."""
+    return {"strict": strict, "practical": practical}
 
 
 @dataclass(frozen=True)
@@ -22,6 +34,8 @@ class Entry:
     remediation: str
     attacks: tuple[str, ...] = ()
     high_risk: bool = False  # rejected before import in enforce mode
+    # Where the policy decides the severity: {case: {policy: severity}}; "" names the case of a code with one.
+    by_policy: dict[str, dict[str, str]] = field(default_factory=dict, hash=False)
 
 
 CATALOG: dict[str, Entry] = {
@@ -149,6 +163,7 @@ CATALOG: dict[str, Entry] = {
             "declares no custom kernel",
             "Write the computation as a Triton or CUDA kernel.",
             ("H40",),
+            by_policy={"": policies("error", "info")},
         ),
         Entry(
             "KJ-S071",
@@ -156,6 +171,7 @@ CATALOG: dict[str, Entry] = {
             "calls high-level PyTorch compute in the model",
             "Under the strict policy only allocation, views and reshapes may use torch.",
             ("H40", "H41"),
+            by_policy={"": policies("warning", "info")},
         ),
         # ---- runtime evidence gathered in the worker (observations; the parent decides)
         Entry(
@@ -186,6 +202,8 @@ CATALOG: dict[str, Entry] = {
             "threads started by the candidate were still alive after it returned",
             "Finish all work inside forward, on the calling thread.",
             ("H21",),
+            # "library": every thread left alive is a library's own service thread (checks/runtime.py).
+            by_policy={"": policies("warning", "warning"), "library": policies("warning", "info")},
         ),
         Entry("KJ-R011", "runtime", "the candidate started child processes", "Do not start processes.", ("H21", "H34")),
         Entry(
@@ -216,6 +234,7 @@ CATALOG: dict[str, Entry] = {
             "the output shares storage with a previous call's output",
             "Compute a fresh output on every call; do not cache.",
             ("H01", "H23"),
+            by_policy={"": policies("error", "info")},
         ),
         Entry(
             "KJ-R023",
@@ -267,6 +286,7 @@ CATALOG: dict[str, Entry] = {
             "none of the declared custom kernels ran in the traced calls",
             "Launch your kernels in forward; a kernel that is defined but never launched does no work.",
             ("H40", "H41"),
+            by_policy={"": policies("error", "info")},
         ),
         Entry(
             "KJ-R041",
@@ -274,6 +294,8 @@ CATALOG: dict[str, Entry] = {
             "kernels other than the declared ones (torch, cuBLAS, cuDNN) did compute in the traced calls",
             "Under the strict policy do the computation in your own kernels; torch may allocate and reshape.",
             ("H40", "H41"),
+            # "bulk": the other kernels took at least the declared ones' device time; "share": less.
+            by_policy={"bulk": policies("error", "info"), "share": policies("warning", "info")},
         ),
         Entry(
             "KJ-R030",
@@ -318,6 +340,8 @@ CATALOG: dict[str, Entry] = {
             "initcheck: the candidate's kernel read device memory that nothing had written",
             "Write every element before reading it; do not read past what was written.",
             ("H06", "H10"),
+            # An uninitialised read whose value the kernel discards is harmless; a wrong value fails the comparison.
+            by_policy={"": policies("warning", "info")},
         ),
         Entry(
             "KJ-R063",
@@ -390,6 +414,15 @@ CATALOG: dict[str, Entry] = {
         ),
     ]
 }
+
+
+def severity(code: str, policy: str = "strict", mode: str = "audit", case: str = "") -> str:
+    """The severity of a finding of `code` where the judge's settings decide it: a high-risk construct's by the
+    mode (a hardened one), any other code's by the policy, in `case` where its entry has several."""
+    entry = CATALOG[code]
+    if entry.high_risk:
+        return HIGH_RISK_BY_MODE[mode]
+    return entry.by_policy[case][policy]
 
 
 def finding(code: str, severity: str, summary: str | None = None, evidence: dict[str, Any] | None = None) -> Finding:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kerneljudge.checks.catalog import finding
+from kerneljudge.checks.catalog import finding, severity
 from kerneljudge.results.verdict import Finding
 
 # numerics_flags() names (worker/evidence.py) and the values that only make numerics stricter than pinned.
@@ -24,7 +24,8 @@ STRICTER_FLAGS = {
 }
 # Service threads that libraries start on their own, by class (worker/evidence.thread_kinds): tqdm's monitor,
 # which a progress bar starts (torch.compile's autotuning shows one) and which only watches progress bars.
-# Under the practical policy a call that leaves only these alive is recorded, not held against it.
+# Under the practical policy a call that leaves only these alive is recorded, not held against it (KJ-R010's
+# "library" case in the catalog).
 LIBRARY_THREADS = frozenset({"tqdm._monitor.TMonitor"})
 # Native threads that libraries start at first use and name (worker/evidence.native_threads_added): LLVM's pool
 # (Triton's compiler), CUDA's event handler, torch's autograd device threads. A name is the creator's choice, so
@@ -85,11 +86,13 @@ def _common(evidence: dict[str, Any], where: str, policy: str = "strict") -> lis
         )
     if evidence["threads_started"] > 0:
         kinds = [str(k)[:120] for k in _listed(evidence.get("thread_kinds"))][:8]
-        library = policy == "practical" and len(kinds) == evidence["threads_started"] and set(kinds) <= LIBRARY_THREADS
+        libraries_only = len(kinds) == evidence["threads_started"] and set(kinds) <= LIBRARY_THREADS
+        level = severity("KJ-R010", policy, case="library" if libraries_only else "")
+        library = level == "info"  # only a library's own threads, and the policy records them only
         found.append(
             finding(
                 "KJ-R010",
-                "info" if library else "warning",
+                level,
                 f"{where}: {evidence['threads_started']} thread(s) still alive"
                 + (f" (a library's own: {', '.join(sorted(set(kinds)))})" if library else ""),
                 {
@@ -219,7 +222,7 @@ def call_findings(
         found.append(
             finding(
                 "KJ-R022",
-                "error" if policy == "strict" else "info",
+                severity("KJ-R022", policy),
                 f"{where}: output shares storage with the previous output",
                 {"outputs": stale},
             )

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kerneljudge.checks import catalog
 from kerneljudge.checks.catalog import finding
 from kerneljudge.results.verdict import Failure, Finding
 
@@ -190,12 +191,10 @@ def own(report: Report, declared: set[str], roots: tuple[str, ...]) -> bool:
 
 
 def severity(tool: str, policy: str) -> str:
-    """racecheck, memcheck, synccheck: error; initcheck: a warning under strict, recorded only under practical
-    (an uninitialised read whose value the kernel then discards is harmless, and a wrong value it produced
-    fails the comparison anyway)."""
-    if tool == "initcheck":
-        return "warning" if policy == "strict" else "info"
-    return "error"
+    """racecheck, memcheck, synccheck: error; initcheck: as the catalog says under the policy (a warning under
+    strict, recorded only under practical)."""
+    code = CODES[tool]
+    return catalog.severity(code, policy) if catalog.CATALOG[code].by_policy else "error"
 
 
 def _where(report: Report) -> str:

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kerneljudge.checks.catalog import finding
+from kerneljudge.checks.catalog import finding, severity
 from kerneljudge.checks.kernel_names import TORCH_MOVEMENT, identifiers, in_torch, kernel_base, qualified_name
 from kerneljudge.results.verdict import Finding
 
@@ -265,12 +265,11 @@ def analyse(
             )
         )
     ran = {k["name"] for k in kernels if k["kind"] == "declared"}
-    strict = policy == "strict"
     if declared and not ran:
         found.append(
             finding(
                 "KJ-R040",
-                "error" if strict else "info",
+                severity("KJ-R040", policy),
                 f"none of the declared kernels ({', '.join(sorted(declared)[:8])}) ran in the traced calls",
                 {"declared": sorted(declared), "kernels_seen": [k["name"] for k in kernels[:10]]},
             )
@@ -280,7 +279,7 @@ def analyse(
         found.append(
             finding(
                 "KJ-R041",
-                ("error" if bulk else "warning") if strict else "info",
+                severity("KJ-R041", policy, case="bulk" if bulk else "share"),
                 f"kernels other than the declared ones did {device_us['other'] / compute:.0%} of the compute time"
                 + (" (the bulk of the work)" if bulk else ""),
                 {

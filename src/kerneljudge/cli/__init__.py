@@ -3,7 +3,18 @@
 Exit codes: 0 verified (or, in --mode off, correct by KernelBench's check);
 2 the candidate is not verified (FAIL or SUSPICIOUS); 3 a required capability
 is missing (UNSUPPORTED); 1 a judge error or bad usage, argparse's own errors
-included (cli/usage.py). One module per command.
+included (cli/usage.py). One module per command:
+
+- `judge.py`: `kerneljudge judge`: one candidate against one task, the verdict table, the exit code;
+- `info.py`: `kerneljudge env` and `kerneljudge schema`: what this machine offers, the record's JSON Schema;
+- `tasks.py`: `kerneljudge tasks`: the built-in suite listed and shown, and `tasks lint`;
+- `redteam.py`: `kerneljudge redteam`: the red-team fixtures judged against the outcomes they must have;
+- `confirm.py`: `kerneljudge confirm`: a candidate re-measured in fresh process pairs, its claim labelled;
+- `batch.py`: `batch`, `export`, `verify` and `report`: the commands over a results store;
+- `serve.py`: `kerneljudge serve`: the judge as an HTTP reward service;
+- `generate.py`: `kerneljudge generate` and `improve`: candidates from a model, and the repair loop;
+- `usage.py`: how arguments are read: one-line usage errors that exit 1, help that shows defaults.
+- `options.py`: the options several commands share (--device, --mode, --policy, --timeout), declared once.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
 from kerneljudge.results.store import Store
 from kerneljudge.results.verdict import Record
@@ -21,8 +20,9 @@ from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from
 
 def add_batch_commands(sub: Any) -> None:
     """Register `batch`, `export` and `report` on the CLI's subparsers."""
-    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP, add_lane_options
-    from kerneljudge.cli.usage import positive_int, positive_seconds
+    from kerneljudge.cli.judge import add_lane_options
+    from kerneljudge.cli.options import add_judge_options
+    from kerneljudge.cli.usage import positive_int
 
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
     b.add_argument("manifest", type=Path, nargs="?", help='JSONL, one {"task": PATH, "candidate": PATH} a line')
@@ -47,10 +47,7 @@ def add_batch_commands(sub: Any) -> None:
         "(their problems are written beside the store, in kernelbench-problems/)",
     )
     b.add_argument("--store", type=Path, required=True, metavar="PATH", help="the SQLite results store")
-    b.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
-    b.add_argument("--mode", choices=MODES, default="audit", help=MODE_HELP)
-    b.add_argument("--policy", choices=POLICIES, default="strict", help=POLICY_HELP)
-    b.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    add_judge_options(b, "device", "mode", "policy", "timeout")
     b.add_argument("--no-timing", action="store_true", help="check correctness only")
     b.add_argument(
         "--gpus",

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.cli.judge import DEVICE_HELP, POLICY_HELP, TIMEOUT_HELP
-from kerneljudge.cli.usage import positive_int, positive_seconds
-from kerneljudge.config import DEVICES, POLICIES, JudgeConfig
+from kerneljudge.cli.options import add_judge_options
+from kerneljudge.cli.usage import positive_int
+from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
 
 
@@ -19,9 +19,7 @@ def add_confirm_parser(sub: Any) -> None:
     c.add_argument("candidate", help="candidate file defining ModelNew, or a model's response with a code block")
     c.add_argument("--runs", type=positive_int, default=5, metavar="K", help="fresh process pairs")
     c.add_argument("--margin", type=float, default=0.02, help="what each interval's lower bound must clear, in [0, 1)")
-    c.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
-    c.add_argument("--policy", choices=POLICIES, default="strict", help=POLICY_HELP)
-    c.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    add_judge_options(c, "device", "policy", "timeout")
     c.add_argument("--json", type=Path, metavar="PATH", help="write the confirmation here")
 
 

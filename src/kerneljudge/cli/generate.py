@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.config import DEVICES, MODES, POLICIES
 from kerneljudge.errors import UsageError
 
 RESUME_NOTE = "run the same command again to resume: samples already written are not asked for again"
@@ -19,7 +18,7 @@ RESUME_NOTE = "run the same command again to resume: samples already written are
 
 def add_generate_commands(sub: Any) -> None:
     """Register `generate` and `improve` on the CLI's subparsers."""
-    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP
+    from kerneljudge.cli.options import add_judge_options
     from kerneljudge.cli.usage import count, positive_int, positive_seconds
 
     g = sub.add_parser("generate", help="ask a model for candidates into a KernelBench run folder; reruns resume")
@@ -34,10 +33,7 @@ def add_generate_commands(sub: Any) -> None:
         help="the repair message, with {{explanation}} (docs/generate.md); default: the built-in one",
     )
     i.add_argument("--store", type=Path, metavar="PATH", help="also keep every judgment in this results store")
-    i.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
-    i.add_argument("--mode", choices=MODES, default="audit", help=MODE_HELP)
-    i.add_argument("--policy", choices=POLICIES, default="strict", help=POLICY_HELP)
-    i.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    add_judge_options(i, "device", "mode", "policy", "timeout")
     i.add_argument("--no-timing", action="store_true", help="check correctness only")
     i.add_argument("--judge-jobs", type=positive_int, default=1, metavar="N", help="judgments side by side")
 

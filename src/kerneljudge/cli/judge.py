@@ -7,11 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.cli.usage import count, positive_seconds
+from kerneljudge.cli.options import add_judge_options
+from kerneljudge.cli.usage import count
 from kerneljudge.config import (
-    DEVICES,
-    MODES,
-    POLICIES,
     SANDBOX_MODES,
     SANITIZER_MODES,
     TIMING_METHODS,
@@ -29,17 +27,8 @@ NEXT_STEP = {
     "ERROR": "the judge or the task failed (no verdict on the candidate): see the failure above and rerun",
 }
 
-# The option help shared by the commands that judge (judge, confirm, redteam, tasks lint).
-DEVICE_HELP = "where to run: cuda when a GPU is visible, else the CPU (auto); cuda only (cuda); the CPU (cpu)"
-MODE_HELP = (
-    "off: KernelBench's own check, for comparison; audit: hardened checks, risky constructs recorded; "
-    "enforce: hardened checks, risky constructs rejected before import"
-)
-POLICY_HELP = (
-    "strict: the candidate must declare a custom kernel and should not compute with high-level torch; "
-    "practical: both only recorded"
-)
-TIMEOUT_HELP = "wall-clock limit in seconds for each worker step (import and build, one call, one timing block)"
+# The help of the lane options (add_lane_options) and of the timing options `judge` and `redteam` share; the
+# options every judging command shares are declared in cli/options.py.
 SPARE_WORKERS_HELP = (
     "keep a worker pair started ahead of each lane's next judgment, which takes the workers' start off it; "
     "each spare holds a CUDA context while it waits (docs/batch.md)"
@@ -73,10 +62,7 @@ def add_judge_parser(sub: Any) -> None:
     j = sub.add_parser("judge", help="judge a candidate against a KernelBench-format reference")
     j.add_argument("reference", help="task file: Model, get_inputs(), get_init_inputs(); or builtin:NAME")
     j.add_argument("candidate", help="candidate file defining ModelNew, or a model's response with a code block")
-    j.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
-    j.add_argument("--mode", choices=MODES, default="audit", help=MODE_HELP)
-    j.add_argument("--policy", choices=POLICIES, default="strict", help=POLICY_HELP)
-    j.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    add_judge_options(j, "device", "mode", "policy", "timeout")
     j.add_argument("--json", type=Path, metavar="PATH", help="write the verdict record here")
     j.add_argument("--no-timing", action="store_true", help="check correctness only")
     j.add_argument(

@@ -8,24 +8,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.cli.judge import DEVICE_HELP, TIMEOUT_HELP, TIMING_AHEAD_HELP, TIMING_CARRY_HELP
-from kerneljudge.cli.usage import positive_int, positive_seconds
-from kerneljudge.config import DEVICES
+from kerneljudge.cli.judge import TIMING_AHEAD_HELP, TIMING_CARRY_HELP
+from kerneljudge.cli.options import add_judge_options
+from kerneljudge.cli.usage import positive_int
 from kerneljudge.errors import UsageError
 
 
 def add_redteam_parser(sub: Any) -> None:
     r = sub.add_parser("redteam", help="run the red-team suite: known hacks must fail, honest look-alikes pass")
-    r.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
-    r.add_argument(
-        "--mode",
-        choices=("audit", "enforce"),
-        default="audit",
-        help="the hardened mode to judge every fixture in: risky constructs recorded (audit) or rejected (enforce)",
-    )
+    # The suite's expectations are of the hardened modes: `off` is not offered.
+    hardened = {
+        "choices": ("audit", "enforce"),
+        "help": "the hardened mode to judge every fixture in: risky constructs recorded (audit) or rejected (enforce)",
+    }
+    add_judge_options(r, "device", "mode", mode=hardened)
     r.add_argument("--json", type=Path, metavar="PATH", help="write the outcomes here, updated as each comes")
     r.add_argument("--only", nargs="+", metavar="FIXTURE", help="run only these fixtures (default: all)")
-    r.add_argument("--timeout", type=positive_seconds, default=120.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    add_judge_options(r, "timeout", timeout={"default": 120.0})  # the fixtures are small: a hang ends sooner
     r.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="fixtures judged side by side")
     r.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
     r.add_argument("--timing-ahead", action="store_true", help=TIMING_AHEAD_HELP)

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kerneljudge.config import DEVICES, MODES, POLICIES, JudgeConfig
+from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
 from kerneljudge.logs import FORMATS, LEVELS
 from kerneljudge.serve.limits import BODY_TIMEOUT_S, MAX_CONNECTIONS, ServeLimits
@@ -26,7 +26,8 @@ BACKENDS = ("local", "ray")
 
 
 def add_serve_parser(sub: Any) -> None:
-    from kerneljudge.cli.judge import DEVICE_HELP, MODE_HELP, POLICY_HELP, TIMEOUT_HELP, add_lane_options
+    from kerneljudge.cli.judge import add_lane_options
+    from kerneljudge.cli.options import MODE_HELP, POLICY_HELP, add_judge_options
     from kerneljudge.cli.usage import count, positive_int, positive_seconds
 
     s = sub.add_parser("serve", help="serve the judge over HTTP to trainers: POST /v1/judge, /v1/jobs (docs/serve.md)")
@@ -54,7 +55,7 @@ def add_serve_parser(sub: Any) -> None:
         help="with --backend ray: the cluster's head, HOST:PORT; default: RAY_ADDRESS, else the cluster "
         "`ray start` started on this machine, else a new one on this machine",
     )
-    s.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
+    add_judge_options(s, "device")
     s.add_argument(
         "--gpus",
         metavar="all|I,J,...",
@@ -63,9 +64,15 @@ def add_serve_parser(sub: Any) -> None:
     s.add_argument(
         "--jobs", type=positive_int, default=1, metavar="N", help="lanes per GPU with --gpus, else on the device"
     )
-    s.add_argument("--mode", choices=MODES, default="audit", help=f"the default mode; an item may ask. {MODE_HELP}")
-    s.add_argument("--policy", choices=POLICIES, default="strict", help=f"the default policy. {POLICY_HELP}")
-    s.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    # The server's mode and policy are defaults that each item may override.
+    add_judge_options(
+        s,
+        "mode",
+        "policy",
+        "timeout",
+        mode={"help": f"the default mode; an item may ask. {MODE_HELP}"},
+        policy={"help": f"the default policy. {POLICY_HELP}"},
+    )
     s.add_argument("--no-timing", action="store_true", help="by default check correctness only; an item may ask")
     s.add_argument(
         "--max-connections",

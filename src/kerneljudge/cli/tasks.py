@@ -9,9 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.cli.judge import DEVICE_HELP, TIMEOUT_HELP
-from kerneljudge.cli.usage import positive_seconds
-from kerneljudge.config import DEVICES
+from kerneljudge.cli.options import add_judge_options
 from kerneljudge.errors import UsageError
 
 LIST_COLUMNS = ("name", "op", "dtype", "shape", "case")
@@ -33,9 +31,9 @@ def add_tasks_parser(sub: Any) -> None:
         metavar="PATH",
         help="task files, folders searched for *.py, or builtin:NAME, builtin:OP, builtin:all",
     )
-    lint.add_argument("--device", choices=DEVICES, default="auto", help=DEVICE_HELP)
+    add_judge_options(lint, "device")
     lint.add_argument("--json", type=Path, metavar="PATH", help="write every task's flags and facts here")
-    lint.add_argument("--timeout", type=positive_seconds, default=180.0, metavar="SECONDS", help=TIMEOUT_HELP)
+    add_judge_options(lint, "timeout")
     lint.add_argument("--memory-gib", type=float, metavar="GIB", help="the device memory to size against")
 
 

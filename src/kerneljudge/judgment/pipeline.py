@@ -3,8 +3,9 @@
 The parent orchestrates two workers: a reference worker that runs the trusted task (inputs from seeds,
 reference and oracle outputs) and a candidate worker that imports the untrusted candidate. The parent never
 imports either; it compares, decides and writes the record. Each stage is a module of `kerneljudge.judgment.stages`
-over the judgment's state (`judgment/stages/state.py`); this module runs them in order, holds the batch gate, closes
-the workers whatever happened, and has the record assembled (`judgment/stages/record.py`).
+over the judgment's state (`judgment/stages/state.py`); this module runs them in order, keeps the results they
+return (`judgment/stages/results.py`), holds the batch gate, closes the workers whatever happened, and has the record
+assembled from the state and those results (`judgment/stages/record.py`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from kerneljudge.judgment.stages.failures import (
     integrity_failure,
 )
 from kerneljudge.judgment.stages.replays import perturbations
+from kerneljudge.judgment.stages.results import StageResults
 from kerneljudge.judgment.stages.spare_pairs import SparePairs
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
@@ -85,8 +87,9 @@ __all__ = [
 class Judgment(JudgmentState):
     """One judgment; `run()` always returns a record, whatever the candidate or the judge did.
 
-    Its state is `JudgmentState`'s; the few steps a test or a benchmark replaces (the timing pair's boot and
-    start, the sanitizer's decision, the timing stage) are methods here, handed to the stages that use them.
+    Its state is `JudgmentState`'s, and `results` the stages' own results; the few steps a test or a benchmark
+    replaces (the timing pair's boot and start, the sanitizer's decision, the timing stage) are methods here, handed
+    to the stages that use them.
     """
 
     def __init__(
@@ -112,6 +115,7 @@ class Judgment(JudgmentState):
             source=rng if rng is not None else secrets.SystemRandom(),
             spares=spares,
         )
+        self.results = StageResults()
 
     def run(self) -> Record:
         """Run the stages, close every worker whatever happened, and return the record."""
@@ -140,12 +144,15 @@ class Judgment(JudgmentState):
             held = ", ".join(f"{role} {peak / 2**30:.1f}" for role, peak in self.memory_peaks.items())
             self.progress(f"device memory: reserved {self.reserved_bytes / 2**30:.1f} GiB; held at most {held} GiB")
         duration_s = time.monotonic() - started
-        integrity.judge_traces(self)
+        traces = self.results.traces = integrity.judge_traces(self)
+        if traces is not None:
+            self.add_findings(list(traces.findings))
+            self.capabilities["profiler_trace"] = traces.capability
         created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         # A judgment asked for the CPU that ended before any worker said hello (a candidate that does not parse
         # or defines no ModelNew) still records the software it ran with, as a batch keys it (batch.py).
         hello = self.hello or (host_hello() if self.config.device == "cpu" else None)
-        return record.assemble(self, logs, duration_s, created_at, fingerprint(hello))
+        return record.assemble(self, self.results, logs, duration_s, created_at, fingerprint(hello))
 
     def _pipeline(self) -> None:
         with at_gate(self, measuring=False):
@@ -168,7 +175,7 @@ class Judgment(JudgmentState):
                 if self.config.timing:
                     self._boot_timing_pair()
             with clocked(self, "correctness"):
-                correctness.run(self, self._sanitizer_decision)
+                correctness.run(self, self._sanitizer_decision, self.results.correctness)
             if self.config.timing and self.fails_closed():
                 return
             if not self.config.timing:
@@ -186,7 +193,7 @@ class Judgment(JudgmentState):
 
     def _timing(self) -> None:
         """The timing stage (judgment/stages/timing.py); a benchmark overrides it to time one pair several ways."""
-        timing.run(self, self._start_timing_pair)
+        timing.run(self, self._start_timing_pair, self.results.correctness.timing_sets)
 
     def _sanitizer_decision(self) -> sanitize.Decision:
         return sanitizer.decision(self)

@@ -119,9 +119,9 @@ def decide(
     custom = bool(kinds & set(CUSTOM_CUDA_KINDS)) or "inline_asm" in source
     triton_only = "triton" in kinds and not custom
     asked = config.sanitizer_triton
-    triton = config.policy == "strict" if asked is None else asked
+    triton = config.strict if asked is None else asked
     tools = TRITON_TOOLS if triton_only else sanitizer.TOOLS
-    if config.mode == "off":
+    if config.native:
         why = "not run in --mode off"
     elif config.sanitizer == "off":
         why = "not run: switched off (sanitizer = off)"
@@ -180,18 +180,18 @@ class Lane:
     problem: str | None = None
     began: float = field(default_factory=time.monotonic)
 
-    def ask(self, what: str, expect: str, exchange: Callable[[WorkerProcess], dict[str, Any]]) -> None:
-        """One step: `exchange` with the worker must answer `expect`; else the lane ends with the reason."""
+    def ask(self, what: str, exchange: Callable[[WorkerProcess], str | None]) -> None:
+        """One step: `exchange` with the worker says what went wrong (None: it answered as expected); else the lane
+        ends with the reason."""
         if self.worker is None or self.problem is not None:
             return
         try:
-            response = exchange(self.worker)
+            wrong = exchange(self.worker)
         except WorkerFailure as exc:
             self.problem = f"{what}: {exc}"[:500]
             return
-        if response.get("type") != expect:
-            said = f"{response.get('exc_type')}: {response.get('message')}" if response.get("type") == "error" else ""
-            self.problem = f"{what}: {said or response.get('detail') or response.get('type')}"[:500]
+        if wrong is not None:
+            self.problem = f"{what}: {wrong}"[:500]
 
     def end(self) -> sanitizer.ToolRun:
         """Let the worker exit (the tool prints its summary then), and read what the tool printed."""
@@ -228,16 +228,20 @@ def run_tools(
         except (SandboxUnavailable, WorkerFailure, OSError) as exc:
             lane.problem = f"start: {exc}"[:500]
 
-    def greet(worker: WorkerProcess) -> dict[str, Any]:
-        return worker.receive(timeout_s=timeout_s)
+    def greet(worker: WorkerProcess) -> str | None:
+        hello = worker.receive(timeout_s=timeout_s)  # the worker's first frame, answering no request
+        kind = hello.get("type")
+        if kind == "error":
+            return f"{hello.get('exc_type')}: {hello.get('message')}"
+        return None if kind == "hello" else str(hello.get("detail") or kind)
 
-    def build(worker: WorkerProcess) -> dict[str, Any]:
-        return worker.request(load, placed=init_placed, fetch=(), timeout_s=timeout_s)[0]
+    def build(worker: WorkerProcess) -> str | None:
+        return unexpected(worker.request(load, placed=init_placed, fetch=(), timeout_s=timeout_s)[0], protocol.Loaded)
 
     with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
         try:
-            list(pool.map(lambda lane: lane.ask("start", "hello", greet), lanes))
-            list(pool.map(lambda lane: lane.ask("build", "loaded", build), lanes))
+            list(pool.map(lambda lane: lane.ask("start", greet), lanes))
+            list(pool.map(lambda lane: lane.ask("build", build), lanes))
             if any(lane.worker is not None and lane.problem is None for lane in lanes):
                 try:
                     call, placed = make_inputs()
@@ -246,13 +250,26 @@ def run_tools(
                         lane.problem = lane.problem or f"the reference's inputs: {type(exc).__name__}: {exc}"[:500]
                 else:
 
-                    def once(worker: WorkerProcess) -> dict[str, Any]:
-                        return worker.request(call, placed=placed, fetch=(), timeout_s=timeout_s)[0]
+                    def once(worker: WorkerProcess) -> str | None:
+                        answer = worker.request(call, placed=placed, fetch=(), timeout_s=timeout_s)[0]
+                        return unexpected(answer, protocol.Output)
 
-                    list(pool.map(lambda lane: lane.ask("call", "output", once), lanes))
+                    list(pool.map(lambda lane: lane.ask("call", once), lanes))
         finally:
             runs = list(pool.map(Lane.end, lanes))
     return runs, {lane.tool: lane.worker for lane in lanes if lane.worker is not None}
+
+
+def unexpected(answer: protocol.Answer, expected: type[protocol.Answer]) -> str | None:
+    """What a sanitized worker answered instead of an answer of the `expected` kind (its error, why it could not make
+    the inputs, or the kind); None where it answered so."""
+    if isinstance(answer, expected):
+        return None
+    if isinstance(answer, protocol.Failed):
+        return f"{answer.exc_type}: {answer.message}"
+    if isinstance(answer, protocol.InputsDiffer):
+        return answer.detail or answer.kind
+    return answer.kind
 
 
 def outcome(runs: list[sanitizer.ToolRun], declared: set[str], path: str, where: str) -> Capability:

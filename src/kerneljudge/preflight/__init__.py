@@ -4,14 +4,24 @@ In `audit` mode high-risk constructs are recorded as warnings (the candidate
 still runs, and cannot be verified); in `enforce` mode they are errors and the
 candidate is rejected before import. Under the `strict` policy a candidate that
 declares no custom kernel fails, and high-level torch compute in the model is
-suspicious; under `practical` both are recorded only.
+suspicious; under `practical` both are recorded only. This module turns the
+scan's constructs into findings (`preflight`).
+
+- `scan.py`: static analysis of the candidate's source on its AST (comments and strings hide nothing);
+- `scopes.py`: which names a function scope binds, so that a parameter called `input` is not the builtin;
+- `rules.py`: the rule tables: which names, imports and attributes reveal which construct;
+- `kernel_rules.py`: the policy's tables: what declares a custom kernel, which torch calls compute outside one;
+- `allowlist.py`: the allow-list: the modules, builtins and attributes a candidate's source may reach;
+- `reach.py`: the allow-list's side of the scan: what a resolved name, attribute or builtin reaches;
+- `entry_point.py`: whether the source can define `ModelNew` at all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kerneljudge.checks.catalog import CATALOG, finding
+from kerneljudge.checks.catalog import CATALOG, finding, severity
+from kerneljudge.config import native_mode
 from kerneljudge.preflight.entry_point import cannot_define_entry_point
 from kerneljudge.preflight.scan import Construct, StaticReport, scan
 from kerneljudge.results.verdict import Finding
@@ -49,22 +59,22 @@ def preflight(source: str, mode: str, policy: str) -> PreflightResult:
     """Scan the source and judge it under a mode and policy; raises SyntaxError for unparsable source."""
     report = scan(source)
     result = PreflightResult(report, defines_no_model=cannot_define_entry_point(pyast.parse(source)))
-    if mode == "off":
+    if native_mode(mode):
         return result
     for code, occurrences in sorted(_grouped(report.constructs).items()):
         entry = CATALOG[code]
-        severity = ("error" if mode == "enforce" else "warning") if entry.high_risk else "info"
+        level = severity(code, policy, mode) if entry.high_risk else "info"  # other constructs: recorded only
         first = occurrences[0]
         summary = f"{entry.title} (line {first.line}: {first.detail})"
-        result.findings.append(finding(code, severity, summary, _evidence(occurrences)))
+        result.findings.append(finding(code, level, summary, _evidence(occurrences)))
     if not report.declared_kernels:
-        result.findings.append(finding("KJ-S070", "error" if policy == "strict" else "info"))
+        result.findings.append(finding("KJ-S070", severity("KJ-S070", policy)))
     if report.torch_compute:
         first = report.torch_compute[0]
         result.findings.append(
             finding(
                 "KJ-S071",
-                "warning" if policy == "strict" else "info",
+                severity("KJ-S071", policy),
                 f"{CATALOG['KJ-S071'].title} (line {first.line}: {first.detail})",
                 _evidence(report.torch_compute),
             )

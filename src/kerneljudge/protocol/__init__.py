@@ -1,4 +1,5 @@
-"""The worker protocol: what the trusted parent may ask a worker, one request type per operation.
+"""The worker protocol: what the trusted parent may ask a worker, one request type per operation, and what a
+worker may answer, one answer type per kind of answer.
 
 Imported by the workers as well as the parent, so it imports the standard library only. The wire format
 (frames, channels) is protocol/wire.py and protocol/channel.py; this package is what a frame's header means.
@@ -24,12 +25,62 @@ from kerneljudge.protocol.requests import (
     Trial,
     decode,
 )
-from kerneljudge.protocol.responses import ANSWERS, INTERIM, check_response
+from kerneljudge.protocol.responses import (
+    ANSWERS,
+    INTERIM,
+    KINDS,
+    Answer,
+    CapturedOutput,
+    Committed,
+    Compared,
+    Compiled,
+    Derived,
+    Described,
+    Error,
+    Failed,
+    GraphUnsupported,
+    InputsDiffer,
+    Interim,
+    Loaded,
+    Output,
+    Rechecked,
+    Reran,
+    Sampled,
+    Staged,
+    Timed,
+    TrialRun,
+    check_response,
+    clock_report,
+    decode_answer,
+)
 
 __all__ = [
     "ANSWERS",
     "INTERIM",
+    "KINDS",
     "OPS",
+    "Answer",
+    "CapturedOutput",
+    "Committed",
+    "Compared",
+    "Compiled",
+    "Derived",
+    "Described",
+    "Error",
+    "Failed",
+    "GraphUnsupported",
+    "InputsDiffer",
+    "Interim",
+    "Loaded",
+    "Output",
+    "Rechecked",
+    "Reran",
+    "Sampled",
+    "Staged",
+    "Timed",
+    "TrialRun",
+    "clock_report",
+    "decode_answer",
     "Call",
     "Captured",
     "Compare",

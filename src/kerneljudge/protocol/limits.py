@@ -11,3 +11,8 @@ MAX_DELAY_MS = 5.0
 MAX_CYCLES = 2**31 - 1  # a kernel argument of 32 bits
 
 MAX_FAMILY_SHAPES = 4096  # explicit shapes, or values on one axis (a range is not counted: it is sent as its bounds)
+
+
+def hold_blocks(share: float, sms: int) -> int:
+    """The blocks (SMs) `sm_hold` takes: `share` of them, at least one, and at least one left to the call."""
+    return min(max(1, sms - 1), max(1, round(share * sms)))

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kerneljudge.checks.catalog import CATALOG
-from kerneljudge.config import JudgeConfig
+from kerneljudge.config import JudgeConfig, enforcing_mode
 from kerneljudge.judgment.pipeline import judge
 from kerneljudge.judgment.sanitizer import sanitizer_path
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
@@ -54,7 +54,7 @@ def ended_by_another(fixture: Fixture, record: Record, mode: str) -> bool:
     that raises its CUDA evidence (the kernel trace's unjoined stream, KJ-R024) could run."""
     others = [c for c in fixture.evidence if c not in fixture.cuda_evidence]
     evidence = evidence_of(record)
-    return mode == "enforce" and record.failure_kind == "integrity_violation" and any(c in evidence for c in others)
+    return enforcing_mode(mode) and record.failure_kind == "integrity_violation" and any(c in evidence for c in others)
 
 
 def judge_fixture(
@@ -73,7 +73,7 @@ def judge_fixture(
             and record.status in ("FAIL", "SUSPICIOUS")
             and (
                 any(e in evidence for e in fixture.evidence)
-                or (mode == "enforce" and record.failure_kind == "integrity_violation")
+                or (config.enforcing and record.failure_kind == "integrity_violation")
             )
         )
         if not matched and fixture.inert_under_graphs and inert_in_graph_timing(record):

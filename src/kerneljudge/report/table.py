@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kerneljudge.config import native_mode
 from kerneljudge.results.verdict import Record
 
 STATUS_STYLE = {
@@ -64,7 +65,7 @@ def verdict_table(record: Record) -> Table:
             for k, word in words.items()
             if any(t.kind == k for t in c.trials)
         )
-        if c.shape_family is None and record.config.get("mode") != "off":
+        if c.shape_family is None and not native_mode(record.config.get("mode")):
             kinds += "; no shape family declared"
         elif c.shape_family is not None and c.shape_family.get("derived"):
             kinds += "; shape family derived from " + ", ".join(c.shape_family.get("names", []))

@@ -134,10 +134,11 @@ class WorkerTalk:
         timeout_s: float | None = None,
         placed: tuple[Any, dict[str, Any]] | None = None,
         fetch: tuple[str, ...] = ("values", "inputs", "init_inputs", "captured"),
-        interim: Callable[[dict[str, Any]], protocol.Request | None] | None = None,
-    ) -> tuple[dict[str, Any], Any]:
-        """Send one request (kerneljudge.protocol) and return the response header and the values it names
-        under `fetch`, read from the worker's channel (at most `max_bytes` of tensors, else WorkerOversized).
+        interim: Callable[[protocol.Interim], protocol.Request | None] | None = None,
+    ) -> tuple[protocol.Answer, Any]:
+        """Send one request (kerneljudge.protocol) and return its answer, decoded (protocol/responses.py), and the
+        values it names under `fetch`, read from the worker's channel (at most `max_bytes` of tensors, else
+        WorkerOversized).
 
         `values` are written to the worker's inbox; `placed` is (tree, descriptions) of values already
         there (a trial's inputs the reference worker wrote for the candidate). `interim` answers each frame
@@ -149,33 +150,34 @@ class WorkerTalk:
         tree, described = placed if placed is not None else self.channels.access.put(inbox, values or [])
         deadline = self._deadline(timeout_s)
         self._send({**request.header(), "args": tree, "tensors": described}, deadline)
-        response = self.receive(deadline=deadline)
-        while (
-            interim is not None
-            and isinstance(response, dict)
-            and response.get("type") in protocol.INTERIM.get(request.op, ())
-        ):
-            reply = interim(response)
+        answer = self.answer(request, deadline, interim is not None)
+        while isinstance(answer, protocol.Interim) and interim is not None:
+            reply = interim(answer)
             if reply is None:
                 self.kill()
-                what = f"{response.get('type')!r} out of turn"
-                raise WorkerProtocolError(f"the {self.role} worker broke protocol: {what}")
+                raise WorkerProtocolError(f"the {self.role} worker broke protocol: {answer.kind!r} out of turn")
             self._send(reply.header(), deadline)
-            response = self.receive(deadline=deadline)
-        self.last_clock = clock_parts(response.get("clock_s") if isinstance(response, dict) else None)
+            answer = self.answer(request, deadline, True)
+        keys = [k for k in fetch if getattr(answer, k, None) is not None]
+        self.described(answer, keys, max_bytes)
         try:
-            protocol.check_response(request, response)
-        except protocol.ProtocolError as exc:
-            self.kill()
-            raise WorkerProtocolError(f"the {self.role} worker broke protocol: {exc}") from None
-        keys = [k for k in fetch if k in response]
-        self.described(response, keys, max_bytes)
-        try:
-            unpacked = {k: self.channels.access.get(response[k], response.get("tensors"), "cpu") for k in keys}
+            unpacked = {k: self.channels.access.get(getattr(answer, k), answer.tensors, "cpu") for k in keys}
         except (wire.WireError, channel.ChannelError) as exc:
             self.kill()
             raise WorkerProtocolError(f"the {self.role} worker sent malformed values: {exc}") from None
-        return response, unpacked
+        return answer, unpacked
+
+    def answer(self, request: protocol.Request, deadline: float, interim: bool) -> protocol.Answer:
+        """The worker's next frame within `request`, decoded as an answer to it (with `interim`, a frame sent
+        within it may be one); a frame that answers no such way breaks the protocol, and the worker is killed.
+        The clock it reports is kept first (`last_clock`), whatever the frame."""
+        frame = self.receive(deadline=deadline)
+        self.last_clock = clock_parts(protocol.clock_report(frame))
+        try:
+            return protocol.decode_answer(request, frame, interim=interim)
+        except protocol.ProtocolError as exc:
+            self.kill()
+            raise WorkerProtocolError(f"the {self.role} worker broke protocol: {exc}") from None
 
     def _send(self, frame: dict[str, Any], deadline: float) -> None:
         """Write one frame to the worker's request pipe by `deadline`."""
@@ -188,14 +190,15 @@ class WorkerTalk:
             returncode, by_itself = self._ended()
             raise WorkerCrashed(self._died(returncode, by_itself), returncode) from None
 
-    def described(self, response: dict[str, Any], keys: list[str], max_bytes: int | None = None) -> int:
-        """Check that the tensors the response names under `keys` lie in this worker's outbox and add up to at
-        most `max_bytes`; their byte count. A worker that breaks this is killed (WorkerOversized, or a
+    def described(self, answer: protocol.Answer, keys: list[str], max_bytes: int | None = None) -> int:
+        """Check that the tensors the answer names under `keys` (its value trees) lie in this worker's outbox and
+        add up to at most `max_bytes`; their byte count. A worker that breaks this is killed (WorkerOversized, or a
         protocol error)."""
-        descriptions = response.get("tensors") or {}
+        descriptions = answer.tensors or {}
         try:
-            names = set().union(*(wire.tensor_names(response[k]) for k in keys if k in response))
-            if not isinstance(descriptions, dict) or names - set(descriptions):
+            trees = [getattr(answer, k, None) for k in keys]
+            names = set().union(*(wire.tensor_names(tree) for tree in trees if tree is not None))
+            if names - set(descriptions):
                 raise channel.ChannelError("a value refers to an undescribed tensor")
             total = 0
             for name in names:

@@ -6,6 +6,9 @@ task's dtype, shape and input magnitude. Every operation computes in fp32 and re
 as production kernels do; the judge's per-dtype tolerance (docs/tolerances.md) applies, and docs/tasks.md
 gives the reason for each number and each edge case. `candidates/` holds one honest Triton candidate per
 operation that serves every task of it.
+
+- this module: the suite (`SUITE`, `BY_NAME`), its shape families, and `resolve`, a `builtin:` spec to its tasks;
+- `ops/` (the operations) and `candidates/` (their honest candidates): text the judge reads, never imports.
 """
 
 from __future__ import annotations

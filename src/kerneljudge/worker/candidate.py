@@ -203,6 +203,7 @@ class CandidateWorker(Worker):
             span = tracer.range if tracer is not None else (lambda name: contextlib.nullcontext())
             try:
                 watch = evidence.CallWatch(inputs, self.pinned_flags, self.device)
+                judges_before = evidence.native_thread_ids()  # what the judge's own setup below starts is its own
                 if tracer is not None:
                     stack.enter_context(tracer.active())
                     with span("marker"):  # one tiny kernel that names the current stream in the trace
@@ -212,6 +213,8 @@ class CandidateWorker(Worker):
                 poisoned = self.poison(request.poison_bytes)
                 if request.call_seed is not None:  # the random state the reference's call started from
                     self.set_seed(request.call_seed)
+                watch.judge_threads(evidence.native_thread_ids() - judges_before)
+                watch.host_busy = perturbed.get("applied") in perturb.HOST_BUSY_KINDS
                 began = time.perf_counter()
                 watch.calling()  # the stream the call is made on, compared with the one it leaves (KJ-R028)
                 with torch.no_grad(), span("call"):

@@ -300,15 +300,16 @@ class ThreadClocks:
     """Every thread's CPU clock from a call's return on: `busy` says which threads but the calling one used CPU
     since (a thread started since counts its whole time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, judges: set[int] | None = None) -> None:
         self.caller = threading.get_native_id()
+        self.judges = set(judges or ())  # threads the judge's own instrumentation started (CallWatch.judge_threads)
         self.began = time.perf_counter()
         self.start = {tid: thread_cpu_s(tid) for tid in native_thread_ids()}
 
     def busy(self) -> dict[str, Any]:
         window_ms = (time.perf_counter() - self.began) * 1e3
         threads = []
-        for tid in sorted(native_thread_ids() - {self.caller}):
+        for tid in sorted(native_thread_ids() - {self.caller} - self.judges):
             now = thread_cpu_s(tid)
             if now is None:
                 continue
@@ -437,6 +438,19 @@ class CallWatch:
         self.children_before = set(child_processes())
         self.streams: StreamWatch | None = None
         self.clocks: ThreadClocks | None = None
+        self.judges: set[int] = set()
+        self.host_busy = False  # the judge's own host-side work goes on past the return (perturb.HOST_BUSY_KINDS)
+
+    def judge_threads(self, tids: set[int]) -> None:
+        """The native threads the judge's own work around this call started (the kernel trace's profiler, a
+        perturbed replay's streams, pinned buffers and compiled kernel; worker/candidate.py takes them between
+        this watch's start and the call): the worker's, not the candidate's, for KJ-R012. CUDA's and CUPTI's
+        service threads are unnamed ("python3") and start on first use, so a name cannot tell them apart."""
+        tids = tids - self.tids_before
+        NATIVE_BASELINE["tids"] |= tids  # and at a later load's evidence too
+        self.judges |= tids
+        self.tids_before |= tids
+        self.tasks_before += len(tids)
 
     def calling(self) -> None:
         """Just before the call: the current stream it is made on."""
@@ -447,7 +461,7 @@ class CallWatch:
         every thread's CPU clock from now on."""
         if self.streams is not None:
             self.streams.returned()
-        self.clocks = ThreadClocks()
+        self.clocks = None if self.host_busy else ThreadClocks(self.judges)
 
     def on_entry(self) -> Any:
         """A context that queues work on the stream the call was made on."""

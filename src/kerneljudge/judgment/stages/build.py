@@ -32,14 +32,10 @@ from kerneljudge.sandbox.talk import WorkerFailure
 from kerneljudge.tasks.inputs_source import inputs_source
 from kerneljudge.tasks.shapes import MalformedFamily, describe_shape, family_from, size_integers
 
-# The error response of a candidate worker that found no ModelNew to build (worker/candidate.py, op_load).
-NO_MODEL_ERROR = {
-    "type": "error",
-    "phase": "init",
-    "exc_type": "AttributeError",
-    "exc_module": "builtins",
-    "message": "the candidate defines no ModelNew",
-}
+# The error answer of a candidate worker that found no ModelNew to build (worker/candidate.py, op_load).
+NO_MODEL_ERROR = protocol.Error(
+    phase="init", exc_type="AttributeError", exc_module="builtins", message="the candidate defines no ModelNew"
+)
 
 
 def run_preflight(state: JudgmentState) -> None:
@@ -58,7 +54,7 @@ def run_preflight(state: JudgmentState) -> None:
         ) from None
     state.findings.extend(result.findings)
     state.declared_kernels = result.report.declared_kernels
-    if result.rejected and state.config.mode == "enforce":
+    if result.rejected and state.config.enforcing:
         raise CandidateFailed(integrity_failure(state.findings, "preflight", "rejected before import"))
     if result.defines_no_model:  # the failure its worker would report (worker/candidate.py), without one
         raise CandidateFailed(error_failure(NO_MODEL_ERROR, "init"))
@@ -127,12 +123,15 @@ def reference_hello(state: JudgmentState) -> dict[str, Any]:
     return hello
 
 
-def task_failed(state: JudgmentState, response: dict[str, Any], what: str) -> NoReturn:
-    """The reference failed: the task cannot run here (UNSUPPORTED) or it is broken (a judge error)."""
-    reason = unsupported_reason(response, state.device)
+def task_failed(state: JudgmentState, error: protocol.Answer, what: str) -> NoReturn:
+    """The reference failed (`error`, its answer: an error, or a kind the request cannot have gone wrong with):
+    the task cannot run here (UNSUPPORTED) or it is broken (a judge error)."""
+    if not isinstance(error, protocol.Failed):
+        raise JudgeFailed(f"{what}: the reference worker answered {error.kind!r}")
+    reason = unsupported_reason(error, state.device)  # type: ignore[arg-type]  # (its transitional dict reads)
     if reason is not None:
         raise TaskUnsupported(reason)
-    raise JudgeFailed(f"{what}: {response.get('exc_type')}: {response.get('message')}")
+    raise JudgeFailed(f"{what}: {error.exc_type}: {error.message}")
 
 
 def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
@@ -142,20 +141,21 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
     # (judgment/stages/timing_ahead.py)
     room = state.readies_ahead and shape is None and state.device == "cuda" and state.ahead_fits is None
     load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room)
-    response, values = ask(state, "reference", load)
+    loaded, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""
-    if response.get("type") != "loaded":
-        task_failed(state, response, f"the task failed to {response.get('phase')}{where}")
+    if not isinstance(loaded, protocol.Loaded):
+        phase = loaded.phase if isinstance(loaded, protocol.Failed) else loaded.kind
+        task_failed(state, loaded, f"the task failed to {phase}{where}")
     total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
-    if shape is None and response.get("footprint"):
-        state.footprint = response["footprint"]  # what a run short of memory is set against (device_memory.py)
+    footprint = loaded.footprint
+    if shape is None and footprint:
+        state.footprint = footprint  # what a run short of memory is set against (device_memory.py)
     if room:
-        footprint = response.get("footprint")
         state.ahead_fits = ahead_fits(footprint, total, timing_pool_sets(footprint, total))
     if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
-        state.pool_sets = timing_pool_sets(response.get("footprint"), total)
+        state.pool_sets = timing_pool_sets(footprint, total)
         timed, beside = state.config.timing, bool(state.ahead_fits)
-        state.reserved_bytes = memory_need(response.get("footprint"), timed, state.pool_sets, beside=beside)
+        state.reserved_bytes = memory_need(footprint, timed, state.pool_sets, beside=beside)
         if state.reserved_bytes:
             state.progress(f"waiting for {state.reserved_bytes / 2**30:.1f} GiB of device memory")
         waited = time.monotonic()
@@ -163,12 +163,12 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         state.admitted = True
         add_waiting(state, time.monotonic() - waited)
     if shape is None:
-        state.inputs_writable = response.get("inputs_writable") is True
+        state.inputs_writable = loaded.inputs_writable is True
     if shape is None and not state.family_read and not state.native:
         state.family_read = True
-        state.size_integers = size_integers(response.get("integers"))
+        state.size_integers = size_integers(loaded.integers)
         try:
-            state.family = family_from(response)
+            state.family = family_from(loaded)  # type: ignore[arg-type]  # (its transitional dict reads)
         except MalformedFamily as exc:
             if state.config.shape_trials:  # the task asks for shapes the judge cannot draw: the task's fault
                 raise JudgeFailed(f"the task's shape family is malformed: {exc}") from None
@@ -207,13 +207,13 @@ def build_candidate(state: JudgmentState, init_inputs: Any, shape: dict[str, Any
     """Import the candidate and build its model (the first time), or build it again at a hidden shape."""
     # With inputs made in each worker, the task's inputs-only source is loaded before the candidate's.
     load = protocol.Load(seed=state.config.public_seed, task=inputs_text(state))
-    response, _ = ask_candidate(state, load, "build", values=init_inputs)
-    if response.get("type") == "error":
-        failure = error_failure(response, "import" if response.get("phase") == "import" else "init")
+    loaded, _ = ask_candidate(state, load, "build", values=init_inputs)
+    if isinstance(loaded, protocol.Error):
+        failure = error_failure(loaded, "import" if loaded.phase == "import" else "init")
         if shape:
             failure.summary = f"at {describe_shape(shape)}: {failure.summary}"
         raise CandidateFailed(failure)
-    if response.get("type") != "loaded":
+    if not isinstance(loaded, protocol.Loaded):
         raise CandidateFailed(Failure(kind="crash", phase="build", summary="the candidate worker broke protocol"))
     if not state.native:
-        state.add_findings(import_findings(response.get("evidence"), state.config.policy))
+        state.add_findings(import_findings(loaded.evidence, state.config.policy))

@@ -51,23 +51,23 @@ def reference_trial(
         inputs_to="made" if state.inputs_made(shape) else "candidate",
         on_device=not state.native,  # KernelBench makes inputs on the host: `off` does too
     )
-    response, _ = ask(state, "reference", trial)
-    if response.get("type") != "trial":
-        task_failed(state, response, f"the reference failed on seed {seed}")
-    state.signature = dict(response.get("signature") or {})
-    state.task_check = bool(response.get("task_check"))
-    if response.get("draws_random") and not state.draws_random:
+    ran, _ = ask(state, "reference", trial)
+    if not isinstance(ran, protocol.TrialRun):
+        task_failed(state, ran, f"the reference failed on seed {seed}")
+    state.signature = dict(ran.signature)
+    state.task_check = ran.task_check
+    if ran.draws_random and not state.draws_random:
         state.draws_random = True
         state.add_findings([draws_random_note()])
     values = [item for item in signature_items(state.signature) if "dtype" not in item]
     if values:
         raise JudgeFailed(f"the reference returns a {values[0].get('type')}, not a tensor: nothing to compare")
     if oracle:
-        state.oracle_dtype = response.get("oracle_dtype")
-    state.trial_screen = response.get("screen")
-    state.reference_evidence = response.get("evidence")
-    inputs = {"made": response["made"]} if "made" in response else (response["inputs"], response["input_tensors"])
-    return inputs, dict(response.get("variant") or distribution)
+        state.oracle_dtype = ran.oracle_dtype
+    state.trial_screen = ran.screen
+    state.reference_evidence = ran.evidence
+    inputs = {"made": ran.made} if ran.made is not None else (ran.inputs, ran.input_tensors)
+    return inputs, dict(ran.variant or distribution)
 
 
 def call_candidate(
@@ -78,9 +78,9 @@ def call_candidate(
     trace: bool = False,
     keep_inputs: bool = False,
     perturb: dict[str, Any] | None = None,
-) -> dict[str, Any] | None:
+) -> protocol.Output | None:
     """One candidate call on the inputs the reference wrote to its inbox or that its worker makes again
-    ({"made": ...}), or, for a canary, on the previous storage; maybe traced. Its response, whose outputs
+    ({"made": ...}), or, for a canary, on the previous storage; maybe traced. Its answer, whose outputs
     lie in its outbox, checked against the signature; None when its worker could not make the inputs
     (they are shipped from then on: the trial must be run again)."""
     size = expected_bytes(state.signature)
@@ -97,29 +97,32 @@ def call_candidate(
         perturb=perturb,  # a perturbed replay's conditions (worker/correctness/perturb.py)
     )
     placed = ([], {}) if made is not None else inputs
-    response, _ = ask_candidate(state, call, phase, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20))
-    if response.get("type") == "error":
-        raise CandidateFailed(error_failure(response, phase))
-    if response.get("type") == "inputs_differ" and made is not None:
-        state.inputs = {**state.inputs, "shipped": phase, "why": str(response.get("detail"))[:500]}
+    output, _ = ask_candidate(state, call, phase, placed=placed, fetch=(), max_bytes=2 * size + (1 << 20))
+    if isinstance(output, protocol.Error):
+        raise CandidateFailed(error_failure(output, phase))
+    if isinstance(output, protocol.InputsDiffer) and made is not None:
+        state.inputs = {**state.inputs, "shipped": phase, "why": output.detail[:500]}
         return None
-    note_poisoning(state, response.get("poisoned_bytes"), call.poison_bytes, phase)
+    # (an `inputs_differ` for inputs it was not asked to make: no evidence, and no output described, below)
+    called = output if isinstance(output, protocol.Output) else None
+    note_poisoning(state, called.poisoned_bytes if called else None, call.poison_bytes, phase)
+    evidence = called.evidence if called else None
     if not state.native:
         state.add_findings(
-            call_findings(
-                response.get("evidence"), state.reference_evidence, phase, state.config.policy, state.inputs_writable
-            )
+            call_findings(evidence, state.reference_evidence, phase, state.config.policy, state.inputs_writable)
         )
     if trace:
-        keep_trace(state, response.get("evidence"), phase)
-    problem = check_structure(response, state.signature, state.device or "cpu", exact=not state.task_check)
-    if problem is None and response.get("type") == "output":
-        problem = check_received(response)
+        keep_trace(state, evidence, phase)
+    # (checks/outputs.py reads the answer through its transitional dict access)
+    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)  # type: ignore[arg-type]
+    if problem is None and called is not None:
+        problem = check_received(called)  # type: ignore[arg-type]
     if problem is None:
-        candidate_step(lambda: worker.described(response, ["values"], 2 * size + (1 << 20)), phase=phase)
+        candidate_step(lambda: worker.described(output, ["values"], 2 * size + (1 << 20)), phase=phase)
     if problem is not None:
         raise CandidateFailed(Failure(kind=problem.kind, phase=phase, summary=problem.summary))  # type: ignore[arg-type]
-    return response
+    assert called is not None  # (an answer that describes no output has its problem above)
+    return called
 
 
 def note_poisoning(state: JudgmentState, poisoned: Any, asked: int, phase: str) -> None:
@@ -163,11 +166,10 @@ def tolerance_specs(state: JudgmentState, native: bool = False) -> list[dict[str
     ]
 
 
-def compare(
-    state: JudgmentState, slot: str, cand: dict[str, Any], method: str, keep: bool = False, key: str = "values"
-) -> list:
-    """The reference worker's comparison of the candidate's outputs (`cand`, its response: the outputs lie
-    in its outbox) with slot `slot`; a list of results, one per output."""
+def compare(state: JudgmentState, slot: str, cand: protocol.Described, method: str, keep: bool = False) -> list:
+    """The reference worker's comparison of the candidate's outputs (`cand`, its answer: the outputs lie in its
+    outbox, under `values` for a call, `captured` for a kept or rechecked one) with slot `slot`; a list of results,
+    one per output."""
     request = protocol.Compare(
         slot=slot,
         method=method,
@@ -176,13 +178,12 @@ def compare(
         container=state.signature.get("container", "Tensor"),
         tolerances=tolerance_specs(state, native=method == "native"),
     )
-    names = wire.tensor_names(cand[key])
-    placed = (cand[key], {n: cand["tensors"][n] for n in names})
-    response, _ = ask(state, "reference", request, placed=placed)
-    if response.get("type") != "compared":
-        raise JudgeFailed(
-            f"the reference worker could not compare the outputs: {response.get('exc_type')}: {response.get('message')}"
-        )
-    state.last_task_check = response.get("task_check")
-    state.last_digests = response.get("digests")
-    return list(response["results"])
+    names = wire.tensor_names(cand.tree)
+    placed = (cand.tree, {n: (cand.tensors or {})[n] for n in names})
+    compared, _ = ask(state, "reference", request, placed=placed)
+    if not isinstance(compared, protocol.Compared):
+        said = f"{compared.exc_type}: {compared.message}" if isinstance(compared, protocol.Failed) else compared.kind
+        raise JudgeFailed(f"the reference worker could not compare the outputs: {said}")
+    state.last_task_check = compared.task_check
+    state.last_digests = compared.digests
+    return list(compared.results)

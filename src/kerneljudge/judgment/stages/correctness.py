@@ -4,7 +4,8 @@ order (the canary that reuses storage, the traced calls, the replays), the refer
 degenerate outputs, then the hidden shapes and compute-sanitizer; with `timing_ahead`, the timing pair is made
 ready beside them from the first trial that passed (judgment/stages/timing_ahead.py). The first miss fails the
 candidate.
-`off`, KernelBench's own evaluation, takes its own path (native.py).
+`off`, KernelBench's own evaluation, takes its own path (native.py). The stage fills the result it is given
+(results.CorrectnessRun), so that the replays and the sanitizer's run before a failure reach the record.
 """
 
 from __future__ import annotations
@@ -18,19 +19,22 @@ from kerneljudge.judgment import sanitizer as sanitize
 from kerneljudge.judgment.gate import POOL_SETS
 from kerneljudge.judgment.stages import hidden_shapes, native, sanitizer, timing_ahead
 from kerneljudge.judgment.stages.calls import call_candidate, reference_trial
+from kerneljudge.judgment.stages.failures import CandidateFailed
 from kerneljudge.judgment.stages.reference_replay import rerun_reference
 from kerneljudge.judgment.stages.replays import replay
+from kerneljudge.judgment.stages.results import CorrectnessRun, Replays, SanitizerRun
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.trials import check_trial
 from kerneljudge.judgment.stages.workers import let_others_measure
 
 
-def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision]) -> None:
-    """Draw the plan and run its trials; then the hidden shapes and compute-sanitizer. (`off` is
-    KernelBench's own evaluation: judgment/stages/native.py.)"""
+def run(
+    state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision], result: CorrectnessRun
+) -> CorrectnessRun:
+    """Draw the plan and run its trials; then the hidden shapes and compute-sanitizer; `result` filled as they go.
+    (`off` is KernelBench's own evaluation: judgment/stages/native.py.)"""
     if state.native:
-        native.run_correctness(state)
-        return
+        return native.run_correctness(state, result)
     config = state.config
     state.plan = hidden_plan.draw(
         config.public_seed,
@@ -55,16 +59,31 @@ def run(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision
             "trace": index in plan.trace_at,
             "keep_inputs": index + 1 == plan.canary_at,
         }
-        distribution = run_trial(state, index, kind, seed, trial.distribution, call, index in plan.replay_at)
+        replayed = result.replays if index in plan.replay_at else None
+        distribution = run_trial(state, index, kind, seed, trial.distribution, call, replayed)
         if state.trial_screen is not None:
             screens.append(state.trial_screen)
         if distribution.get("kind") == "standard" or "rejected" in distribution:
-            state.timing_sets = (state.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
-            timing_ahead.start(state)  # where asked, once: the pair's pool staged beside the trials that follow
+            result.timing_sets = (result.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
+            # where asked, once: the pair's pool staged beside the trials that follow
+            timing_ahead.start(state, result.timing_sets)
     state.add_findings(degenerate_outputs(screens))
     hidden_shapes.run(state)
-    sanitizer.run(state, sanitizer_decision())
-    state.correctness_passed = True
+    decided = sanitizer_decision()
+    state.capabilities["compute_sanitizer"] = decided.capability  # as decided, should its run end in an error
+    result.sanitizer = sanitizer.run(state, decided)
+    file_sanitizer_run(state, result.sanitizer)
+    result.passed = True
+    return result
+
+
+def file_sanitizer_run(state: JudgmentState, ran: SanitizerRun) -> None:
+    """compute-sanitizer's run among the judgment's capabilities, findings and logs; its failure the candidate's."""
+    state.closed_logs.update(ran.logs)
+    state.capabilities["compute_sanitizer"] = ran.capability
+    state.add_findings(list(ran.findings))
+    if ran.failure is not None:
+        raise CandidateFailed(ran.failure)
 
 
 def run_trial(
@@ -74,18 +93,19 @@ def run_trial(
     seed: int,
     distribution: dict[str, Any],
     call: dict[str, Any],
-    replayed: bool,
+    replayed: Replays | None,
 ) -> dict[str, Any]:
     """One trial: the reference's run, the candidate's call, the comparison, and the replay where one is
-    due; the distribution the inputs had. Run again, its inputs shipped, where the candidate's worker
-    could not make them as the reference did, at the call or at the replay (`call_candidate`: None)."""
+    due (`replayed`: the judgment's replays, which it adds to); the distribution the inputs had. Run again, its
+    inputs shipped, where the candidate's worker could not make them as the reference did, at the call or at the
+    replay (`call_candidate`: None)."""
     while True:  # twice at most: once shipped, call_candidate always answers
         inputs, used = reference_trial(state, seed, oracle=True, distribution=distribution)
         rerun_reference(state, seed, used, inputs)  # once per judgment, at the first trial: is the task itself random?
         cand = call_candidate(state, inputs, **call)
         if cand is None:
             continue
-        check_trial(state, index, kind, seed, cand, used, keep=replayed)
-        if not replayed or replay(state, index, inputs, keep_inputs=call["keep_inputs"]):
+        check_trial(state, index, kind, seed, cand, used, keep=replayed is not None)
+        if replayed is None or replay(state, replayed, index, inputs, keep_inputs=call["keep_inputs"]):
             return used
         state.trials.pop()  # its record is the second run's

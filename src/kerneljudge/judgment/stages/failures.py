@@ -6,8 +6,7 @@ invalid and punishes nobody) are never mixed; a reference that cannot run here i
 
 from __future__ import annotations
 
-from typing import Any
-
+from kerneljudge.protocol import Failed
 from kerneljudge.results.verdict import Failure, Finding
 
 COMPILE_ERROR_TYPES = {
@@ -37,25 +36,23 @@ class TaskUnsupported(Exception):
     """The task's reference cannot run on this machine (checks/support.py): UNSUPPORTED, with the reason."""
 
 
-def classify_error(response: dict[str, Any]) -> str:
-    """A candidate's error response as a failure kind: `compile_error` or `runtime_error`."""
-    phase = response.get("phase")
-    if phase == "import" or response.get("exc_type") in COMPILE_ERROR_TYPES:
+def classify_error(error: Failed) -> str:
+    """A candidate's error answer as a failure kind: `compile_error` or `runtime_error`."""
+    if error.phase == "import" or error.exc_type in COMPILE_ERROR_TYPES:
         return "compile_error"
-    if "Error building extension" in str(response.get("message", "")):
+    if "Error building extension" in error.message:
         return "compile_error"
     return "runtime_error"
 
 
-def error_failure(response: dict[str, Any], phase: str) -> Failure:
-    """A candidate's error response as the failure of `phase`, its exception and traceback kept."""
-    kind = classify_error(response)
+def error_failure(error: Failed, phase: str) -> Failure:
+    """A candidate's error answer as the failure of `phase`, its exception and traceback kept."""
     return Failure(
-        kind=kind,
+        kind=classify_error(error),
         phase=phase,  # type: ignore[arg-type]
-        summary=f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}",
-        exception=f"{response.get('exc_module')}.{response.get('exc_type')}",
-        traceback=str(response.get("traceback", ""))[-8000:],
+        summary=f"{error.exc_type}: {error.message[:500]}",
+        exception=f"{error.exc_module}.{error.exc_type}",
+        traceback=error.traceback[-8000:],
     )
 
 

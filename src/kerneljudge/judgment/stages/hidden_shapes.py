@@ -69,18 +69,18 @@ def derive_family(state: JudgmentState) -> str:
     a task that declares none; why there is none, where there is none. The judge's own reading of the
     task: where it cannot be had, the task is judged at its public shape, as before."""
     state.progress("deriving a shape family from the task's size globals")
-    response: dict[str, Any] = {}
+    derived: protocol.Answer | None = None
     # The values tried are drawn now, by size class, and recorded in the plan; where the reference worker
     # named no integers, it tries its own fixed ones.
     proposals = state.plan.propose_sizes(state.size_integers) if state.size_integers else None
     try:
-        response, _ = ask(state, "reference", protocol.Derive(proposals=proposals))
-        state.family = read_family(response.get("family")) if response.get("type") == "derived" else None
+        derived, _ = ask(state, "reference", protocol.Derive(proposals=proposals))
+        state.family = read_family(derived.family) if isinstance(derived, protocol.Derived) else None
     except (JudgeFailed, MalformedFamily):
         state.family = None
     if state.family is not None and not state.family.derived:
         state.family = None
-    if response.get("declared") is True:
+    if isinstance(derived, protocol.Derived) and derived.declared:
         return "the task declares that it has no shape but the public one (SHAPE_FAMILY = [])"
     return (
         "the task declares no shape family (SHAPE_FAMILY or get_shape_family()) and none could be derived "

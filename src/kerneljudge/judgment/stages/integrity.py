@@ -2,7 +2,8 @@
 `trace_at`), analysed against the kernels the candidate declares (checks/trace.py: among them the stream
 check, KJ-R024, a kernel on another stream still running after the call) into findings, and the
 `profiler_trace` capability they make. Findings from every other stage are gathered by
-`JudgmentState.add_findings`, one per code; the record turns error-severity ones into a failure.
+`JudgmentState.add_findings`, one per code; the record turns error-severity ones into a failure. The traces are
+kept as the trials run (`keep_trace`, from the candidate's calls) and read once into a `results.TraceReading`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.kernel_names import claims_torch_namespaces
 from kerneljudge.checks.trace import MalformedTrace, analyse, read_call
+from kerneljudge.judgment.stages.results import TraceReading
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.results.verdict import Capability
 
@@ -24,25 +26,27 @@ def keep_trace(state: JudgmentState, evidence: Any, phase: str) -> None:
         state.trace_problems.append(f"{phase}: {exc}")
 
 
-def judge_traces(state: JudgmentState) -> None:
-    """Read the traced calls; a trace that was asked for and not read makes the capability unavailable."""
+def judge_traces(state: JudgmentState) -> TraceReading | None:
+    """Read the traced calls (none are on the CPU or natively): their summary and findings, and the capability; a
+    trace that was asked for and not read makes the capability unavailable."""
     if state.device != "cuda" or state.native:
-        return
+        return None
     declared = {d["name"] for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
+    summary, found = None, []
     if state.traced_calls:
         by_name = not claims_torch_namespaces(state.candidate.text)  # a source can name kernels like torch's
-        state.trace_summary, found = analyse(state.traced_calls, declared, state.config.policy, by_name)
-        state.add_findings(found)
-    if state.trace_problems:
-        problems = {"problems": state.trace_problems}
-        state.add_findings([finding("KJ-R030", "warning", f"kernel trace: {state.trace_problems[0]}", problems)])
-    asked = len(state.traced_calls) + len(state.trace_problems)
-    state.capabilities["profiler_trace"] = Capability(
-        status="available" if asked and not state.trace_problems else "unavailable",
+        summary, found = analyse(state.traced_calls, declared, state.config.policy, by_name)
+    problems = state.trace_problems
+    if problems:
+        found = [*found, finding("KJ-R030", "warning", f"kernel trace: {problems[0]}", {"problems": problems})]
+    asked = len(state.traced_calls) + len(problems)
+    capability = Capability(
+        status="available" if asked and not problems else "unavailable",
         required=True,
         detail=(
             f"{len(state.traced_calls)} call(s) traced at random hidden trials"
-            if asked and not state.trace_problems
-            else ("; ".join(state.trace_problems)[:500] if state.trace_problems else "no call was traced")
+            if asked and not problems
+            else ("; ".join(problems)[:500] if problems else "no call was traced")
         ),
     )
+    return TraceReading(summary, tuple(found), capability)

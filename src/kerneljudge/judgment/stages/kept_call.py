@@ -71,13 +71,15 @@ class KeptCall:
         self.window_ms: float | None = None  # the parent's clock from its `commit` to the `committed` answer
         self.asked: float | None = None  # when the `commit` was answered
 
-    def answer(self, frame: dict[str, Any]) -> protocol.Request | None:
+    def answer(self, frame: protocol.Interim) -> protocol.Request | None:
         """The `keep` (or `commit`) for one `sampled`, the `keep` for the `committed`; None where a frame is out
         of turn (not the next sample, one too many, or a commit not asked for)."""
-        sample = frame.get("sample")
-        if frame.get("type") == "committed":
+        if isinstance(frame, protocol.Committed):
             return self.after_commit(frame)
-        if type(sample) is not int or sample != self.seen or self.seen >= self.samples or self.pending():
+        if not isinstance(frame, protocol.Sampled):
+            return None
+        sample = frame.sample
+        if sample != self.seen or self.seen >= self.samples or self.pending():
             return None
         self.seen += 1
         if sample != self.sample:
@@ -89,11 +91,11 @@ class KeptCall:
         """Whether a `commit` was sent and its `committed` has not come."""
         return self.asked is not None and self.committed is None
 
-    def after_commit(self, frame: dict[str, Any]) -> protocol.Keep | None:
-        if not self.pending() or frame.get("sample") != self.sample:
+    def after_commit(self, frame: protocol.Committed) -> protocol.Keep | None:
+        if not self.pending() or frame.sample != self.sample:
             return None
         self.window_ms = (time.perf_counter() - float(self.asked or 0.0)) * 1e3
-        digests = frame.get("digests")
+        digests = frame.digests
         self.committed = digests if commit_well_formed(digests, self.commits) else []
         if not self.keeps:
             return protocol.Keep(call=-1)
@@ -134,18 +136,17 @@ def commit_well_formed(value: Any, calls: int) -> bool:
     return isinstance(value, list) and len(value) == calls and all(digests_well_formed(d) for d in value)
 
 
-def sample_findings(response: dict[str, Any]) -> list[Finding]:
+def sample_findings(timed: protocol.Timed) -> list[Finding]:
     """What the candidate's worker found in the named sample before the copy, as findings: KJ-R026 where the seal was
     open (worker/seal/sample.py: a hook, a handler, a thread, a mode, a patched namespace or kernel in place as the
     sample ended); KJ-R022, an error whatever the policy, where the named output lay where a later call of its
     sample wrote (an output cache while timed, H01: the red team's `timing_cache`), which its checked calls' outputs
     did not (those that do are timed one call a sample, judgment/stages/timing.shares_outputs)."""
     found = []
-    doors = response.get("sealed_open")
-    if doors:
-        named = [str(d)[:120] for d in (doors if isinstance(doors, list) else [doors])][:20]
+    if timed.sealed_open:
+        named = [str(d)[:120] for d in timed.sealed_open][:20]
         found.append(finding("KJ-R026", "error", f"a timed sample: {', '.join(named[:6])}", {"doors": named}))
-    if response.get("kept_overwritten") is True:
+    if timed.kept_overwritten is True:
         summary = (
             "a timed sample: the checked call's output shares storage with a later call's, as no checked call's did"
         )
@@ -153,21 +154,21 @@ def sample_findings(response: dict[str, Any]) -> list[Finding]:
     return found
 
 
-def kept_problem(response: dict[str, Any]) -> Failure | None:
+def kept_problem(timed: protocol.Timed) -> Failure | None:
     """The candidate's failure where its worker found, before copying the named output, that an output of that
     sample was no plain tensor, that the sample's outputs were made unlike each other, that the named one lay
     where a later call wrote (worker/seal/timed_outputs.py) or that its seal was open (worker/seal/sample.py); else
     None."""
-    if response.get("sealed_open") != []:
+    if timed.sealed_open != []:
         return Failure(kind="integrity_violation", phase="timing", summary=SEALED)
-    if response.get("not_plain") is not None:
-        summary = f"a timed call's output is a {str(response.get('not_plain'))[:200]}, not a plain torch.Tensor"
+    if timed.not_plain is not None:
+        summary = f"a timed call's output is a {timed.not_plain[:200]}, not a plain torch.Tensor"
         return Failure(kind="output_type", phase="timing", summary=summary)
-    differ = response.get("outputs_differ")
+    differ = timed.outputs_differ
     if differ is not None:
-        what, detail = (list(differ) + ["", ""])[:2] if isinstance(differ, list) else ("", str(differ))
+        what, detail = (list(differ) + ["", ""])[:2]
         summary = f"the calls of a timed sample answered unlike each other: {str(detail)[:300]}"
         return Failure(kind=DIFFER_KINDS.get(str(what), "output_type"), phase="timing", summary=summary)  # type: ignore[arg-type]
-    if response.get("kept_overwritten") is True:
+    if timed.kept_overwritten is True:
         return Failure(kind="integrity_violation", phase="timing", summary=OVERWRITTEN)
     return None

@@ -15,14 +15,17 @@ from kerneljudge.checks.screening import degenerate_outputs
 from kerneljudge.judgment import hidden_plan
 from kerneljudge.judgment.gate import POOL_SETS
 from kerneljudge.judgment.stages.calls import call_candidate, reference_trial
+from kerneljudge.judgment.stages.results import CorrectnessRun
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.trials import check_trial
 
 STANDARD = {"kind": "standard"}
 
 
-def run_correctness(state: JudgmentState) -> None:
-    """KernelBench's public trials, in its order, each compared natively; the first miss fails the candidate."""
+def run_correctness(state: JudgmentState, result: CorrectnessRun) -> CorrectnessRun:
+    """KernelBench's public trials, in its order, each compared natively; the first miss fails the candidate
+    (`result` says whether all passed and keeps the trials' sets for the timing pool: nothing is replayed or
+    sanitized here)."""
     config = state.config
     state.plan = hidden_plan.draw(config.public_seed, config.public_trials, 0, 0, True, False, state.source)
     screens = []
@@ -36,6 +39,7 @@ def run_correctness(state: JudgmentState) -> None:
         check_trial(state, index, trial.kind, trial.seed, cand, None, native=True)
         if state.trial_screen is not None:
             screens.append(state.trial_screen)
-        state.timing_sets = (state.timing_sets + [{"seed": trial.seed, "variant": STANDARD}])[-POOL_SETS:]
+        result.timing_sets = (result.timing_sets + [{"seed": trial.seed, "variant": STANDARD}])[-POOL_SETS:]
     state.add_findings(degenerate_outputs(screens))
-    state.correctness_passed = True
+    result.passed = True
+    return result

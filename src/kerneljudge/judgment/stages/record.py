@@ -1,7 +1,8 @@
-"""The record of a judgment, assembled from its state: a pure function, no I/O (the caller reads the clock
-and the environment's fingerprint and passes them in). The float64 oracle's capability, the failure that
-error-severity findings amount to, the status (verdict.decide_status) and the rewards are derived here, as are
-the findings on what the workers left in their workspaces (checks/workspace.py), known only once they closed.
+"""The record of a judgment, assembled from its state and its stages' results (judgment/stages/results.py): a pure
+function, no I/O (the caller reads the clock and the environment's fingerprint and passes them in). The float64
+oracle's capability, the failure that error-severity findings amount to, the status (verdict.decide_status) and the
+rewards are derived here, as are the findings on what the workers left in their workspaces (checks/workspace.py),
+known only once they closed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from kerneljudge import __version__
 from kerneljudge.checks import workspace
 from kerneljudge.judgment.stages import timing_ahead
 from kerneljudge.judgment.stages.failures import integrity_failure
+from kerneljudge.judgment.stages.results import StageResults
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.results.reward import rewards_for
 from kerneljudge.results.verdict import Capability, Correctness, Identity, Record, WorkerLog, decide_status
@@ -19,13 +21,14 @@ from kerneljudge.results.verdict import Capability, Correctness, Identity, Recor
 
 def assemble(
     state: JudgmentState,
+    results: StageResults,
     logs: dict[str, WorkerLog],
     duration_s: float,
     created_at: str,
     environment: dict[str, Any],
 ) -> Record:
-    """The judgment's record, from its state, its workers' logs, its duration, the time it is made at and the
-    environment's fingerprint."""
+    """The judgment's record, from its state, its stages' results, its workers' logs, its duration, the time it is
+    made at and the environment's fingerprint."""
     capabilities = dict(state.capabilities)
     if state.oracle_dtype is not None:
         degraded = state.oracle_dtype != "float64"
@@ -41,19 +44,20 @@ def assemble(
     if failure is None and any(f.severity == "error" for f in findings):
         failure = integrity_failure(findings, "integrity", "integrity rules broken")
     status = decide_status(failure, findings, capabilities)
+    sanitized = results.correctness.sanitizer
     worst = max((o for t in state.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0))
     correctness = Correctness(
         checked=bool(state.trials),  # at least one trial compared: a worker that died at its first call checked none
-        passed=state.correctness_passed,
+        passed=results.correctness.passed,
         method="kernelbench_native" if state.native else "oracle",
         oracle_dtype=state.oracle_dtype,
         tolerance=state.tolerances,
         trials=state.trials,
-        replay=state.replay,
+        replay=results.correctness.replays.as_record(),
         worst=worst,
         shape_family=state.family.summary() if state.family is not None else None,
         inputs=state.inputs,
-        sanitizer=state.sanitizer,
+        sanitizer=sanitized.record if sanitized is not None else None,
         plan=state.plan.as_record() if state.plan is not None else None,
     )
     timing_wall_s = state.stages_s.get("timing")
@@ -81,7 +85,7 @@ def assemble(
         findings=findings,
         capabilities=capabilities,
         preflight={"declared_kernels": state.declared_kernels},
-        kernel_trace=state.trace_summary,
+        kernel_trace=results.traces.summary if results.traces is not None else None,
         correctness=correctness,
         timing=state.timing,
         environment=environment,

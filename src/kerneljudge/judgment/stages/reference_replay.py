@@ -44,9 +44,9 @@ def rerun_reference(state: JudgmentState, seed: int, distribution: dict[str, Any
         slot="trial",
         on_device=True,  # as the trial made them (judgment/stages/calls.reference_trial)
     )
-    response, _ = ask(state, "reference", rerun)
-    if response.get("type") != "reran":
-        task_failed(state, response, f"the reference failed on seed {seed} run again")
+    reran, _ = ask(state, "reference", rerun)
+    if not isinstance(reran, protocol.Reran):
+        task_failed(state, reran, f"the reference failed on seed {seed} run again")
     # Empty where the inputs made again were not the trial's (nothing to set side by side): once is enough.
-    state.reference_rerun = [] if response.get("inputs_differ") else list(response.get("outputs") or [])
+    state.reference_rerun = [] if reran.inputs_differ else list(reran.outputs)
     state.add_findings(nondeterministic_reference(state.reference_rerun))

@@ -4,7 +4,8 @@ scheduling that the worker's own code makes (worker/correctness/perturb.py), dra
 randomness and recorded (`correctness.replay.perturbations`): every kind under strict, two under practical. A
 difference beyond rounding fails as `nondeterministic`; one at rounding level is KJ-C001. What the worker says
 it made is checked against what was asked (`check_report`): a report no honest worker gives fails as
-`integrity_violation`.
+`integrity_violation`. What they find is kept in the judgment's `results.Replays`, which the correctness stage
+hands them and the record reads.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.judgment.gate import footprint_sizes
 from kerneljudge.judgment.stages.calls import call_candidate, compare
 from kerneljudge.judgment.stages.failures import CandidateFailed
+from kerneljudge.judgment.stages.results import Replays
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.timing import l2_flush_bytes
 from kerneljudge.protocol import limits as perturb
@@ -51,14 +53,14 @@ def copy_bytes(footprint: dict[str, Any] | None, reserved_bytes: int) -> int:
 
 
 def perturbations(
-    hello: dict[str, Any] | None, rng: random.Random, policy: str, copy_size: int = DEFAULT_COPY_BYTES
+    hello: dict[str, Any] | None, rng: random.Random, strict: bool, copy_size: int = DEFAULT_COPY_BYTES
 ) -> list[dict[str, Any]]:
     """The perturbed replays of one judgment on CUDA (worker/correctness/perturb.py), drawn from `rng`: every kind in
-    a random
-    order under strict, two kinds under practical, each with random strengths."""
+    a random order under the strict policy (`JudgeConfig.strict`), two kinds under practical, each with random
+    strengths."""
     kinds = list(perturb.PERTURB_KINDS)
     rng.shuffle(kinds)
-    count = len(kinds) if policy == "strict" else PRACTICAL_COUNT
+    count = len(kinds) if strict else PRACTICAL_COUNT
 
     def spec(kind: str) -> dict[str, Any]:
         if kind == "gpu_load":
@@ -127,39 +129,41 @@ def _out_of_bounds(asked: dict[str, Any], counts: dict[str, int]) -> str | None:
     return None
 
 
-def planned(state: JudgmentState) -> list[dict[str, Any]]:
-    """The judgment's perturbations, drawn once (a trial run again draws none anew) and kept in the record."""
-    replay = state.replay or {}
-    if "perturbations" not in replay:
+def planned(state: JudgmentState, replays: Replays) -> list[dict[str, Any]]:
+    """The judgment's perturbations, drawn once (a trial run again draws none anew) and kept in `replays`."""
+    if replays.perturbations is None:
         size = copy_bytes(state.footprint, state.reserved_bytes)
-        drawn = perturbations(state.hello, state.source, state.config.policy, size)
-        state.replay = {**replay, "perturbations": drawn}
-    return list((state.replay or {})["perturbations"])
+        replays.perturbations = perturbations(state.hello, state.source, state.config.strict, size)
+    return list(replays.perturbations)
 
 
-def replay(state: JudgmentState, index: int, inputs: Any, keep_inputs: bool = False) -> bool:
+def replay(state: JudgmentState, replays: Replays, index: int, inputs: Any, keep_inputs: bool = False) -> bool:
     """The trial's call again on the same inputs, and at one trial on CUDA (the plan's `perturbed_at`) again under
-    each drawn perturbation (`planned`), within `PERTURBED_BUDGET_S` past the practical count; False where its
-    worker could not make the inputs again (the trial is run again, shipped)."""
-    if not replay_once(state, index, inputs, keep_inputs, None):
+    each drawn perturbation (`planned`), within `PERTURBED_BUDGET_S` past the practical count, each added to
+    `replays`; False where its worker could not make the inputs again (the trial is run again, shipped)."""
+    if not replay_once(state, replays, index, inputs, keep_inputs, None):
         return False
     if state.plan is None or index != state.plan.perturbed_at:
         return True
     began = time.monotonic()
-    drawn = planned(state)
+    drawn = planned(state, replays)
     for number, spec in enumerate(drawn):
         spent_s = time.monotonic() - began
         if number >= PRACTICAL_COUNT and spent_s > PERTURBED_BUDGET_S:
-            left = [p["kind"] for p in drawn[number:]]
-            state.replay = {**(state.replay or {}), "perturbations_skipped": left, "perturbed_s": round(spent_s, 3)}
+            replays.skipped, replays.perturbed_s = [p["kind"] for p in drawn[number:]], round(spent_s, 3)
             return True
-        if not replay_once(state, index, inputs, keep_inputs, spec):
+        if not replay_once(state, replays, index, inputs, keep_inputs, spec):
             return False
     return True
 
 
 def replay_once(
-    state: JudgmentState, index: int, inputs: Any, keep_inputs: bool, perturb_spec: dict[str, Any] | None
+    state: JudgmentState,
+    replays: Replays,
+    index: int,
+    inputs: Any,
+    keep_inputs: bool,
+    perturb_spec: dict[str, Any] | None,
 ) -> bool:
     """One replay: a difference beyond rounding fails as `nondeterministic`, one at rounding level is KJ-C001."""
     if not state.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
@@ -183,12 +187,9 @@ def replay_once(
         results, key=lambda r: r["metrics"].get("differing_elements", 0)
     )
     entry.update(summary=worst["summary"], **worst["metrics"])
-    replays = (state.replay or {}).get("trials", []) + [entry]
-    state.replay = {
-        **(state.replay or {}),
-        "trials": replays,
-        "bitwise_identical": all(r["differing_elements"] == 0 for r in replays),
-    }
+    identical = all(r["differing_elements"] == 0 for r in [*replays.trials, entry])
+    replays.trials.append(entry)
+    replays.bitwise_identical = identical
     if not worst["passed"]:
         raise CandidateFailed(Failure(kind="nondeterministic", phase=phase, summary=worst["summary"]))
     if worst["metrics"].get("differing_elements"):

@@ -1,7 +1,8 @@
 """compute-sanitizer's hook-up in a judgment: whether it runs (sanitize.decide), and where it does, one call
 of the candidate under each tool in a sandboxed worker of its own at the smallest shape it was right at
 (sanitize.py runs the tools and reads their reports; docs/sanitizer.md). Reports in the candidate's own
-kernels are findings; racecheck's, memcheck's and synccheck's fail it (`race`, `memory_error`).
+kernels are findings; racecheck's, memcheck's and synccheck's fail it (`race`, `memory_error`). The stage returns
+what it found (results.SanitizerRun); the correctness stage files it and fails the candidate on its failure.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from kerneljudge import protocol
 from kerneljudge.judgment import sanitizer as sanitize
 from kerneljudge.judgment.stages.build import inputs_text, load_reference
 from kerneljudge.judgment.stages.calls import reference_trial
-from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
+from kerneljudge.judgment.stages.failures import JudgeFailed, TaskUnsupported
+from kerneljudge.judgment.stages.results import SanitizerRun
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.results.verdict import Capability
 from kerneljudge.tasks.shapes import describe_shape, plain
@@ -25,14 +27,14 @@ def decision(state: JudgmentState) -> sanitize.Decision:
     return sanitize.decide(state.config, state.device, state.declared_kernels, state.candidate.text, path)
 
 
-def run(state: JudgmentState, decided: sanitize.Decision) -> None:
+def run(state: JudgmentState, decided: sanitize.Decision) -> SanitizerRun:
     """One call of the candidate under each compute-sanitizer tool, each in a sandboxed worker of its own,
     at the smallest shape it was right at (sanitize.py, docs/sanitizer.md): reports in its own kernels are
-    findings, and racecheck's, memcheck's and synccheck's fail it (`race`, `memory_error`)."""
-    state.capabilities["compute_sanitizer"] = decided.capability
+    findings, and racecheck's, memcheck's and synccheck's are a failure (`race`, `memory_error`). Where the tools
+    do not run, the capability `decided` says why."""
     path = decided.path
     if not decided.run or path is None:
-        return
+        return SanitizerRun(decided.capability)
     shape = sanitize.smallest_shape(state.family, state.checked_shapes)
     where = describe_shape(shape) if shape else "the public shape"
     state.progress(f"compute-sanitizer: one call at {where} under {', '.join(decided.tools)}")
@@ -41,8 +43,7 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> None:
     try:
         init_placed = channels.access.put("candidate_in", load_reference(state, shape))
     except (JudgeFailed, TaskUnsupported) as exc:  # it ran there before: the tools are not run, and say why
-        state.capabilities["compute_sanitizer"] = Capability(status="degraded", required=False, detail=str(exc))
-        return
+        return SanitizerRun(Capability(status="degraded", required=False, detail=str(exc)))
 
     def make_inputs() -> tuple[protocol.Call, Any]:
         inputs, _ = reference_trial(state, state.source.randrange(2**32 - 1), False, {"kind": "standard"}, shape)
@@ -56,17 +57,14 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> None:
     )
     runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s, decided.tools)
     cap = state.config.log_cap_bytes
-    state.closed_logs.update({f"candidate_{t}": sanitize.kept_log(w, cap) for t, w in workers.items()})
+    logs = {f"candidate_{t}": sanitize.kept_log(w, cap) for t, w in workers.items()}
     declared = {str(d["name"]) for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
     found, kept, failure, capability = sanitize.conclude(runs, declared, state.config.policy, path, where)
-    state.sanitizer = {
+    record = {
         **kept,
         "reason": decided.reason,
         "tools_run": list(decided.tools),
         "shape": {name: plain(tree) for name, tree in shape.items()} if shape else None,
         "seconds": round(time.monotonic() - began, 3),
     }
-    state.capabilities["compute_sanitizer"] = capability
-    state.add_findings(found)
-    if failure is not None:
-        raise CandidateFailed(failure)
+    return SanitizerRun(capability, record, tuple(found), failure, logs)

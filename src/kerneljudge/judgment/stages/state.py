@@ -1,8 +1,11 @@
-"""What one judgment knows as it goes: the state every stage reads and extends, and the record is made from.
+"""What one judgment knows as it goes: the state the stages read and extend, and the record is made from.
 
 The inputs (task, candidate, configuration, the batch lane's gate and GPU, cached baselines) and the one
 source of randomness come first, then the judge's spare worker pairs where it keeps them; everything after
-them starts empty and is filled by the stages in order.
+them starts empty and is filled by the stages in order. What a stage returns as its own result
+(judgment/stages/results.py: the correctness stage's replays, sanitizer run and the trials' sets the timing pool
+makes again, the kernel traces read) is not here: judgment/pipeline.py keeps it, hands it to the stages that need
+it and to the record.
 """
 
 from __future__ import annotations
@@ -76,9 +79,7 @@ class JudgmentState:
     findings: list[Finding] = field(default_factory=list)
     capabilities: dict[str, Capability] = field(default_factory=dict)
     trials: list[TrialRecord] = field(default_factory=list)
-    replay: dict[str, Any] | None = None
     checked_shapes: list[dict[str, Any]] = field(default_factory=list)  # hidden shapes the candidate was right at
-    sanitizer: dict[str, Any] | None = None  # compute-sanitizer's run (sanitize.py), where it ran
     oracle_dtype: str | None = None
     timing: Timing = field(default_factory=lambda: Timing(measured=False, reason="not reached"))
     device: str | None = None
@@ -94,11 +95,8 @@ class JudgmentState:
     # fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
     ahead: TimingAhead | None = None
     ahead_fits: bool | None = None
-    correctness_passed: bool = False
     tolerances: dict[str, Any] = field(default_factory=dict)
-    # The trials whose inputs the timing pool makes again (seed and distribution), and the reference
-    # output's signature (dtype and shape of each item) at the public shape.
-    timing_sets: list[dict[str, Any]] = field(default_factory=list)
+    # The reference output's signature (dtype and shape of each item) at the public shape.
     signature: dict[str, Any] = field(default_factory=dict)
     inputs_writable: bool = False  # the task lets the candidate write into its inputs (INPUTS_WRITABLE)
     task_check: bool = False  # the task checks outputs itself (a GPU MODE problem's check_implementation)
@@ -123,7 +121,6 @@ class JudgmentState:
     last_digests: list[Any] | None = None  # the digests of a timed output as the reference's worker received it
     traced_calls: list[CallTrace] = field(default_factory=list)
     trace_problems: list[str] = field(default_factory=list)
-    trace_summary: dict[str, Any] | None = None
     family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
     family_read: bool = False
     size_integers: dict[str, int] = field(default_factory=dict)  # the integers a derived family may vary (Derive)
@@ -149,7 +146,7 @@ class JudgmentState:
     @property
     def native(self) -> bool:
         """KernelBench's own evaluation (`--mode off`, judgment/stages/native.py): none of the hardened stages' work."""
-        return self.config.mode == "off"
+        return self.config.native
 
     @property
     def readies_triton(self) -> bool:
@@ -184,7 +181,7 @@ class JudgmentState:
 
     def voiding_codes(self) -> list[str]:
         """In enforce mode, the codes of the error findings that already make the verdict FAIL (none otherwise)."""
-        if self.config.mode != "enforce":
+        if not self.config.enforcing:
             return []
         return sorted({f.code for f in self.findings if f.severity == "error"})
 

@@ -103,30 +103,33 @@ def time_side(
         interim = keeper.answer if keeper is not None else None
         began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
         if role == "candidate":
-            response, _ = ask_candidate(state, timing, "timing", op=time_op(request), fetch=(), interim=interim)
+            answer, _ = ask_candidate(state, timing, "timing", op=time_op(request), fetch=(), interim=interim)
             request_ms = (time.perf_counter() - began) * 1e3
-            if response.get("type") == "graph_unsupported":
-                raise GraphUnsupported(f"the candidate side: {response.get('message')}", side=role)
-            if response.get("type") == "error":
-                raise CandidateFailed(error_failure(response, "timing"))
+            if isinstance(answer, protocol.GraphUnsupported):
+                raise GraphUnsupported(f"the candidate side: {answer.message}", side=role)
+            if isinstance(answer, protocol.Error):
+                raise CandidateFailed(error_failure(answer, "timing"))
             if keeper is not None:
-                state.deferred_checks.append(kept_set(state, keeper, response))
+                state.deferred_checks.append(kept_set(state, keeper, answer))
                 if not deferred:
                     check_deferred(state)
         else:
-            response, _ = ask(state, "reference", timing, fetch=(), op=time_op(request), interim=interim)
+            answer, _ = ask(state, "reference", timing, fetch=(), op=time_op(request), interim=interim)
             request_ms = (time.perf_counter() - began) * 1e3
-            if response.get("type") == "graph_unsupported":
-                raise GraphUnsupported(f"the {role} side: {response.get('message')}", side=role)
-            if response.get("type") == "error":
-                raise JudgeFailed(f"the {role} failed while timed: {response.get('message')}")
+            if isinstance(answer, protocol.GraphUnsupported):
+                raise GraphUnsupported(f"the {role} side: {answer.message}", side=role)
+            if isinstance(answer, protocol.Error):
+                raise JudgeFailed(f"the {role} failed while timed: {answer.message}")
             if keeper is not None and keeper.missing():
                 raise JudgeFailed(f"the {role} worker {keeper.missing()}")
+        assert isinstance(answer, protocol.Timed)  # (a `time` request's every other answer is handled above)
         expected = 1 if request.method == "do_bench" else request.samples
-        times, host, busy = response.get("times_ms"), response.get("host_ms", []), response.get("busy_ms", [])
+        times = answer.times_ms
+        host = answer.host_ms if answer.host_ms is not None else []
+        busy = answer.busy_ms if answer.busy_ms is not None else []
         # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
         drained = state.device == "cuda" and not request.graph and request.method != "do_bench"
-        drains, floor = response.get("drain_ms"), response.get("drain_floor_ms")
+        drains, floor = answer.drain_ms, answer.drain_floor_ms
         if not (
             sample_list(times, expected)
             and (request.method == "do_bench" or sample_list(host, expected))
@@ -139,7 +142,7 @@ def time_side(
                 )
             raise JudgeFailed(f"the {role} worker sent malformed timings")
         if request.measured:
-            l2_reset[role] = response.get("l2_reset") if isinstance(response.get("l2_reset"), bool) else None
+            l2_reset[role] = answer.l2_reset
         times = [float(t) for t in times]
         if drained and not state.native:  # `off` keeps KernelBench's figures as they are
             left = drain.left_behind([float(d) for d in drains], float(floor))
@@ -177,20 +180,20 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     tolerances = tolerance_specs(state) if checked else None
     inputs_to = "made" if made else "candidate"
     staging = protocol.Stage(sets=sets, on_device=not state.native, inputs_to=inputs_to, tolerances=tolerances)
-    response, _ = ask(state, "reference", staging)
-    if response.get("type") != "staged":
-        task_failed(state, response, "the reference worker could not stage the timing inputs")
-    placed = ([], {}) if made else (response["inputs"], response["input_tensors"])
-    state.signature = dict(response.get("signature") or state.signature)
-    request = protocol.Stage(made=response["made"]) if made else protocol.Stage()
-    response, _ = ask_candidate(state, request, "timing", placed=placed, fetch=())
-    if response.get("type") == "inputs_differ" and made:  # shipped from now on, the pool staged again
-        state.inputs = {**state.inputs, "shipped": "timing pool", "why": str(response.get("detail"))[:500]}
+    staged, _ = ask(state, "reference", staging)
+    if not isinstance(staged, protocol.Staged):
+        task_failed(state, staged, "the reference worker could not stage the timing inputs")
+    placed = ([], {}) if made else (staged.inputs, staged.input_tensors)
+    state.signature = dict(staged.signature or state.signature)
+    request = protocol.Stage(made=staged.made) if made else protocol.Stage()
+    answer, _ = ask_candidate(state, request, "timing", placed=placed, fetch=())
+    if isinstance(answer, protocol.InputsDiffer) and made:  # shipped from now on, the pool staged again
+        state.inputs = {**state.inputs, "shipped": "timing pool", "why": answer.detail[:500]}
         stage(state, sets, shape)
         return
-    if response.get("type") == "error":
-        raise CandidateFailed(error_failure(response, "timing"))
-    if response.get("type") != "staged":
+    if isinstance(answer, protocol.Error):
+        raise CandidateFailed(error_failure(answer, "timing"))
+    if not isinstance(answer, protocol.Staged):
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary="the candidate worker broke protocol"))
 
 
@@ -235,29 +238,31 @@ def make_ready(
 def compile_reference(state: JudgmentState) -> str | None:
     """Compile the reference under torch.compile in its worker (never timed); why not, when it fails."""
     try:
-        response, _ = state.workers["reference"].request(
+        compiled, _ = state.workers["reference"].request(
             protocol.Compile(), timeout_s=COMPILE_TIMEOUT_FACTOR * state.config.timeout_s
         )
     except WorkerFailure as exc:
         raise JudgeFailed(f"the reference worker failed while compiling: {exc}") from None
-    if response.get("type") == "error":
-        return f"{response.get('exc_type')}: {str(response.get('message', ''))[:500]}"
+    if isinstance(compiled, protocol.Error):
+        return f"{compiled.exc_type}: {compiled.message[:500]}"
     return None
 
 
-def kept_set(state: JudgmentState, keeper: KeptCall, response: dict[str, Any]) -> tuple[int, list[Any]]:
+def kept_set(state: JudgmentState, keeper: KeptCall, answer: protocol.Answer) -> tuple[int, list[Any]]:
     """Read a candidate's answer to a `time` request that kept a call: what the request left (findings), what its
     worker found in the named sample before the copy (`kept_problem`; the seal, worker/seal/sample.py), and the
     input set of the kept call, noted in `kept_calls`, with the digests its worker committed for that call's output
     before the call was named. A worker that did not say each sample was over, kept nothing or committed nothing
     fails the candidate."""
-    state.add_findings(timed_findings(response.get("evidence"), state.config.policy))
-    state.add_findings(sample_findings(response))
-    problem = kept_problem(response)
+    # An answer of another kind (a `graph_unsupported` to a request without `graph`) says nothing of its samples.
+    timed = answer if isinstance(answer, protocol.Timed) else protocol.Timed(times_ms=[])
+    state.add_findings(timed_findings(timed.evidence, state.config.policy))
+    state.add_findings(sample_findings(timed))
+    problem = kept_problem(timed)
     if problem is not None:
         raise CandidateFailed(problem)
     checked, missing, committed = keeper.checked_set(), keeper.missing(), keeper.checked_digests()
-    if checked is None or keeper.call is None or missing or response.get("kept") != 1:
+    if checked is None or keeper.call is None or missing or timed.kept != 1:
         summary = f"the candidate worker {missing or 'kept no timed output'}"
         raise CandidateFailed(Failure(kind="crash", phase="timing", summary=summary))
     if committed is None:
@@ -287,24 +292,26 @@ def check_captured(state: JudgmentState, kept: tuple[int, list[Any]], what: str 
 
 
 def check_timed_output(
-    state: JudgmentState, response: dict[str, Any], set_index: int, what: str = "", committed: list[Any] | None = None
+    state: JudgmentState, output: protocol.Answer, set_index: int, what: str = "", committed: list[Any] | None = None
 ) -> None:
     """A timed call's output must be as right as the checked ones (H03: honest only while checked). `committed`:
     the digests of a kept copy when it was made, which the copy the reference's worker is sent must still have."""
     phase = f"timing ({what or f'timed call {state.timed_checks}'})"
     state.timed_checks += 1
-    problem = check_structure(response, state.signature, state.device or "cpu", exact=not state.task_check)
+    # (checks/outputs.py reads the answer through its transitional dict access, or its header)
+    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)  # type: ignore[arg-type]
     if problem is None:
-        problem = check_received({**response, "unreadable": "not sent"}, key="captured")
+        problem = check_received({**output.header(), "unreadable": "not sent"}, key="captured")
     if problem is None:
         size = expected_bytes(state.signature)
         worker = state.workers["candidate"]
-        candidate_step(lambda: worker.described(response, ["captured"], 2 * size + (1 << 20)), "timing")
+        candidate_step(lambda: worker.described(output, ["captured"], 2 * size + (1 << 20)), "timing")
     if problem is not None:
         raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
     if state.draws_random:  # no common random state inside a timed region: the structure is all to check
         return
-    results = compare(state, f"pool{set_index}", response, "timed", key="captured")
+    assert isinstance(output, protocol.Described)  # (an answer that describes no output has its problem above)
+    results = compare(state, f"pool{set_index}", output, "timed")
     if committed is not None and state.last_digests != committed:
         raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=f"{phase}: {MENDED}"))
     if state.task_check:  # the task's own check decides, as in the trials

@@ -25,11 +25,11 @@ def recheck_graph(state: JudgmentState, calls: int, sets: int) -> None:
     buffers = state.source.sample(range(sets), min(2, sets))
     for buffer in buffers:
         recheck = protocol.Recheck(calls=calls, buffer=buffer)
-        response, _ = ask_candidate(state, recheck, "timing", fetch=())
-        if response.get("type") == "error":
-            raise CandidateFailed(error_failure(response, "timing"))
+        rechecked, _ = ask_candidate(state, recheck, "timing", fetch=())
+        if isinstance(rechecked, protocol.Error):
+            raise CandidateFailed(error_failure(rechecked, "timing"))
         what = f"plain call on graph buffer {buffer} after the replays"
-        check_timed_output(state, response, buffer, what=what)
+        check_timed_output(state, rechecked, buffer, what=what)
 
 
 def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
@@ -46,8 +46,8 @@ def recheck_last(state: JudgmentState, calls: int, sets: int) -> None:
     for count in (calls, calls + 1):  # last calls at consecutive positions: two different sets (wire.timed_set)
         keeper = KeptCall(state.source, 1, count, sets, keeps=True, call=count - 1)
         request = protocol.Time(calls=count, samples=1, warmup=0, staged=True, ask_keep=True)
-        response, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
-        if response.get("type") == "error":
-            raise CandidateFailed(error_failure(response, "timing"))
-        checked = kept_set(state, keeper, response)
+        timed, _ = ask_candidate(state, request, "timing", op="recheck", fetch=(), interim=keeper.answer)
+        if isinstance(timed, protocol.Error):
+            raise CandidateFailed(error_failure(timed, "timing"))
+        checked = kept_set(state, keeper, timed)
         check_captured(state, checked, what=f"the last call of a request after the measurement, input set {checked}")

@@ -55,21 +55,22 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
     return max(MIN_FLUSH_BYTES, 2 * l2)
 
 
-def run(state: JudgmentState, fresh_pair: Callable[[], None]) -> None:
+def run(state: JudgmentState, fresh_pair: Callable[[], None], trial_sets: list[dict[str, Any]]) -> None:
     """Time at the public shape, or at each of the task's timing shapes (TIMING_SHAPES: a GPU MODE
     problem's benchmarks), reporting their geometric mean as the leaderboard ranks. `fresh_pair` replaces
-    the workers by a fresh timing pair (after a failed graph capture). A timing pair that outgrew the GPU and
-    ran short of memory leaves the timing unmeasured (judgment/stages/device_memory.py)."""
+    the workers by a fresh timing pair (after a failed graph capture); `trial_sets` are the correctness trials'
+    sets the pool may make again (results.CorrectnessRun.timing_sets, `pool_sets`). A timing pair that outgrew the
+    GPU and ran short of memory leaves the timing unmeasured (judgment/stages/device_memory.py)."""
     with device_memory.untimed_where_beyond(state):
         shapes = list(state.family.timing) if state.family is not None and not state.native else []
         if not shapes:
-            timed(state, None, state.config.timing_budget_s, fresh_pair)
+            timed(state, None, state.config.timing_budget_s, fresh_pair, trial_sets)
             return
         measured: list[tuple[dict[str, Any], Timing]] = []
         fallback = None
         for shape in shapes:
             state.progress(f"timing at {describe_shape(shape)}")
-            if not timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair):
+            if not timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair, trial_sets):
                 return  # a failed capture's finding failed it (enforce): no shape is timed after it
             fallback = fallback or state.timing.graph_fallback
             measured.append((shape, state.timing))
@@ -77,13 +78,19 @@ def run(state: JudgmentState, fresh_pair: Callable[[], None]) -> None:
         state.timing.graph_fallback = fallback
 
 
-def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, fresh_pair: Callable[[], None]) -> bool:
+def timed(
+    state: JudgmentState,
+    shape: dict[str, Any] | None,
+    budget_s: float,
+    fresh_pair: Callable[[], None],
+    trial_sets: list[dict[str, Any]],
+) -> bool:
     """One measurement in the configured regime, or behind a busy precursor in a fresh pair when a CUDA
     graph cannot be captured; False where the capture showed unjoined work and enforce fails the candidate
     on it (nothing more is timed)."""
     regime = BUSY_PRECURSOR if state.timing.graph_fallback else state.config.timing_regime
     try:
-        measure(state, regime, shape, budget_s)
+        measure(state, regime, shape, budget_s, trial_sets=trial_sets)
     except GraphUnsupported as exc:
         unjoined = unjoined_capture(str(exc)) if exc.side == "candidate" else None
         if unjoined is not None and not state.native:
@@ -94,7 +101,7 @@ def timed(state: JudgmentState, shape: dict[str, Any] | None, budget_s: float, f
         state.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
         with at_gate(state, measuring=False):
             fresh_pair()
-        measure(state, BUSY_PRECURSOR, shape, budget_s)
+        measure(state, BUSY_PRECURSOR, shape, budget_s, trial_sets=trial_sets)
         state.timing.graph_fallback = str(exc)
     return True
 
@@ -116,7 +123,11 @@ class Prepared:
 
 
 def measure(
-    state: JudgmentState, regime: str, shape: dict[str, Any] | None = None, budget_s: float | None = None
+    state: JudgmentState,
+    regime: str,
+    shape: dict[str, Any] | None = None,
+    budget_s: float | None = None,
+    trial_sets: list[dict[str, Any]] | None = None,
 ) -> None:
     """Stage the pool and make the sides ready beside the other lanes, time them with every other lane
     paused, then check the kept outputs and read the findings beside the other lanes again: the gate is
@@ -124,7 +135,7 @@ def measure(
     first calibration request, where a fresh worker's JIT compiles the kernel on its first call and whose
     figures only size the samples (the probes after it size them again, in the hold)."""
     with at_gate(state, measuring=False):
-        prepared = prepare(state, regime, shape)
+        prepared = prepare(state, regime, shape, trial_sets or [])
     if prepared is None:
         return
     held_since: list[float] = []
@@ -149,7 +160,9 @@ def measure(
         join_closing(state)  # its logs filed and its workspaces removed, beside the hold
 
 
-def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> Prepared | None:
+def prepare(
+    state: JudgmentState, regime: str, shape: dict[str, Any] | None, trial_sets: list[dict[str, Any]]
+) -> Prepared | None:
     """Build the models at the timing shape (where one is given), stage the pool, compile the reference under
     torch.compile where asked; None (and the record's timing says why) where this method cannot time. A pair
     made ready ahead, while correctness ran (judgment/stages/timing_ahead.py), is taken as it is."""
@@ -166,7 +179,7 @@ def prepare(state: JudgmentState, regime: str, shape: dict[str, Any] | None) -> 
     else:
         if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
             build_candidate(state, load_reference(state, shape), shape)
-        sets = pool_sets(state, method, shape)
+        sets = pool_sets(state, method, shape, trial_sets)
         ready = make_ready(state, sets, shape, method, flush_bytes, set(cached), config.timing_warm)
     graphs: set[tuple[str, int]] = set()
     l2_reset: dict[str, bool | None] = {}
@@ -196,18 +209,20 @@ def cached_sides(state: JudgmentState, method: str, regime: str) -> dict[str, Ca
     }
 
 
-def pool_sets(state: JudgmentState, method: str, shape: dict[str, Any] | None) -> list[dict[str, Any]]:
+def pool_sets(
+    state: JudgmentState, method: str, shape: dict[str, Any] | None, trial_sets: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The input sets of the timing pool, one for a single figure: fresh hidden draws (`HiddenPlan.timing_seeds`)
     of the task's own distribution, which no checked worker saw, so that nothing a checked worker kept, in a
     folder another worker reaches (a `/tmp` shared where the sandbox's private one is missing), a compiler cache
     carried (sandbox/cache_carry.py) or a worker running beside (judgment/stages/timing_ahead.py), answers a timed call
     (H26; since 0.3.4); at a timing shape fresh draws of it; natively (`off`, no hidden draws) the last trials'
     own inputs, as KernelBench times them. (The pool was always of the task's own distribution: only trials of
-    it, or of a hidden one the task rejected and that fell back to it, are kept in `state.timing_sets`; so the
+    it, or of a hidden one the task rejected and that fell back to it, are kept in `trial_sets`; so the
     pool is known from the plan alone, before the trials end, which timing ahead needs.)"""
     single = method != INTERLEAVED  # one set: one figure (natively the first trial's, as KernelBench times it)
     count = 1 if single else state.pool_sets
-    kept = state.timing_sets[:1] if single else state.timing_sets[-count:]
+    kept = trial_sets[:1] if single else trial_sets[-count:]
     if shape is not None:
         return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in kept]
     if state.plan is not None and state.plan.timing_seeds:  # as many as kept: hardened, five trials of it at least
@@ -287,7 +302,9 @@ def read(state: JudgmentState, prepared: Prepared) -> None:
         flushed = f"; {prepared.flush_bytes / 2**20:.0f} MiB L2 flush before every sample"
         state.timing.regime = (state.timing.regime or "") + (flushed if prepared.flush_bytes else "; warm L2")
     if method == INTERLEAVED and state.timing.candidate is not None:
-        state.timing.trace_check, found = timed_versus_traced(state.trace_summary, state.timing.candidate.median_ms)
+        # The kernel traces are read once the workers have closed (judgment/stages/integrity.judge_traces, after
+        # this stage), so no summary of them is known here yet: the check finds nothing, as it always has.
+        state.timing.trace_check, found = timed_versus_traced(None, state.timing.candidate.median_ms)
         state.add_findings(found)
     if method == INTERLEAVED and not state.native and state.timing.candidate is not None:
         claimed, spans = state.timing.candidate.median_ms, state.untimed_spans

@@ -149,8 +149,9 @@ def begin(state: JudgmentState) -> None:
     ahead.thread = work_beside(state, lambda release: ahead.run(state, release), "kj-timing-ahead")
 
 
-def start(state: JudgmentState) -> None:
-    """After each trial of the task's own distribution that passed (the correctness stage), done at the first:
+def start(state: JudgmentState, trial_sets: list[dict[str, Any]]) -> None:
+    """After each trial of the task's own distribution that passed (the correctness stage, with the trials' sets
+    kept so far: results.CorrectnessRun.timing_sets), done at the first:
     the thread `begin` started stages the pool and makes each side's first call, with the outputs' signature at
     the public shape as that trial left it (the hidden shapes, beside, set theirs), where the verdict is not FAIL
     already; a task with timing shapes builds and stages at each of them in the stage (the loads only)."""
@@ -158,7 +159,7 @@ def start(state: JudgmentState) -> None:
     if ahead is None or ahead.going.is_set() or state.voiding_codes():
         return
     shapes = state.family is not None and state.family.timing
-    ahead.go(dict(state.signature), None if shapes else plan_of(state))
+    ahead.go(dict(state.signature), None if shapes else plan_of(state, trial_sets))
 
 
 def end(state: JudgmentState) -> dict[str, WorkerLog]:
@@ -174,13 +175,15 @@ def end(state: JudgmentState) -> dict[str, WorkerLog]:
     return closed(state, pair, 1, {})
 
 
-def plan_of(state: JudgmentState) -> tuple[list[dict[str, Any]], None, str, int, set[str]]:
+def plan_of(
+    state: JudgmentState, trial_sets: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], None, str, int, set[str]]:
     """What `make_ready` is given ahead: the pool's sets, no timing shape, the method, the L2 flush's bytes and the
     sides cached baselines stand for, in the configured regime (a failed graph capture later times again in a
     pair started then)."""
     method = state.config.resolved_timing_method()
     cached = set(cached_sides(state, method, state.config.timing_regime))
-    return pool_sets(state, method, None), None, method, flush_of(state, method), cached
+    return pool_sets(state, method, None, trial_sets), None, method, flush_of(state, method), cached
 
 
 def described(state: JudgmentState) -> dict[str, Any] | None:

@@ -5,10 +5,12 @@ future of its verdict `Record`. Every backend judges through `judge_on_lane`, th
 also takes: cached baselines when asked for, and a judgment that ran short of memory beside other lanes
 judged again alone on its GPU.
 
-- `LocalBackend` (kerneljudge.runs.backends.local): lanes as threads of this process (`lanes_for`), sharing one
-  `LaneGate`; the default, with nothing to install.
-- `RayBackend` (kerneljudge.runs.backends.ray): a Ray actor per GPU of a cluster (kerneljudge.runs.backends.ray_actor),
-  each a `LocalBackend` over its GPU; only these two modules import Ray.
+- `lane.py`: a lane's step: one judgment on one lane (`judge_on_lane`);
+- `machine.py`: where lanes are: the GPUs a worker could be given, the lanes on them, the machine's fingerprint;
+- `local.py`: `LocalBackend`, lanes as threads of this process (`lanes_for`) sharing one `LaneGate`; the default;
+- `ray.py`: `RayBackend`, a Ray actor per GPU of a cluster, each a `LocalBackend` over its GPU (docs/ray.md);
+- `ray_actor.py`: the actor's side: a job as plain JSON, the record's envelope, `GpuJudge`. Only these two
+  modules import Ray.
 
 A backend is trusted judge code: it runs `kerneljudge.judgment.pipeline.judge`, which keeps the candidate in its
 sandboxed workers. Records cross process boundaries as JSON, never pickled.

@@ -45,9 +45,14 @@ from kerneljudge.protocol.limits import (  # noqa: F401  (the bounds' names, as 
     MIN_COPY_BYTES,
     MIN_HOLD_MS,
     MIN_PRODUCTS,
+    hold_blocks,
 )
 from kerneljudge.protocol.limits import PERTURB_KINDS as KINDS
 
+# The kinds whose work of the judge's own goes on past the call's return on the host's side (pinned copies in
+# flight, served by CUDA's threads): the CPU those threads use after the return is the judge's, not work the call
+# left (KJ-R012), so the replay under them is not read for it. Every other call still is.
+HOST_BUSY_KINDS = frozenset({"copy_traffic"})
 HOLD_THREADS = 1024
 HOLD_SOURCE = r"""
 extern "C" __global__ void kj_sm_hold(int cycles) {
@@ -69,11 +74,6 @@ def hold_ms(factor: float, last_call_s: float) -> float:
     """How long `sm_hold` holds its SMs: `factor` times the previous call, within [MIN_HOLD_MS, MAX_HOLD_MS]."""
     wanted = factor * last_call_s * 1e3
     return min(MAX_HOLD_MS, max(MIN_HOLD_MS, wanted)) if math.isfinite(wanted) else MIN_HOLD_MS
-
-
-def hold_blocks(share: float, sms: int) -> int:
-    """The blocks (SMs) `sm_hold` takes: `share` of them, at least one, and at least one left to the call."""
-    return min(max(1, sms - 1), max(1, round(share * sms)))
 
 
 def bounded_cycles(cycles: int) -> int:

@@ -3,11 +3,13 @@ and the commit's digests run through, the names of torch's modules the worker's 
 worker's own modules whose namespaces it compares whole, and the library threads it counts as the library's.
 
 A name the worker's code reads between a sample's end and the named copy that is in none of these could be rebound
-by a candidate's code to run in that window; tests/worker/test_sample_seal.py records the operators the copy and the digests
+by a candidate's code to run in that window; tests/worker/test_sample_seal.py records the operators the copy and the
+digests
 dispatch and checks them against COPY_OPS."""
 
 # The dispatcher's operators the copy and the commit's digests (worker/seal/digest.py) run through
-# (tests/worker/test_sample_seal.py records them): a Python kernel registered over one of torch's (torch.library) would run
+# (tests/worker/test_sample_seal.py records them): a Python kernel registered over one of torch's (torch.library)
+# would run
 # in the window, and shows in its registrations.
 COPY_OPS = (
     "aten::__lshift__.Scalar",
