@@ -127,7 +127,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {tests!r}
     from test_store import make_record
     from kerneljudge.results.store import Store
     go = Path({go!r})
@@ -142,7 +142,12 @@ WRITER = textwrap.dedent(
 
 def test_two_concurrent_writers_never_duplicate(tmp_path):
     store, go, count = str(tmp_path / "s.db"), tmp_path / "go", 40
-    script = WRITER.format(tests=os.path.dirname(os.path.dirname(__file__)), go=str(go), count=count, store=store)
+    script = WRITER.format(
+        tests=[os.path.dirname(__file__), os.path.dirname(os.path.dirname(__file__))],
+        go=str(go),
+        count=count,
+        store=store,
+    )
     writers = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
     time.sleep(1.0)  # both import, then both create the store and write the same keys at once
     go.touch()
@@ -157,7 +162,7 @@ def test_two_concurrent_writers_never_duplicate(tmp_path):
 KILLED_WRITER = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {tests!r}
     from test_store import make_record
     from kerneljudge.results.store import Store
     from kerneljudge.results.verdict import WorkerLog
@@ -174,7 +179,9 @@ KILLED_WRITER = textwrap.dedent(
 
 def test_a_killed_writer_leaves_whole_rows_only(tmp_path):
     store = str(tmp_path / "s.db")
-    script = KILLED_WRITER.format(tests=os.path.dirname(os.path.dirname(__file__)), store=store)
+    script = KILLED_WRITER.format(
+        tests=[os.path.dirname(__file__), os.path.dirname(os.path.dirname(__file__))], store=store
+    )
     writer = subprocess.Popen([sys.executable, "-c", script])
     try:
         deadline = time.monotonic() + 60

@@ -59,7 +59,7 @@ def write_manifest(folder, tiny_task, candidates: list[str]):
 BATCH_PROCESS = textwrap.dedent(
     """
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {tests!r}
     from test_batch import run_command
     sys.exit(run_command(sys.argv[1:]))
     """
@@ -93,7 +93,7 @@ def resumed(tmp_path_factory) -> Resumed:
     folder = tmp_path_factory.mktemp("batch")
     manifest = write_manifest(folder, TASKS / "tiny_bias_relu.py", NAMES)
     store = folder / "results.db"
-    script = BATCH_PROCESS.format(tests=os.path.dirname(os.path.dirname(__file__)))
+    script = BATCH_PROCESS.format(tests=[os.path.dirname(__file__), os.path.dirname(os.path.dirname(__file__))])
     argv = [sys.executable, "-c", script, "batch", str(manifest), "--store", str(store), *FLAGS]
     batch = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
