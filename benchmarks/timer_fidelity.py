@@ -110,7 +110,7 @@ class RepeatedTiming(Judgment):
                 self.progress(f"timing with {timer}")
                 self.config = base.with_(**TIMERS[timer])
                 super()._timing()
-                self.timings.append((timer, self.timing))
+                self.timings.append((timer, self.results.timing.timing))
         finally:
             self.config = base
 

@@ -4,6 +4,7 @@ or a broken task (a judge error); and which judgments a batch judges again alone
 import pytest
 
 from helpers import TASKS, make_record, run_judge
+from kerneljudge import protocol
 from kerneljudge.checks.support import unsupported_reason
 from kerneljudge.results.verdict import Capability, Failure
 from kerneljudge.runs.backends.lane import short_of_memory
@@ -12,7 +13,7 @@ from kerneljudge.tasks.load import load_task
 
 
 def error(exc_type, message, phase="reference"):
-    return {"type": "error", "phase": phase, "exc_type": exc_type, "message": message}
+    return protocol.Error(phase=phase, exc_type=exc_type, message=message)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Spare worker pairs on CUDA (judgment/stages/spare_pairs.py): a spare that started CUDA inside every sandbox layer
-before
-the judgment came serves it, timing included, and the judgment's verdict is the same as with a pair of its own."""
+before the judgment came serves it, timing included, and the judgment's verdict is the same as with a pair of its
+own."""
 
 import pytest
 

@@ -16,6 +16,7 @@ from helpers import CANDIDATES
 from kerneljudge.judgment.gate import GIB
 from kerneljudge.judgment.stages import device_memory
 from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
+from kerneljudge.judgment.stages.results import TimingRun
 from kerneljudge.results.verdict import Failure, Timing
 from kerneljudge.runs.backends.lane import short_of_memory
 from kerneljudge.worker.candidate import CandidateWorker
@@ -31,9 +32,7 @@ SHORT = (
 
 
 def judgment(footprint, total, device="cuda"):
-    return SimpleNamespace(
-        device=device, hello={"gpu_memory_bytes": total}, footprint=footprint, pool_sets=2, timing=Timing(measured=True)
-    )
+    return SimpleNamespace(device=device, hello={"gpu_memory_bytes": total}, footprint=footprint, pool_sets=2)
 
 
 def short_at(phase, summary=SHORT, kind="runtime_error"):
@@ -64,16 +63,17 @@ def test_any_other_failure_stays_the_candidates(footprint, total, failure):
 
 
 def test_a_timing_pair_that_outgrew_the_gpu_leaves_the_timing_unmeasured_and_the_verdict_as_it_is():
-    state = judgment(ELEMENTWISE_6_GIB, H100)
-    with device_memory.untimed_where_beyond(state):
+    result = TimingRun(Timing(measured=True))
+    with device_memory.untimed_where_beyond(judgment(ELEMENTWISE_6_GIB, H100), result):
         raise CandidateFailed(short_at("timing"))
-    assert state.timing.measured is False and "timing pair" in state.timing.reason and "79 GiB" in state.timing.reason
+    assert result.timing.measured is False and "timing pair" in result.timing.reason
+    assert "79 GiB" in result.timing.reason
 
 
 @pytest.mark.parametrize("footprint, total", [(ELEMENTWISE_6_GIB, H200 * 2), (SMALL, H100)])
 def test_a_timing_pair_that_fits_and_runs_short_is_the_candidates_failure(footprint, total):
     with pytest.raises(CandidateFailed):
-        with device_memory.untimed_where_beyond(judgment(footprint, total)):
+        with device_memory.untimed_where_beyond(judgment(footprint, total), TimingRun()):
             raise CandidateFailed(short_at("timing"))
 
 
@@ -132,12 +132,12 @@ def test_another_error_while_poisoning_is_not_swallowed():
 def test_the_reference_timing_worker_running_short_where_the_pair_outgrew_the_gpu_leaves_the_timing_unmeasured(
     raised,
 ):
-    state = judgment(ELEMENTWISE_6_GIB, H100)
-    with device_memory.untimed_where_beyond(state):
+    result = TimingRun(Timing(measured=True))
+    with device_memory.untimed_where_beyond(judgment(ELEMENTWISE_6_GIB, H100), result):
         raise raised
-    assert state.timing.measured is False and "timing pair" in state.timing.reason
+    assert result.timing.measured is False and "timing pair" in result.timing.reason
     with pytest.raises(type(raised)):  # where the timing pair fits, the reference's failure is what it was
-        with device_memory.untimed_where_beyond(judgment(SMALL, H100)):
+        with device_memory.untimed_where_beyond(judgment(SMALL, H100), TimingRun()):
             raise raised
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kerneljudge import protocol
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.pipeline import MIN_FLUSH_BYTES, perturbations
 from kerneljudge.judgment.stages import replays
@@ -263,7 +264,8 @@ def judged(monkeypatch, report_for, policy="strict", seconds_each=0.0):
     def call(state, inputs, phase, keep_inputs, perturb):
         clock[0] += seconds_each
         asked.append(perturb)
-        return {"type": "output", **({"perturbed": report_for(perturb)} if perturb else {})}
+        report = report_for(perturb) if perturb else None
+        return protocol.Output(container="Tensor", items=[], evidence={}, perturbed=report)
 
     same = [{"passed": True, "summary": "bitwise identical", "metrics": {"differing_elements": 0}}]
     monkeypatch.setattr(replays, "call_candidate", call)

@@ -268,7 +268,7 @@ def test_a_sanitized_worker_shares_the_checked_workers_workspace_and_uid_and_lea
     from kerneljudge.sandbox.talk import WorkerChannels
 
     def load(worker):
-        return worker.request(protocol.Load(seed=0), [], timeout_s=120)[0]["type"]
+        return worker.request(protocol.Load(seed=0), [], timeout_s=120)[0].kind
 
     limits = WorkerLimits()
     checked = WorkerProcess("candidate", "cpu", WRITES_AT_IMPORT, limits, channels=WorkerChannels("candidate", 2**20))

@@ -1,6 +1,8 @@
 """The stages' typed results (judgment/stages/results.py): what each stage returns or fills for given inputs, with
-fake workers and states, and how the record (judgment/stages/record.py) reads them. No process, no GPU."""
+fake workers and states, and how the record (judgment/stages/record.py) reads them, writing into neither. No process,
+no GPU."""
 
+import copy
 import random
 from types import SimpleNamespace
 
@@ -10,7 +12,7 @@ from test_stages_record import state_of
 from kerneljudge.checks.catalog import finding
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment import sanitizer as sanitize
-from kerneljudge.judgment.stages import correctness, integrity, native, sanitizer
+from kerneljudge.judgment.stages import correctness, integrity, native, sanitizer, timing
 from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed
 from kerneljudge.judgment.stages.record import assemble
 from kerneljudge.judgment.stages.results import (
@@ -18,9 +20,11 @@ from kerneljudge.judgment.stages.results import (
     Replays,
     SanitizerRun,
     StageResults,
+    TimingRun,
     TraceReading,
+    voiding_codes,
 )
-from kerneljudge.results.verdict import Capability, Failure
+from kerneljudge.results.verdict import Capability, Failure, Timing, TimingStats
 
 AVAILABLE = Capability(status="available", required=False, detail="found")
 
@@ -175,3 +179,91 @@ def test_the_record_reads_the_stages_results(tiny_task):
     empty = assemble(state_of(tiny_task), StageResults(), {}, 0.5, "2024-01-01T00:00:00+00:00", {})
     assert not empty.correctness.passed and empty.correctness.replay is None and empty.correctness.sanitizer is None
     assert empty.kernel_trace is None
+
+
+# The timing stage's result: filled as it runs, the record's `timing` as the stage left it
+
+
+def stats_of(median_ms):
+    return TimingStats(
+        median_ms=median_ms,
+        p95_ms=median_ms,
+        min_ms=median_ms,
+        max_ms=median_ms,
+        mean_ms=median_ms,
+        cv=0.0,
+        count=1,
+        samples_ms=[median_ms],
+    )
+
+
+def test_a_timing_run_is_not_reached_until_the_stage_fills_it_and_fails_closed_only_in_enforce():
+    run = TimingRun()
+    assert not run.timing.measured and run.timing.reason == "not reached"
+    warned = [finding("KJ-R022", "warning", "outputs share storage")]
+    failing = [*warned, finding("KJ-R050", "error", "claimed times"), finding("KJ-R023", "error", "a stream")]
+    assert voiding_codes(failing, JudgeConfig(mode="enforce")) == ["KJ-R023", "KJ-R050"]
+    assert voiding_codes(failing, JudgeConfig(mode="audit")) == [] and voiding_codes(warned, JudgeConfig()) == []
+    assert not run.fails_closed(failing, JudgeConfig(mode="audit")) and run.timing.reason == "not reached"
+    assert not run.fails_closed(warned, JudgeConfig(mode="enforce")) and run.timing.reason == "not reached"
+    assert run.fails_closed(failing, JudgeConfig(mode="enforce"))
+    assert not run.timing.measured
+    assert run.timing.reason == "not timed: enforce fails the candidate on KJ-R023, KJ-R050"
+
+
+def test_the_timing_stage_fills_its_result_with_why_a_method_cannot_time(tiny_task):
+    state = state_of(tiny_task)
+    state.config, state.device = JudgeConfig(device="cpu", timing_method="do_bench"), "cpu"
+    result = TimingRun()
+    timing.run(state, lambda: None, [], result)
+    assert result.timing == Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
+    assert not hasattr(state, "timing")  # the stage's result is its own, not the state's
+
+
+def test_the_timing_stage_fills_each_timing_shapes_measurement_and_their_geometric_mean(tiny_task, monkeypatch):
+    shapes = [{"n": 8}, {"n": 16}]
+    state = state_of(tiny_task)
+    state.family = SimpleNamespace(timing=shapes)
+    medians = iter([(1.0, 2.0), (1.0, 8.0)])
+
+    def measure(state, result, regime, shape=None, budget_s=None, trial_sets=None):
+        candidate, reference = next(medians)
+        result.timing = Timing(
+            measured=True,
+            speedup=reference / candidate,
+            candidate=stats_of(candidate),
+            reference=stats_of(reference),
+            graph_fallback="no capture" if shape == shapes[1] else None,
+        )
+
+    monkeypatch.setattr(timing, "measure", measure)
+    result = TimingRun()
+    timing.run(state, lambda: None, [], result)
+    assert result.timing.measured and result.timing.speedup == pytest.approx(4.0)  # the mean of 2x and 8x
+    assert [s["shape"] for s in result.timing.shapes] == shapes and result.timing.graph_fallback == "no capture"
+
+
+def test_the_record_adds_to_the_stages_timing_in_a_copy_and_leaves_state_and_results_unchanged(tiny_task):
+    state = state_of(tiny_task)
+    state.config = JudgeConfig(device="cpu", timing_ahead=True)
+    state.oracle_dtype = "float32"
+    state.findings.append(finding("KJ-R050", "error", "claimed times the parent's clock does not support"))
+    state.carried = {"files": 2, "seconds": 0.1}
+    state.stages_s["timing"] = 4.0
+    results = StageResults()
+    results.correctness.passed = True
+    results.correctness.replays.trials.append({"trial": 0, "differing_elements": 0})
+    results.timing.timing = Timing(measured=True, speedup=2.0, candidate=stats_of(1.0), timed_busy_s=1.0)
+    results.traces = TraceReading({"calls_traced": [1]}, (), AVAILABLE)
+    state_before, results_before = repr(state), copy.deepcopy(results)
+    record = assemble(state, results, {}, 0.5, "2024-01-01T00:00:00+00:00", {})
+    assert record.timing.busy_fraction == 0.25 and record.timing.carried_caches == {"files": 2, "seconds": 0.1}
+    assert record.timing.ahead == {
+        "made": False,
+        "why_not": "the judgment ended before a trial had passed, or failed closed on one",
+    }
+    assert record.timing.speedup == 2.0 and record.timing is not results.timing.timing
+    assert repr(state) == state_before and results == results_before
+    assert results.timing.timing.busy_fraction is None and results.timing.timing.ahead is None
+    again = assemble(state, results, {}, 0.5, "2024-01-01T00:00:00+00:00", {})
+    assert again.model_dump() == record.model_dump()

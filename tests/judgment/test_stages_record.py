@@ -8,7 +8,7 @@ from kerneljudge.checks.catalog import finding
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.gate import OPEN_GATE
 from kerneljudge.judgment.stages.record import assemble
-from kerneljudge.judgment.stages.results import StageResults
+from kerneljudge.judgment.stages.results import StageResults, TimingRun
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks.load import load_task
@@ -48,9 +48,8 @@ def test_the_same_state_assembles_the_same_record(tiny_task):
 
 def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed_again_in_audit(tiny_task, monkeypatch):
     """judgment/stages/timing.py: a CUDA graph capture of the candidate's calls that fails on unjoined work raises
-    KJ-R024;
-    in enforce the verdict is FAIL already, so nothing more is timed (no fresh pair, no precursor regime) and the
-    record says why; audit times it again behind a busy precursor, as before."""
+    KJ-R024; in enforce the verdict is FAIL already, so nothing more is timed (no fresh pair, no precursor regime) and
+    the record says why; audit times it again behind a busy precursor, as before."""
     from kerneljudge.judgment.stages import timing
     from kerneljudge.timing.sides import GraphUnsupported
 
@@ -59,7 +58,7 @@ def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed
         state.config = JudgeConfig(device="cpu", mode=mode)
         regimes, fresh = [], []
 
-        def measure(state, regime, shape=None, budget_s=None, trial_sets=None, regimes=regimes):
+        def measure(state, result, regime, shape=None, budget_s=None, trial_sets=None, regimes=regimes):
             regimes.append(regime)
             if len(regimes) == 1:
                 raise GraphUnsupported(
@@ -67,12 +66,13 @@ def test_a_capture_that_shows_unjoined_work_fails_closed_in_enforce_and_is_timed
                 )
 
         monkeypatch.setattr(timing, "measure", measure)
-        timing.run(state, lambda fresh=fresh: fresh.append(True), [])
+        result = TimingRun()
+        timing.run(state, lambda fresh=fresh: fresh.append(True), [], result)
         assert [f.code for f in state.findings] == ["KJ-R024"], mode
         if mode == "enforce":
             assert regimes == [state.config.timing_regime] and fresh == []
-            assert not state.timing.measured
-            assert state.timing.reason == "not timed: enforce fails the candidate on KJ-R024"
+            assert not result.timing.measured
+            assert result.timing.reason == "not timed: enforce fails the candidate on KJ-R024"
         else:
             assert regimes == [state.config.timing_regime, timing.BUSY_PRECURSOR] and fresh == [True]
-            assert state.timing.graph_fallback.endswith("unjoined work")
+            assert result.timing.graph_fallback.endswith("unjoined work")

@@ -1,6 +1,5 @@
 """The timing pair made ready ahead (`timing_ahead`, judgment/stages/timing_ahead.py, issue 20): greeted, loaded, its
-pool
-staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
+pool staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
 timing stage then starts at the calibration. A judgment that ends before timing stops the thread and keeps the
 pair's logs; what the thread raised is raised where timing takes the pair; in a batch no lane measures while it
 works; on the GPU it runs only where both pairs fit side by side."""
@@ -268,7 +267,8 @@ def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
     assert not ahead_fits(None, 144 * GIB) and not ahead_fits(suite, 0)  # unknown: loaded after, as before
     state = SimpleNamespace(
         readies_ahead=True,
-        voiding_codes=list,
+        findings=[],
+        config=JudgeConfig(),
         booting={"reference": None},
         ahead=None,
         device="cuda",

@@ -122,9 +122,9 @@ def test_a_worker_answers_a_malformed_request_with_a_protocol_error_and_goes_on_
     try:
         assert worker.receive(timeout_s=120)["type"] == "hello"
         refused, _ = worker.request(Forged())
-        assert refused["type"] == "error" and refused["phase"] == "protocol" and "fetch_oracle" in refused["message"]
+        assert isinstance(refused, protocol.Error) and refused.phase == "protocol" and "fetch_oracle" in refused.message
         served, _ = worker.request(protocol.Load(seed=0))
-        assert served["type"] == "loaded"
+        assert isinstance(served, protocol.Loaded)
         # A field of the wrong type, written straight to the worker's request pipe.
         wire.write_frame(worker._req_w, {"op": "load", "seed": "0", "args": [], "tensors": {}}, None)
         refused = worker.receive(timeout_s=60)

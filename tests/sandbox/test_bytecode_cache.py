@@ -87,7 +87,7 @@ def test_a_confined_worker_reads_the_cache_and_cannot_write_into_it(no_installed
     worker = WorkerProcess("reference", "cpu", WRITER, WorkerLimits(), DEFAULT_POLICY, peer=WorkerChannels("c", 2**20))
     try:
         assert worker.receive(timeout_s=120)["type"] == "hello"
-        assert load(worker)["type"] == "loaded"
+        assert load(worker).kind == "loaded"
         layers = worker.sandbox_layers
     finally:
         worker.close()

@@ -117,7 +117,7 @@ def test_the_timing_pool_stays_in_the_reference_worker_that_lint_starts():
         staged = reference.stage()
     finally:
         reference.close()
-    assert staged["sets"] == 1 and not staged.get("input_tensors")
+    assert staged.sets == 1 and not staged.input_tensors
 
 
 def test_a_lint_holds_device_memory_by_the_tasks_footprint_until_its_worker_is_closed():

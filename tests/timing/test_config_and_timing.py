@@ -148,23 +148,23 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
             said.append(frame)
             if frame == protocol.Sampled(sample=1):
                 return protocol.Commit(calls=2)  # every output's digests first (worker/seal/commit.py)
-            return protocol.Keep(call=1 if frame["type"] == "committed" else -1)
+            return protocol.Keep(call=1 if frame.kind == "committed" else -1)
 
         timed = protocol.Time(calls=2, samples=3, warmup=1, staged=True, ask_keep=True)
         response, values = worker.worker.request(timed, interim=commit_and_keep_second_call_of_sample_one)
-        assert [(f["type"], f["sample"]) for f in said] == [
+        assert [(f.kind, f.sample) for f in said] == [
             ("sampled", 0),
             ("sampled", 1),
             ("committed", 1),
             ("sampled", 2),
         ]
-        assert response["type"] == "timed" and response["kept"] == 1 and len(response["times_ms"]) == 3
-        assert "items" not in response and not values  # nothing of the output in the timed request
+        assert isinstance(response, protocol.Timed) and response.kept == 1 and len(response.times_ms) == 3
+        assert not values  # nothing of the output in the timed request (a `timed` answer describes none)
         captured, values = worker.worker.request(protocol.Captured())
-        assert captured["type"] == "captured" and captured["items"][0]["plain_tensor"]
-        assert list(values["captured"][0].shape) == captured["items"][0]["shape"]
-        assert said[2]["digests"][1] == [list(digest(values["captured"][0]))]  # the kept output's, as committed
-        assert len(said[2]["digests"]) == 2  # of each call's output
+        assert isinstance(captured, protocol.CapturedOutput) and captured.items[0]["plain_tensor"]
+        assert list(values["captured"][0].shape) == captured.items[0]["shape"]
+        assert said[2].digests[1] == [list(digest(values["captured"][0]))]  # the kept output's, as committed
+        assert len(said[2].digests) == 2  # of each call's output
         # The reference's side commits as many outputs as the candidate's sample holds, its own in turn.
         asked = []
 
@@ -173,14 +173,14 @@ def test_a_timed_output_is_named_after_its_sample_and_fetched_by_a_request_of_it
             return protocol.Commit(calls=5) if frame == protocol.Sampled(sample=0) else protocol.Keep(call=-1)
 
         more = protocol.Time(calls=2, samples=1, warmup=1, staged=True, ask_keep=True)
-        assert worker.worker.request(more, interim=commit_five)[0]["type"] == "timed"
-        five = asked[1]["digests"]
+        assert worker.worker.request(more, interim=commit_five)[0].kind == "timed"
+        five = asked[1].digests
         assert len(five) == 5 and five[0] == five[2] == five[4] and five[1] == five[3]  # calls 0 and 1 in turn
         again, _ = worker.worker.request(protocol.Captured())  # fetched once, then dropped
-        assert again["type"] == "error" and "no kept output" in again["message"]
+        assert isinstance(again, protocol.Error) and "no kept output" in again.message
         # A keep naming no call of the sample fails the request, and the worker serves on.
         wrong, _ = worker.worker.request(timed, interim=lambda frame: protocol.Keep(call=2))
-        assert wrong["type"] == "error" and "keep of one of 2 calls" in wrong["message"]
+        assert isinstance(wrong, protocol.Error) and "keep of one of 2 calls" in wrong.message
         # A `sampled` the parent did not ask for, or one out of turn, breaks the protocol: the worker is stopped.
         with pytest.raises(WorkerProtocolError, match="'sampled' is no answer to 'time'"):
             worker.worker.request(timed)

@@ -456,8 +456,7 @@ def test_a_cached_reference_stands_in_for_its_blocks_and_keeps_the_cross_check()
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
 def test_a_one_call_plan_times_every_side_one_call_a_sample(device):
     """A candidate whose outputs share one storage is timed one call a sample (judgment/stages/timing.shares_outputs),
-    the
-    reference alike: no probe grows the samples, and both carry the same per-sample overhead."""
+    the reference alike: no probe grows the samples, and both carry the same per-sample overhead."""
     timing = timing_of(0.005, 0.01, device=device, one_call=True)
     assert timing.calls_per_sample == {"candidate": 1, "reference": 1}
     assert timing.speedup == pytest.approx(2.0, rel=0.02)

@@ -1,6 +1,5 @@
 """Shape families derived from a task's size globals (worker/correctness/derived.py): what is varied, the memory
-bound, and
-the verdicts of candidates right only at the public size (docs/tasks.md#derived-shape-families); the size
+bound, and the verdicts of candidates right only at the public size (docs/tasks.md#derived-shape-families); the size
 classes drawn and what they catch are in test_shape_classes.py."""
 
 import importlib.util

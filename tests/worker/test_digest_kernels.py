@@ -1,6 +1,5 @@
 """The commit's fused digest (worker/seal/digest_kernels.py, driven by commit_digest.fused_sums), its kernels emulated
-on
-the CPU (tests/digest_emulation.py): the operators' first sum and root for every length, padding and packing of words
+on the CPU (tests/digest_emulation.py): the operators' first sum and root for every length, padding and packing of words
 and rows, a digest and a stack alike; a kernel that fails to build leaves the operators to digest, with the same
 values, for the rest of the process."""
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kerneljudge import protocol
+
 
 @dataclass(frozen=True)
 class StructureProblem:
@@ -39,22 +41,23 @@ def expected_bytes(signature: dict[str, Any]) -> int:
 
 
 def check_structure(
-    response: dict[str, Any], signature: dict[str, Any], device_type: str, exact: bool = True
+    output: protocol.Answer, signature: dict[str, Any], device_type: str, exact: bool = True
 ) -> StructureProblem | None:
-    """The candidate's output, as its worker described it, against the reference's `signature`. Not `exact`
-    (a task with its own check of outputs): dtype and shape are that check's to judge."""
-    items = response.get("items")
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+    """The candidate's output, as its worker described it (`output`, its answer: one that describes no output is
+    malformed), against the reference's `signature`. Not `exact` (a task with its own check of outputs): dtype and
+    shape are that check's to judge."""
+    if not isinstance(output, protocol.Described) or not all(isinstance(i, dict) for i in output.items):
         return StructureProblem("output_type", "the worker's output description is malformed", {})
+    items, container = output.items, output.container
     expected = signature_items(signature)
     ref_is_sequence = signature.get("container") in ("tuple", "list")
-    cand_is_sequence = response.get("container") in ("tuple", "list")
+    cand_is_sequence = container in ("tuple", "list")
     if ref_is_sequence != cand_is_sequence or len(items) != len(expected):
         return StructureProblem(
             "output_type",
-            f"returned {response.get('container')!s} with {len(items)} item(s); expected "
+            f"returned {container!s} with {len(items)} item(s); expected "
             f"{signature.get('container')} with {len(expected)}",
-            {"container": response.get("container"), "count": len(items), "expected_count": len(expected)},
+            {"container": container, "count": len(items), "expected_count": len(expected)},
         )
     for index, (item, ref) in enumerate(zip(items, expected, strict=True)):
         where = f"output {index}" if len(expected) > 1 else "output"
@@ -87,11 +90,12 @@ def check_structure(
     return None
 
 
-def check_received(response: dict[str, Any], key: str = "values") -> StructureProblem | None:
-    """The tensors the worker wrote must be the ones it described (a lying worker is caught here)."""
-    items, tree, described = response["items"], response.get(key), response.get("tensors") or {}
+def check_received(output: protocol.Described, unreadable: str | None) -> StructureProblem | None:
+    """The tensors the worker wrote (`output.tree`) must be the ones it described (a lying worker is caught here);
+    `unreadable`: why none were sent, where none were."""
+    items, tree, described = output.items, output.tree, output.tensors or {}
     if tree is None:
-        return StructureProblem("output_type", f"the output could not be read: {response.get('unreadable')}", {})
+        return StructureProblem("output_type", f"the output could not be read: {unreadable}", {})
     if not isinstance(tree, list) or len(tree) != len(items):
         return StructureProblem("output_type", "the output tensors sent do not match their description", {})
     for item, leaf in zip(items, tree, strict=True):

@@ -17,7 +17,8 @@ bug in a task is never hidden behind them:
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from kerneljudge import protocol
 
 MEMORY = ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation", "cannot allocate memory")
 DEVICE = (
@@ -44,10 +45,9 @@ def out_of_memory(text: str) -> bool:
     return any(m in text.lower() for m in MEMORY)
 
 
-def unsupported_reason(response: dict[str, Any], device: str | None) -> str | None:
-    """Why the task cannot be judged here, from the reference worker's error response; None: a real failure."""
-    kind = str(response.get("exc_type") or "")
-    message = str(response.get("message") or "")
+def unsupported_reason(error: protocol.Failed, device: str | None) -> str | None:
+    """Why the task cannot be judged here, from the reference worker's error answer; None: a real failure."""
+    kind, message = error.exc_type, error.message
     text = f"{kind}: {message}".lower()
     first_line = message.strip().splitlines()[0][:200] if message.strip() else kind
     if kind in ("OutOfMemoryError", "MemoryError") or out_of_memory(text):

@@ -176,10 +176,10 @@ class Judgment(JudgmentState):
                     self._boot_timing_pair()
             with clocked(self, "correctness"):
                 correctness.run(self, self._sanitizer_decision, self.results.correctness)
-            if self.config.timing and self.fails_closed():
+            if self.config.timing and self.results.timing.fails_closed(self.findings, self.config):
                 return
             if not self.config.timing:
-                self.timing = Timing(measured=False, reason="timing disabled by configuration")
+                self.results.timing.timing = Timing(measured=False, reason="timing disabled by configuration")
                 return
             # The fresh pair is loaded as work, beside the other lanes: only the measurement holds them back
             # (on an H200 the load took about 4 s of each timed judgment's turn alone, session g).
@@ -193,7 +193,7 @@ class Judgment(JudgmentState):
 
     def _timing(self) -> None:
         """The timing stage (judgment/stages/timing.py); a benchmark overrides it to time one pair several ways."""
-        timing.run(self, self._start_timing_pair, self.results.correctness.timing_sets)
+        timing.run(self, self._start_timing_pair, self.results.correctness.timing_sets, self.results.timing)
 
     def _sanitizer_decision(self) -> sanitize.Decision:
         return sanitizer.decision(self)
@@ -224,7 +224,8 @@ def judge(
     naming each stage on stderr (kerneljudge/runs/progress.py). A batch lane passes
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
     the task's `baselines` (`kerneljudge.runs.backends.lane.BaselineCache`). `rng` replaces the operating system's
-    randomness in the hidden plan (plan.py): for tests only, since a candidate that knows it knows the plan.
+    randomness in the hidden plan (judgment/hidden_plan.py): for tests only, since a candidate that knows it knows
+    the plan.
     `spares`: worker pairs started ahead (judgment/stages/spare_pairs.py), for a judge that judges one after another.
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())

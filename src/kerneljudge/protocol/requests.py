@@ -116,8 +116,7 @@ class Trial(Request):
 class Rerun(Request):
     """The reference again on the inputs of `seed` (under `variant`), made anew and checked against the trial's
     `fingerprint` (worker/correctness/seeded.py), from the random state `call_seed` (another than the trial's), its
-    outputs
-    set against slot `slot`'s first run and oracle by `tolerances` (as `compare` takes them): task screening's
+    outputs set against slot `slot`'s first run and oracle by `tolerances` (as `compare` takes them): task screening's
     replay of the reference (checks/reference_replay.py, KJ-T003)."""
 
     op: ClassVar[str] = "rerun"

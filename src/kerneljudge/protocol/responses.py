@@ -38,29 +38,6 @@ class Answer:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in left_out}
         return {"type": self.kind, **fields}
 
-    # Transitional: read-only dict access for the readers outside protocol/ not yet converted to the fields
-    # (checks/outputs.py, checks/support.py, tasks/shapes.py, tasks/lint*.py, judgment/stages/replays.py). A field
-    # left at None reads as absent, as the frame left it out.
-    def get(self, key: str, default: Any = None) -> Any:
-        if key == "type":
-            return self.kind
-        value = getattr(self, key, None) if key in self._names() else None
-        return default if value is None else value
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "type":
-            return self.kind
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
-
-    @classmethod
-    def _names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in dataclasses.fields(cls))
-
 
 @dataclass(frozen=True, kw_only=True)
 class Failed(Answer):

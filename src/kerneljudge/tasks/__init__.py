@@ -2,8 +2,7 @@
 
 - `load.py`: `load_task(spec)`, a loader per format: a KernelBench file (`reference.py` in a folder is named
   after the folder), a GPU MODE problem folder, one task of the built-in suite (`builtin:NAME`, kerneljudge/suite);
-- `gpumode.py`: the GPU MODE format (gpu-mode/reference-kernels) reduced to a task and its submissions to
-  candidates;
+- `gpumode.py`: the GPU MODE format (gpu-mode/reference-kernels) reduced to a task and its submissions to candidates;
 - `inputs_source.py`: the task's inputs without its reference: what the candidate's worker makes inputs from;
 - `shapes.py`: a task's shape family on the trusted side, hidden shapes drawn from it at run time;
 - `size_classes.py`: the values the parent proposes for a task's size integers, drawn from classes of sizes;

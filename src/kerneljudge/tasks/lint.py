@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from kerneljudge import protocol
 from kerneljudge.errors import TaskError, UsageError
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.talk import WorkerFailure
@@ -85,7 +86,7 @@ def _nbytes(kind: dict[str, Any]) -> int:
     return int(math.prod(kind["shape"])) * torch.empty((), dtype=getattr(torch, kind["dtype"])).element_size()
 
 
-def family_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list[LintFlag], dict[str, Any] | None]:
+def family_flags(reference: LintReference, loaded: protocol.Loaded) -> tuple[list[LintFlag], dict[str, Any] | None]:
     """The shape family's flags, and what the facts keep of it: malformed, absent (a note), or a shape of
     it where the reference itself fails or gives no finite output (the judge would stop on such a task)."""
     try:
@@ -104,7 +105,7 @@ def family_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list
     for shape in shapes:
         try:
             reference.load(LOAD_SEED, shape)
-            screens = reference.trial(SEEDS[0])["screen"]
+            screens = reference.trial(SEEDS[0]).screen
             if not all(s is None or s.get("finite", True) for s in screens):
                 raise TaskError("its output is not finite")
         except TaskError as exc:
@@ -116,17 +117,16 @@ def family_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list
     return [LintFlag("shape_family_broken", "warning", summary + broken[0]["error"], {"broken": broken})], facts
 
 
-def derived_flags(reference: LintReference, loaded: dict[str, Any]) -> tuple[list[LintFlag], dict[str, Any] | None]:
+def derived_flags(reference: LintReference, loaded: protocol.Loaded) -> tuple[list[LintFlag], dict[str, Any] | None]:
     """For a task that declares no family: the family the judge would derive (at values drawn as a judgment
     draws them, from a fixed seed here so that every lint says the same), and a note naming each integer read
     that it cannot vary, with why."""
-    integers = size_integers(loaded.get("integers"))
+    integers = size_integers(loaded.integers)
     proposals = size_classes.propose(integers, random.Random(FAMILY_DRAW_SEED)) if integers else None
-    response = reference.derive(proposals)
-    raw = response.get("fixed")
-    fixed = {str(k): str(v)[:400] for k, v in raw.items()} if isinstance(raw, dict) else {}
+    derived = reference.derive(proposals)
+    fixed = {str(k): str(v)[:400] for k, v in derived.fixed.items()}
     try:
-        family = read_family(response.get("family"))
+        family = read_family(derived.family)
     except MalformedFamily:
         family = None
     facts = {**(family.summary() if family is not None else {}), "fixed": fixed} if family or fixed else None
@@ -160,28 +160,28 @@ def lint_task(
     try:
         loaded = reference.load(LOAD_SEED, footprint=admit is not None)
         if admit is not None:
-            held.enter_context(admit(loaded.get("footprint")))
+            held.enter_context(admit(loaded.footprint))
         first = reference.trial(SEEDS[0], slot=BASE_SLOT)
         # The same inputs again with the random state reseeded, in eval and in training mode: a reference
         # with its own random ops (dropout) answers otherwise.
         # Each second run is set beside the first in the worker: a random op differs by the values' size, a
         # reduction in another order (float atomics, e.g. ConvTranspose3d's on CUDA) in the last bits.
         second = reference.trial(SEEDS[1], diff_slot=BASE_SLOT)
-        runs = {"seed1": first["screen"], "seed2": second["screen"], "seed2_differences": second["differences"]}
+        runs = {"seed1": first.screen, "seed2": second.screen, "seed2_differences": second.differences}
         again = reference.trial(SEEDS[0], rng_seed=RNG_SEEDS[0], diff_slot=BASE_SLOT)
-        runs["seed1_again"], runs["seed1_again_differences"] = again["screen"], again["differences"]
-        runs["train1"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[0], slot=BASE_SLOT)["screen"]
+        runs["seed1_again"], runs["seed1_again_differences"] = again.screen, again.differences
+        runs["train1"] = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[0], slot=BASE_SLOT).screen
         train2 = reference.trial(SEEDS[0], train=True, rng_seed=RNG_SEEDS[1], diff_slot=BASE_SLOT)
-        runs["train2"], runs["train2_differences"] = train2["screen"], train2["differences"]
+        runs["train2"], runs["train2_differences"] = train2.screen, train2.differences
         swapped = {}
-        for k, kind in enumerate(first["input_kinds"]):
-            if "dtype" in kind and len(first["input_kinds"]) > 1:
-                response = reference.trial(SEEDS[0], swap={"seed": SEEDS[1], "position": k})
-                swapped[k] = (response["swapped"], response["screen"])
+        for k, kind in enumerate(first.input_kinds):
+            if "dtype" in kind and len(first.input_kinds) > 1:
+                swap = reference.trial(SEEDS[0], swap={"seed": SEEDS[1], "position": k})
+                swapped[k] = (swap.swapped, swap.screen)
         cuda = bool(reference.hello.get("cuda_available")) and device != "cpu"
         device_ms = reference.device_ms() if cuda else None
         reference.load(OTHER_LOAD_SEED)
-        runs["other_init"] = reference.trial(SEEDS[0])["screen"]
+        runs["other_init"] = reference.trial(SEEDS[0]).screen
         shape_flags, family_facts = family_flags(reference, loaded)
     except (TaskError, WorkerFailure) as exc:
         result.error = str(exc)
@@ -189,13 +189,13 @@ def lint_task(
     finally:
         reference.close()
         held.close()  # the worker's memory is back before its reservation is
-    kinds, outputs = first["input_kinds"], first["signature"]["items"]
-    total = sum(_nbytes(k) for k in kinds) + sum(_nbytes(o) for o in outputs) + int(loaded.get("parameter_bytes") or 0)
+    kinds, outputs = first.input_kinds, first.signature["items"]
+    total = sum(_nbytes(k) for k in kinds) + sum(_nbytes(o) for o in outputs) + int(loaded.parameter_bytes or 0)
     result.facts = {
         "device": "cuda" if cuda else "cpu",
         "inputs": [f"{k['shape']} {k['dtype']}" for k in kinds if "dtype" in k],
         "outputs": [f"{o['shape']} {o['dtype']}" for o in outputs if "dtype" in o],
-        "parameters": int(loaded.get("parameter_count") or 0),
+        "parameters": int(loaded.parameter_count or 0),
         "bytes": total,
         "device_us": None if device_ms is None else round(device_ms * 1e3, 3),
         "shape_family": family_facts,

@@ -19,6 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.protocol import wire
 from kerneljudge.protocol.limits import MAX_FAMILY_SHAPES as MAX_SHAPES
 from kerneljudge.tasks import size_classes
@@ -216,12 +217,12 @@ def _names(mapping: Any, where: str) -> dict[str, Any]:
     return mapping
 
 
-def family_from(loaded: dict[str, Any]) -> ShapeFamily | None:
+def family_from(loaded: protocol.Loaded) -> ShapeFamily | None:
     """The family a reference worker's `loaded` answer describes, None when the task declares none; a
     MalformedFamily when the worker found it malformed or describes it wrongly."""
-    if loaded.get("family_error"):
-        raise MalformedFamily(str(loaded["family_error"]))
-    return read_family(loaded.get("family"))
+    if loaded.family_error:
+        raise MalformedFamily(loaded.family_error)
+    return read_family(loaded.family)
 
 
 def read_family(description: Any) -> ShapeFamily | None:

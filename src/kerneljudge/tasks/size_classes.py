@@ -4,8 +4,7 @@ A kernel specialised to its public size fails at some other size, but only at on
 cover: a block that must divide the width fails at an odd width, one that must be a power of two at a multiple
 of 64 that is not one, a scratch buffer of the public size at a larger size. So each integer the reference
 worker may vary (worker/correctness/derived.py) gets a value of every class below, drawn with the hidden plan's source
-(the
-operating system's generator) when the judgment runs, and recorded in the plan: a candidate cannot read them
+(the operating system's generator) when the judgment runs, and recorded in the plan: a candidate cannot read them
 from the judge's code. The reference worker tries them and keeps the shapes where the reference builds, runs
 and fits the public shape's memory; `classify` names what the kept values are. docs/tasks.md#derived-shape-families.
 """

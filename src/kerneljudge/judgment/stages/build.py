@@ -128,7 +128,7 @@ def task_failed(state: JudgmentState, error: protocol.Answer, what: str) -> NoRe
     the task cannot run here (UNSUPPORTED) or it is broken (a judge error)."""
     if not isinstance(error, protocol.Failed):
         raise JudgeFailed(f"{what}: the reference worker answered {error.kind!r}")
-    reason = unsupported_reason(error, state.device)  # type: ignore[arg-type]  # (its transitional dict reads)
+    reason = unsupported_reason(error, state.device)
     if reason is not None:
         raise TaskUnsupported(reason)
     raise JudgeFailed(f"{what}: {error.exc_type}: {error.message}")
@@ -168,7 +168,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         state.family_read = True
         state.size_integers = size_integers(loaded.integers)
         try:
-            state.family = family_from(loaded)  # type: ignore[arg-type]  # (its transitional dict reads)
+            state.family = family_from(loaded)
         except MalformedFamily as exc:
             if state.config.shape_trials:  # the task asks for shapes the judge cannot draw: the task's fault
                 raise JudgeFailed(f"the task's shape family is malformed: {exc}") from None

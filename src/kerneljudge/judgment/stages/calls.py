@@ -113,10 +113,9 @@ def call_candidate(
         )
     if trace:
         keep_trace(state, evidence, phase)
-    # (checks/outputs.py reads the answer through its transitional dict access)
-    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)  # type: ignore[arg-type]
+    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)
     if problem is None and called is not None:
-        problem = check_received(called)  # type: ignore[arg-type]
+        problem = check_received(called, called.unreadable)
     if problem is None:
         candidate_step(lambda: worker.described(output, ["values"], 2 * size + (1 << 20)), phase=phase)
     if problem is not None:

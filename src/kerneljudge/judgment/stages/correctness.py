@@ -3,8 +3,7 @@ order (the canary that reuses storage, the traced calls, the replays), the refer
 (reference_replay.py), each trial's outputs compared with the oracle and recorded (trials.py), the screen for
 degenerate outputs, then the hidden shapes and compute-sanitizer; with `timing_ahead`, the timing pair is made
 ready beside them from the first trial that passed (judgment/stages/timing_ahead.py). The first miss fails the
-candidate.
-`off`, KernelBench's own evaluation, takes its own path (native.py). The stage fills the result it is given
+candidate. `off`, KernelBench's own evaluation, takes its own path (native.py). The stage fills the result it is given
 (results.CorrectnessRun), so that the replays and the sanitizer's run before a failure reach the record.
 """
 

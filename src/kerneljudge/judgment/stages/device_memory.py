@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from kerneljudge.judgment.gate import USABLE, footprint_sizes, memory_need, timing_need
 from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
+from kerneljudge.judgment.stages.results import TimingRun
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.results.verdict import Failure, Timing
 
@@ -66,11 +67,11 @@ def judged(state: JudgmentState, failure: Failure) -> Failure:
 
 
 @contextmanager
-def untimed_where_beyond(state: JudgmentState) -> Iterator[None]:
+def untimed_where_beyond(state: JudgmentState, result: TimingRun) -> Iterator[None]:
     """Around the timing stage: an out-of-memory of a timing pair that does not fit the GPU, in the candidate's
     worker or the reference's (which fails the judge while timed, or reads as a reference that does not fit the
-    device while it stages the pool), leaves the timing unmeasured, with the reason, and the trials' verdict as it
-    is."""
+    device while it stages the pool), leaves the timing stage's `result` unmeasured, with the reason, and the
+    trials' verdict as it is."""
     try:
         yield
     except (CandidateFailed, JudgeFailed, TaskUnsupported) as exc:
@@ -82,4 +83,4 @@ def untimed_where_beyond(state: JudgmentState) -> Iterator[None]:
         why = beyond_the_gpu(state, timing=True) if ran_short(failure) else None
         if why is None:
             raise
-        state.timing = Timing(measured=False, reason=f"{why} ({failure.summary[:300]})")
+        result.timing = Timing(measured=False, reason=f"{why} ({failure.summary[:300]})")

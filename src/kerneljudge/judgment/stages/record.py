@@ -1,8 +1,8 @@
 """The record of a judgment, assembled from its state and its stages' results (judgment/stages/results.py): a pure
-function, no I/O (the caller reads the clock and the environment's fingerprint and passes them in). The float64
-oracle's capability, the failure that error-severity findings amount to, the status (verdict.decide_status) and the
-rewards are derived here, as are the findings on what the workers left in their workspaces (checks/workspace.py),
-known only once they closed.
+function, no I/O (the caller reads the clock and the environment's fingerprint and passes them in), that writes into
+neither (what it adds to the timing stage's timing goes into a copy). The float64 oracle's capability, the failure
+that error-severity findings amount to, the status (verdict.decide_status) and the rewards are derived here, as are
+the findings on what the workers left in their workspaces (checks/workspace.py), known only once they closed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kerneljudge.judgment.stages.failures import integrity_failure
 from kerneljudge.judgment.stages.results import StageResults
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.results.reward import rewards_for
-from kerneljudge.results.verdict import Capability, Correctness, Identity, Record, WorkerLog, decide_status
+from kerneljudge.results.verdict import Capability, Correctness, Identity, Record, Timing, WorkerLog, decide_status
 
 
 def assemble(
@@ -60,11 +60,7 @@ def assemble(
         sanitizer=sanitized.record if sanitized is not None else None,
         plan=state.plan.as_record() if state.plan is not None else None,
     )
-    timing_wall_s = state.stages_s.get("timing")
-    state.timing.carried_caches = state.carried
-    state.timing.ahead = timing_ahead.described(state)
-    if state.timing.timed_busy_s is not None and timing_wall_s:
-        state.timing.busy_fraction = round(min(1.0, state.timing.timed_busy_s / timing_wall_s), 4)
+    timing = timing_of(state, results.timing.timing)
     record = Record(
         kerneljudge_version=__version__,
         created_at=created_at,
@@ -87,7 +83,7 @@ def assemble(
         preflight={"declared_kernels": state.declared_kernels},
         kernel_trace=results.traces.summary if results.traces is not None else None,
         correctness=correctness,
-        timing=state.timing,
+        timing=timing,
         environment=environment,
         logs=logs,
         duration_s=round(duration_s, 3),
@@ -95,3 +91,15 @@ def assemble(
     )
     record.rewards = rewards_for(record)
     return record
+
+
+def timing_of(state: JudgmentState, staged: Timing) -> Timing:
+    """The record's timing: the timing stage's (`staged`, left as it is), with what the rest of the judgment knows
+    of it: the caches carried to its pair, the pair made ready ahead, and the share of the stage's wall time the
+    device spent on the timed calls."""
+    timing_wall_s = state.stages_s.get("timing")
+    busy_fraction = staged.busy_fraction
+    if staged.timed_busy_s is not None and timing_wall_s:
+        busy_fraction = round(min(1.0, staged.timed_busy_s / timing_wall_s), 4)
+    described = {"carried_caches": state.carried, "ahead": timing_ahead.described(state)}
+    return staged.model_copy(update={**described, "busy_fraction": busy_fraction})

@@ -174,11 +174,11 @@ def replay_once(
         return False
     entry: dict[str, Any] = {"trial": index}
     if perturb_spec:
-        counts, problem = check_report(perturb_spec, again.get("perturbed"))
+        counts, problem = check_report(perturb_spec, again.perturbed)
         if problem is not None:
             summary = f"the worker's report of its perturbation is not what it was asked to make: {problem}"
             raise CandidateFailed(Failure(kind="integrity_violation", phase=phase, summary=summary[:500]))
-        done = again["perturbed"]
+        done = again.perturbed or {}  # (a report without counts is {"error": why}: check_report)
         entry["perturbation"] = perturb_spec["kind"] if counts is not None else f"not applied: {done['error']}"[:300]
         if counts is not None:
             entry["conditions"] = counts

@@ -1,10 +1,10 @@
 """What the stages of a judgment return: one typed result per stage, kept by judgment/pipeline.py and composed
 into the record by judgment/stages/record.py.
 
-A stage that can end in the candidate's failure part-way (the correctness trials) fills a result it is given, so
-that what it found before the failure still reaches the record; a stage that runs to its end returns a frozen one.
-The findings a stage returns are also gathered in the judgment's one list (`JudgmentState.add_findings`, one per
-code), where the stages that add them from two threads meet.
+A stage that can end in the candidate's failure part-way (the correctness trials, the timing stage) fills a result it
+is given, so that what it found before the failure still reaches the record; a stage that runs to its end returns a
+frozen one. The findings a stage returns are also gathered in the judgment's one list (`JudgmentState.add_findings`,
+one per code), where the stages that add them from two threads meet.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kerneljudge.results.verdict import Capability, Failure, Finding, WorkerLog
+from kerneljudge.config import JudgeConfig
+from kerneljudge.results.verdict import Capability, Failure, Finding, Timing, WorkerLog
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,36 @@ class CorrectnessRun:
     timing_sets: list[dict[str, Any]] = field(default_factory=list)
 
 
+def voiding_codes(findings: list[Finding], config: JudgeConfig) -> list[str]:
+    """In enforce mode, the codes of the error findings that already make the verdict FAIL (none otherwise)."""
+    if not config.enforcing:
+        return []
+    return sorted({f.code for f in findings if f.severity == "error"})
+
+
+@dataclass
+class TimingRun:
+    """The timing stage's result (judgment/stages/timing.py, device_memory.py), filled as it runs: the record's
+    `timing` as the stage left it (not reached, disabled, not timed and why, one measurement or the timing shapes'
+    geometric mean). A failure part-way leaves what it was set to then (a kept output that failed its check: not
+    measured). What the rest of the judgment knows of the timing (the caches carried to its pair, the pair made ready
+    ahead, the share of the stage the device was busy) is added as the record is assembled (judgment/stages/record.py),
+    into a copy."""
+
+    timing: Timing = field(default_factory=lambda: Timing(measured=False, reason="not reached"))
+
+    def fails_closed(self, findings: list[Finding], config: JudgeConfig) -> bool:
+        """In enforce mode, whether an error finding already makes the verdict FAIL, so that nothing more is
+        timed (the record's timing says why, set here): no figure could stand, and timing would only spend device
+        time, which work hidden from the timed stream (H20) can make minutes. Before timing, and at a failed CUDA
+        graph capture that shows unjoined work (judgment/stages/timing.py)."""
+        voiding = voiding_codes(findings, config)
+        if not voiding:
+            return False
+        self.timing = Timing(measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}")
+        return True
+
+
 @dataclass(frozen=True)
 class TraceReading:
     """The kernel traces read at the end of a judgment (judgment/stages/integrity.py): the record's `kernel_trace`,
@@ -79,4 +110,5 @@ class StageResults:
     """What judgment/pipeline.py keeps of its stages for the record: one slot per stage that returns a result."""
 
     correctness: CorrectnessRun = field(default_factory=CorrectnessRun)
+    timing: TimingRun = field(default_factory=TimingRun)
     traces: TraceReading | None = None

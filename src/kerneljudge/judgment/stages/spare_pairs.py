@@ -13,8 +13,7 @@ What keeps this inside the trust model (docs/process-model.md):
 - a spare serves one judgment and ends with it, as any pair does: nothing a candidate did outlives it;
 - a spare that died, or waited longer than `max_idle_s`, is closed unused and a fresh pair started instead.
 A timed judgment takes two pairs, the checked one at its build and the timing one (judgment/stages/timing_pair.py)
-beside
-it: a judge that times keeps two of a kind (`depth`), so that the second is not one started a moment before.
+beside it: a judge that times keeps two of a kind (`depth`), so that the second is not one started a moment before.
 A spare holds a CUDA context on its GPU while it waits (about half a GiB each on an H200), outside the
 batch's memory reservations: that is why spares are asked for (`--spare-workers`), not the default.
 """

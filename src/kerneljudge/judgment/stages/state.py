@@ -4,8 +4,8 @@ The inputs (task, candidate, configuration, the batch lane's gate and GPU, cache
 source of randomness come first, then the judge's spare worker pairs where it keeps them; everything after
 them starts empty and is filled by the stages in order. What a stage returns as its own result
 (judgment/stages/results.py: the correctness stage's replays, sanitizer run and the trials' sets the timing pool
-makes again, the kernel traces read) is not here: judgment/pipeline.py keeps it, hands it to the stages that need
-it and to the record.
+makes again, the timing stage's timing, the kernel traces read) is not here: judgment/pipeline.py keeps it, hands it
+to the stages that need it and to the record.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment import hidden_plan
 from kerneljudge.judgment.gate import POOL_SETS, Gate
 from kerneljudge.judgment.stages.spare_pairs import SparePairs
-from kerneljudge.results.verdict import Capability, Failure, Finding, Timing, TrialRecord, WorkerLog
+from kerneljudge.results.verdict import Capability, Failure, Finding, TrialRecord, WorkerLog
 from kerneljudge.sandbox import confine
 from kerneljudge.sandbox.confine import SandboxPolicy
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # the stage that makes it imports this module
 @dataclass(eq=False)
 class Closing:
     """A worker pair being closed in a thread (judgment/stages/workers.close_beside): `ended` is set once its
-    processes are
-    gone (what the measuring hold waits for), the thread then files its logs and removes its workspaces."""
+    processes are gone (what the measuring hold waits for), the thread then files its logs and removes its
+    workspaces."""
 
     ended: threading.Event
     thread: threading.Thread | None = None  # set as it starts
@@ -52,8 +52,8 @@ class Closing:
 @dataclass(eq=False)
 class JudgmentState:
     """One judgment's state. `source` is the one source of everything a candidate must not predict: the hidden
-    plan (plan.py) and, as the timing stage draws them, its pools' seeds and the calls whose outputs are kept
-    and checked; the operating system's randomness unless a test injects a source."""
+    plan (judgment/hidden_plan.py) and, as the timing stage draws them, its pools' seeds and the calls whose outputs
+    are kept and checked; the operating system's randomness unless a test injects a source."""
 
     task: Task
     candidate: Candidate
@@ -81,7 +81,6 @@ class JudgmentState:
     trials: list[TrialRecord] = field(default_factory=list)
     checked_shapes: list[dict[str, Any]] = field(default_factory=list)  # hidden shapes the candidate was right at
     oracle_dtype: str | None = None
-    timing: Timing = field(default_factory=lambda: Timing(measured=False, reason="not reached"))
     device: str | None = None
     hello: dict[str, Any] | None = None
     workers: dict[str, WorkerProcess] = field(default_factory=dict)
@@ -91,8 +90,7 @@ class JudgmentState:
     carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
     booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
     # The timing pair made ready ahead, in a thread (judgment/stages/timing_ahead.TimingAhead), and whether the two
-    # pairs
-    # fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
+    # pairs fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
     ahead: TimingAhead | None = None
     ahead_fits: bool | None = None
     tolerances: dict[str, Any] = field(default_factory=dict)
@@ -168,35 +166,16 @@ class JudgmentState:
                     if new.severity == "error" and old.severity != "error":
                         old.severity = "error"
 
-    def fails_closed(self) -> bool:
-        """In enforce mode, whether an error finding already makes the verdict FAIL, so that nothing more is
-        timed (the record's timing says why): no figure could stand, and timing would only spend device time,
-        which work hidden from the timed stream (H20) can make minutes. Before timing, and at a failed CUDA
-        graph capture that shows unjoined work (judgment/stages/timing.py)."""
-        voiding = self.voiding_codes()
-        if not voiding:
-            return False
-        self.timing = Timing(measured=False, reason=f"not timed: enforce fails the candidate on {', '.join(voiding)}")
-        return True
-
-    def voiding_codes(self) -> list[str]:
-        """In enforce mode, the codes of the error findings that already make the verdict FAIL (none otherwise)."""
-        if not self.config.enforcing:
-            return []
-        return sorted({f.code for f in self.findings if f.severity == "error"})
-
     @property
     def readies_ahead(self) -> bool:
         """Whether the timing pair is to be made ready while correctness runs (judgment/stages/timing_ahead.py): asked
-        for,
-        timed, hardened (KernelBench's `off` keeps its own order; the carry, which needs the checked workspace
+        for, timed, hardened (KernelBench's `off` keeps its own order; the carry, which needs the checked workspace
         whole first, is refused with it by JudgeConfig)."""
         return self.config.timing and self.config.timing_ahead and not self.native
 
     def inputs_made(self, shape: dict[str, Any] | None = None) -> bool:
         """Whether the candidate's worker makes this trial's inputs itself (worker/correctness/seeded.py): in the
-        hardened
-        modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
+        hardened modes, at the public shape (a hidden shape's inputs are shipped), until it could not."""
         return not self.native and shape is None and "shipped" not in self.inputs
 
     def unsupported(self) -> bool:

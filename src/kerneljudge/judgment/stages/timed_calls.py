@@ -298,10 +298,10 @@ def check_timed_output(
     the digests of a kept copy when it was made, which the copy the reference's worker is sent must still have."""
     phase = f"timing ({what or f'timed call {state.timed_checks}'})"
     state.timed_checks += 1
-    # (checks/outputs.py reads the answer through its transitional dict access, or its header)
-    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)  # type: ignore[arg-type]
+    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)
     if problem is None:
-        problem = check_received({**output.header(), "unreadable": "not sent"}, key="captured")
+        assert isinstance(output, protocol.Described)  # (an answer that describes no output is malformed)
+        problem = check_received(output, unreadable="not sent")
     if problem is None:
         size = expected_bytes(state.signature)
         worker = state.workers["candidate"]

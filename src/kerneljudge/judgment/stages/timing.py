@@ -19,6 +19,7 @@ from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.judgment.stages import device_memory
 from kerneljudge.judgment.stages.build import build_candidate, load_reference
 from kerneljudge.judgment.stages.failures import CandidateFailed
+from kerneljudge.judgment.stages.results import TimingRun
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.timed_calls import check_deferred, make_ready, time_side
 from kerneljudge.judgment.stages.timed_rechecks import recheck_graph, recheck_last
@@ -55,54 +56,59 @@ def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
     return max(MIN_FLUSH_BYTES, 2 * l2)
 
 
-def run(state: JudgmentState, fresh_pair: Callable[[], None], trial_sets: list[dict[str, Any]]) -> None:
+def run(
+    state: JudgmentState, fresh_pair: Callable[[], None], trial_sets: list[dict[str, Any]], result: TimingRun
+) -> None:
     """Time at the public shape, or at each of the task's timing shapes (TIMING_SHAPES: a GPU MODE
-    problem's benchmarks), reporting their geometric mean as the leaderboard ranks. `fresh_pair` replaces
-    the workers by a fresh timing pair (after a failed graph capture); `trial_sets` are the correctness trials'
-    sets the pool may make again (results.CorrectnessRun.timing_sets, `pool_sets`). A timing pair that outgrew the
-    GPU and ran short of memory leaves the timing unmeasured (judgment/stages/device_memory.py)."""
-    with device_memory.untimed_where_beyond(state):
+    problem's benchmarks), reporting their geometric mean as the leaderboard ranks, into `result` (filled as it
+    goes: a failure part-way leaves what was set then). `fresh_pair` replaces the workers by a fresh timing pair
+    (after a failed graph capture); `trial_sets` are the correctness trials' sets the pool may make again
+    (results.CorrectnessRun.timing_sets, `pool_sets`). A timing pair that outgrew the GPU and ran short of memory
+    leaves the timing unmeasured (judgment/stages/device_memory.py)."""
+    with device_memory.untimed_where_beyond(state, result):
         shapes = list(state.family.timing) if state.family is not None and not state.native else []
         if not shapes:
-            timed(state, None, state.config.timing_budget_s, fresh_pair, trial_sets)
+            timed(state, result, None, state.config.timing_budget_s, fresh_pair, trial_sets)
             return
         measured: list[tuple[dict[str, Any], Timing]] = []
         fallback = None
         for shape in shapes:
             state.progress(f"timing at {describe_shape(shape)}")
-            if not timed(state, shape, state.config.timing_budget_s / len(shapes), fresh_pair, trial_sets):
+            if not timed(state, result, shape, state.config.timing_budget_s / len(shapes), fresh_pair, trial_sets):
                 return  # a failed capture's finding failed it (enforce): no shape is timed after it
-            fallback = fallback or state.timing.graph_fallback
-            measured.append((shape, state.timing))
-        state.timing = combined_timing(measured)
-        state.timing.graph_fallback = fallback
+            fallback = fallback or result.timing.graph_fallback
+            measured.append((shape, result.timing))
+        result.timing = combined_timing(measured)
+        result.timing.graph_fallback = fallback
 
 
 def timed(
     state: JudgmentState,
+    result: TimingRun,
     shape: dict[str, Any] | None,
     budget_s: float,
     fresh_pair: Callable[[], None],
     trial_sets: list[dict[str, Any]],
 ) -> bool:
     """One measurement in the configured regime, or behind a busy precursor in a fresh pair when a CUDA
-    graph cannot be captured; False where the capture showed unjoined work and enforce fails the candidate
-    on it (nothing more is timed)."""
-    regime = BUSY_PRECURSOR if state.timing.graph_fallback else state.config.timing_regime
+    graph cannot be captured (or could not at an earlier timing shape); False where the capture showed unjoined
+    work and enforce fails the candidate on it (nothing more is timed)."""
+    regime = BUSY_PRECURSOR if result.timing.graph_fallback else state.config.timing_regime
     try:
-        measure(state, regime, shape, budget_s, trial_sets=trial_sets)
+        measure(state, result, regime, shape, budget_s, trial_sets=trial_sets)
     except GraphUnsupported as exc:
         unjoined = unjoined_capture(str(exc)) if exc.side == "candidate" else None
         if unjoined is not None and not state.native:
             state.add_findings([unjoined])
-            if state.fails_closed():  # enforce: FAIL already; timed again behind a precursor, 1-11 s held (H200)
+            # enforce: FAIL already; timed again behind a precursor, 1-11 s held (H200)
+            if result.fails_closed(state.findings, state.config):
                 return False
         # A failed capture can leave a worker's CUDA state unusable: a fresh pair times without graphs.
         state.progress("no CUDA graph; timing again in a fresh worker pair behind a busy precursor")
         with at_gate(state, measuring=False):
             fresh_pair()
-        measure(state, BUSY_PRECURSOR, shape, budget_s, trial_sets=trial_sets)
-        state.timing.graph_fallback = str(exc)
+        measure(state, result, BUSY_PRECURSOR, shape, budget_s, trial_sets=trial_sets)
+        result.timing.graph_fallback = str(exc)
     return True
 
 
@@ -124,6 +130,7 @@ class Prepared:
 
 def measure(
     state: JudgmentState,
+    result: TimingRun,
     regime: str,
     shape: dict[str, Any] | None = None,
     budget_s: float | None = None,
@@ -133,9 +140,10 @@ def measure(
     paused, then check the kept outputs and read the findings beside the other lanes again: the gate is
     held for the samples and their calibration, not for the staging, the checks (issue 20) or each side's
     first calibration request, where a fresh worker's JIT compiles the kernel on its first call and whose
-    figures only size the samples (the probes after it size them again, in the hold)."""
+    figures only size the samples (the probes after it size them again, in the hold). `result.timing` is this
+    measurement's, or why it did not measure."""
     with at_gate(state, measuring=False):
-        prepared = prepare(state, regime, shape, trial_sets or [])
+        prepared = prepare(state, result, regime, shape, trial_sets or [])
     if prepared is None:
         return
     held_since: list[float] = []
@@ -150,18 +158,22 @@ def measure(
 
         try:
             state.progress("timing candidate and reference")
-            take(state, prepared, regime, budget_s, hold)
+            take(state, result, prepared, regime, budget_s, hold)
         finally:  # how long every other lane was held back: `stages_s["timing.held"]`
             if held_since:
                 held = state.stages_s.get("timing.held", 0.0) + time.monotonic() - held_since[0]
                 state.stages_s["timing.held"] = round(held, 3)
     with at_gate(state, measuring=False):
-        read(state, prepared)
+        read(state, result, prepared)
         join_closing(state)  # its logs filed and its workspaces removed, beside the hold
 
 
 def prepare(
-    state: JudgmentState, regime: str, shape: dict[str, Any] | None, trial_sets: list[dict[str, Any]]
+    state: JudgmentState,
+    result: TimingRun,
+    regime: str,
+    shape: dict[str, Any] | None,
+    trial_sets: list[dict[str, Any]],
 ) -> Prepared | None:
     """Build the models at the timing shape (where one is given), stage the pool, compile the reference under
     torch.compile where asked; None (and the record's timing says why) where this method cannot time. A pair
@@ -169,7 +181,7 @@ def prepare(
     config = state.config
     method = config.resolved_timing_method()
     if method == DO_BENCH and state.device != "cuda":
-        state.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
+        result.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
         return None
     flush_bytes = flush_of(state, method)
     cached = cached_sides(state, method, regime)
@@ -239,7 +251,12 @@ def shares_outputs(state: JudgmentState) -> bool:
 
 
 def take(
-    state: JudgmentState, prepared: Prepared, regime: str, budget_s: float | None, hold: Callable[[], None]
+    state: JudgmentState,
+    result: TimingRun,
+    prepared: Prepared,
+    regime: str,
+    budget_s: float | None,
+    hold: Callable[[], None],
 ) -> None:
     """The samples: calibration and the interleaved blocks (timing/basic.py), with the clocks watched; `hold`
     pauses the other lanes once the first calibration requests are answered."""
@@ -256,7 +273,7 @@ def take(
         one_call=shares_outputs(state),
     )
     state.drain_left, state.drain_timed_ms, state.deferred_checks, state.untimed_spans = [], [], [], {}
-    state.timing = run_interleaved(
+    result.timing = run_interleaved(
         prepared.sides,
         prepared.pool,
         plan,
@@ -265,59 +282,60 @@ def take(
         cached=prepared.cached,
         hold=hold,
     )
-    state.timing.timed_busy_s = timed_busy_s(state.timing, measured=list(prepared.sides))
+    result.timing.timed_busy_s = timed_busy_s(result.timing, measured=list(prepared.sides))
 
 
-def read(state: JudgmentState, prepared: Prepared) -> None:
+def read(state: JudgmentState, result: TimingRun, prepared: Prepared) -> None:
     """After the samples: the kept outputs checked, the plain calls that check more, and the findings the
-    measurement shows."""
+    measurement shows; `result.timing` completed with what they found."""
     method, pool = prepared.method, prepared.pool
     try:
         check_deferred(state)  # what the measured requests kept, checked here rather than in the hold
     except CandidateFailed:  # samples of calls that answered wrong are no figure of the candidate's
-        state.timing = Timing(measured=False, reason="a timed call's kept output failed its check")
+        result.timing = Timing(measured=False, reason="a timed call's kept output failed its check")
         raise
+    timing = result.timing
     left_behind = drain.drain_finding(state.drain_left, state.drain_timed_ms)
     if left_behind is not None:
         state.add_findings([left_behind])
     if method == INTERLEAVED and state.baselines and not prepared.cached:
         regimes = sorted({entry.launch_regime for entry in state.baselines.values()})
-        state.timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
-    if state.timing.launch_regime == CUDA_GRAPH and not state.native:
+        timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
+    if timing.launch_regime == CUDA_GRAPH and not state.native:
         before = state.timed_checks
         for role, calls in sorted(prepared.graphs):
             if role == "candidate":
                 recheck_graph(state, calls, len(pool[0]))
-        state.timing.graph_rechecks = state.timed_checks - before
-    elif method == INTERLEAVED and not state.native and state.timing.measured:
-        recheck_last(state, int(state.timing.calls_per_sample.get("candidate", 1)), len(pool[0]))
-    state.timing.timed_outputs_checked = state.timed_checks
-    state.timing.kept_calls = list(state.kept_calls)
-    state.timing.compile_error = prepared.compile_error
-    if prepared.monitor_error and state.timing.clocks is not None:
-        state.timing.clocks["error"] = prepared.monitor_error
+        timing.graph_rechecks = state.timed_checks - before
+    elif method == INTERLEAVED and not state.native and timing.measured:
+        recheck_last(state, int(timing.calls_per_sample.get("candidate", 1)), len(pool[0]))
+    timing.timed_outputs_checked = state.timed_checks
+    timing.kept_calls = list(state.kept_calls)
+    timing.compile_error = prepared.compile_error
+    if prepared.monitor_error and timing.clocks is not None:
+        timing.clocks["error"] = prepared.monitor_error
     if state.device == "cuda":
-        state.timing.l2_flush_bytes = prepared.flush_bytes
-        state.timing.persisting_l2_reset = prepared.l2_reset
+        timing.l2_flush_bytes = prepared.flush_bytes
+        timing.persisting_l2_reset = prepared.l2_reset
         flushed = f"; {prepared.flush_bytes / 2**20:.0f} MiB L2 flush before every sample"
-        state.timing.regime = (state.timing.regime or "") + (flushed if prepared.flush_bytes else "; warm L2")
-    if method == INTERLEAVED and state.timing.candidate is not None:
+        timing.regime = (timing.regime or "") + (flushed if prepared.flush_bytes else "; warm L2")
+    if method == INTERLEAVED and timing.candidate is not None:
         # The kernel traces are read once the workers have closed (judgment/stages/integrity.judge_traces, after
         # this stage), so no summary of them is known here yet: the check finds nothing, as it always has.
-        state.timing.trace_check, found = timed_versus_traced(None, state.timing.candidate.median_ms)
+        timing.trace_check, found = timed_versus_traced(None, timing.candidate.median_ms)
         state.add_findings(found)
-    if method == INTERLEAVED and not state.native and state.timing.candidate is not None:
-        claimed, spans = state.timing.candidate.median_ms, state.untimed_spans
+    if method == INTERLEAVED and not state.native and timing.candidate is not None:
+        claimed, spans = timing.candidate.median_ms, state.untimed_spans
         # Both commits digest the candidate's outputs' number, so the two are matched (judgment/stages/untimed_work.py).
         share = NOISE_SHARE["cuda" if state.device == "cuda" else "cpu"]
-        state.timing.untimed_work = {
+        timing.untimed_work = {
             span: bound_check(
                 {role: spans.get(role, {}).get(span, []) for role in spans}, claimed, span == "commit", share
             )
             for span in ("commit", "requests")
         }
-        state.add_findings(untimed_findings(state.timing.untimed_work))
-    check = state.timing.clock_check or {}
+        state.add_findings(untimed_findings(timing.untimed_work))
+    check = timing.clock_check or {}
     if check.get("suspicious") and not state.native:
         state.add_findings(
             [

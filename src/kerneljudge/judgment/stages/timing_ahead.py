@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kerneljudge.judgment.stages.build import load_reference, reference_hello, start_candidate
+from kerneljudge.judgment.stages.results import voiding_codes
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.timed_calls import Ready, make_ready
 from kerneljudge.judgment.stages.timing import cached_sides, flush_of, pool_sets
@@ -140,8 +141,8 @@ def begin(state: JudgmentState) -> None:
     0.8-1.8 s for it, 2026-12-05). Its pool is staged once a trial has passed (`start`)."""
     if not state.readies_ahead or not state.booting or state.ahead is not None:
         return
-    if state.voiding_codes():
-        return  # the verdict is FAIL already and nothing will be timed (JudgmentState.fails_closed)
+    if voiding_codes(state.findings, state.config):
+        return  # the verdict is FAIL already and nothing will be timed (results.TimingRun.fails_closed)
     if state.device == "cuda" and not state.ahead_fits:  # the record's `timing.ahead` says why
         return
     ahead = state.ahead = TimingAhead(state)
@@ -156,7 +157,7 @@ def start(state: JudgmentState, trial_sets: list[dict[str, Any]]) -> None:
     the public shape as that trial left it (the hidden shapes, beside, set theirs), where the verdict is not FAIL
     already; a task with timing shapes builds and stages at each of them in the stage (the loads only)."""
     ahead = state.ahead
-    if ahead is None or ahead.going.is_set() or state.voiding_codes():
+    if ahead is None or ahead.going.is_set() or voiding_codes(state.findings, state.config):
         return
     shapes = state.family is not None and state.family.timing
     ahead.go(dict(state.signature), None if shapes else plan_of(state, trial_sets))

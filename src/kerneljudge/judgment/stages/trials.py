@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.outputs import signature_items
 from kerneljudge.checks.precision import precision_finding
@@ -35,7 +36,7 @@ def check_trial(
     index: int,
     kind: str,
     seed: int,
-    cand: dict[str, Any],
+    cand: protocol.Output,
     distribution: dict[str, Any] | None,
     shape: dict[str, Any] | None = None,
     keep: bool = False,

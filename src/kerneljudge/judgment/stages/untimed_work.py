@@ -26,8 +26,7 @@ commits do the same work (`matched`): the candidate's may exceed the reference's
 NOISE_FLOOR_MS, and by nothing for its calls' claimed work. NOISE_SHARE is what two processes' least spans of the
 same work differ by: a quarter on a CUDA device, whose digests are fused kernels far cheaper than the work they
 cover (worker/seal/digest_kernels.py); the whole on the CPU, where two processes' commits of the same outputs differed
-by
-up to 56% (session af) and their least by up to 48% under load (session ah). There the digests cost tens of times
+by up to 56% (session af) and their least by up to 48% under load (session ah). There the digests cost tens of times
 the work, so half a call's work still hides in a commit (the red team's `commit_window_half` is for CUDA only).
 More is work done where no timer sees it (KJ-R027). docs/attacks.md (H03) says what is left.
 """

@@ -76,8 +76,8 @@ def ask(
     placed: Any = None,
     fetch: tuple[str, ...] = ("values", "init_inputs", "captured"),
     op: str | None = None,
-    interim: Callable[[dict[str, Any]], protocol.Request | None] | None = None,
-) -> tuple[dict[str, Any], Any]:
+    interim: Callable[[protocol.Interim], protocol.Request | None] | None = None,
+) -> tuple[protocol.Answer, Any]:
     """A request to a worker whose failure is the judge's (the reference's, or a judge-side request); `op`
     names its round trip in `stages_s` where the request's own op would not say enough; `interim` answers
     the frames the worker sends within it (sandbox/talk.py)."""
@@ -88,9 +88,12 @@ def ask(
         raise JudgeFailed(f"the {role} worker failed: {exc}") from None
 
 
-def ask_candidate(state: JudgmentState, request: protocol.Request, phase: str, op: str | None = None, **kw: Any) -> Any:
-    """A request to the candidate's worker (`kw`: values, placed, fetch, max_bytes), its round trip counted
-    as `op` (default the request's); its worker failing is the candidate's failure in `phase`."""
+def ask_candidate(
+    state: JudgmentState, request: protocol.Request, phase: str, op: str | None = None, **kw: Any
+) -> tuple[protocol.Answer, Any]:
+    """A request to the candidate's worker (`kw`: values, placed, fetch, max_bytes, interim), its round trip
+    counted as `op` (default the request's): its answer and the values fetched; its worker failing is the
+    candidate's failure in `phase`."""
     with counted(state, "candidate", op or request.op):
         return candidate_step(lambda: state.workers["candidate"].request(request, **kw), phase=phase)
 

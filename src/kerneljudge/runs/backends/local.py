@@ -34,8 +34,7 @@ class LocalBackend(Backend):
         if not lanes:
             raise ValueError("a backend needs at least one lane")
         # Worker pairs started ahead of each lane's next judgment (judgment/stages/spare_pairs.py), where asked for;
-        # two of
-        # a kind where the judgments are `timed` by default (each takes a checked pair and a timing pair).
+        # two of a kind where the judgments are `timed` by default (each takes a checked pair and a timing pair).
         self.spares = SparePairs(depth=pairs_taken(timed)) if spare_workers else None
         self._lanes = list(lanes)
         self.gate = LaneGate(self._lanes) if len(self._lanes) > 1 else None

@@ -7,8 +7,7 @@ blind them (the red team's `seal_state_forger`: its methods shadowed on the seal
 So the parent does not rely on it alone: for the sample whose call it will check, it asks first for the digests of
 every call's output of that sample (`commit`), and names the call only once they are with it. The reference's
 worker takes the digests again of the copy it is sent (worker/correctness/compare.py, method `timed`), and they must
-be the
-committed ones: an output mended after the call is named no longer matches, and one mended before must be every
+be the committed ones: an output mended after the call is named no longer matches, and one mended before must be every
 call's of the sample, a sample's whole work in the time the parent's clock sees between `commit` and `committed`
 (judgment/stages/untimed_work.py). The digests are worker/seal/digest.py's (since 0.3.11: evidence.digest's linear sums
 could be restored after a mend), taken many outputs at a time where they are small.

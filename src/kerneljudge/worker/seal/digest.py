@@ -6,8 +6,7 @@ few dozen words moved by a few units in their last bits (within any tolerance) c
 with a lattice basis reduced before the sample from the public weights alone: a candidate's code left to run between
 the name and the copy (the seal blinded, as `seal_state_forger` does) could mend the named output and restore the
 committed digests in microseconds, inside the time the parent's clock allows a call (judgment/stages/untimed_work.py;
-the
-residual docs/attacks.md named under H03 until 0.3.11). The commit's digest keeps the first sum and puts a tree in
+the residual docs/attacks.md named under H03 until 0.3.11). The commit's digest keeps the first sum and puts a tree in
 place of the second: every 64-bit word of the bytes mixed with its position (splitmix64's finaliser, a bijection of
 64-bit words), then pairs combined level by level to one root. Nothing linear is left to solve; matching a root from
 changed leaves is a meet-in-the-middle search over about 2**32 subtrees, seconds of work where the clock allows a

@@ -1,8 +1,7 @@
 """The seal between a timed sample and the copy of its checked output (H03 by H21; worker/timing/timer.py).
 
 The parent names the call whose output it checks after the sample ran (judgment/stages/kept_call.py), and the worker
-copies
-that output at once. Between the two, only the worker's own code may run: a profile hook, a signal handler, a
+copies that output at once. Between the two, only the worker's own code may run: a profile hook, a signal handler, a
 thread, a torch mode, a garbage collector's callback or a patched function that the worker's code calls could read
 the named call and mend that output before the copy (the red team's `keep_hook_mender`: its timed calls did
 nothing, the checked one was mended, PASS verified by 0.3.7). So after each sample, before the worker says the

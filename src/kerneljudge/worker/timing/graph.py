@@ -1,6 +1,5 @@
 """A timed sample's calls as one CUDA graph, for the worker's timer (worker/timing/timer.py): captured once per model
-and
-number of calls, on copies of the timing pool's input sets, and refilled with each sample's sets before its replay.
+and number of calls, on copies of the timing pool's input sets, and refilled with each sample's sets before its replay.
 """
 
 from __future__ import annotations
