@@ -24,7 +24,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-DROPPED = {"created_at", "path", "kerneljudge_version", "seconds", "pid", "memory_peaks", "peak_bytes", "stages"}
+DROPPED = {
+    "created_at",
+    "path",
+    "kerneljudge_version",
+    "kerneljudge",
+    "seconds",
+    "pid",
+    "memory_peaks",
+    "peak_bytes",
+    "stages",
+}
 DROPPED_SUFFIXES = ("_s", "_ms", "_ns", "_us")
 
 

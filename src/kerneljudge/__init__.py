@@ -25,13 +25,11 @@ from typing import Any
 # 0.3.0: compute-sanitizer and replays under perturbation; 0.3.1: the precursor's sleep calibrated only within
 # plausible GPU clocks (a candidate whose CUDA events lie fails by the clock check, not by a timeout); 0.3.2:
 # the last calls of two requests after the measurement checked (judgment/stages/timed_rechecks.py, `recheck_last`);
-# 0.3.3:
-# enforce times nothing more once a CUDA graph's capture shows unjoined work (KJ-R024, judgment/stages/timing.py);
-# 0.3.4:
-# the timing pool made of fresh hidden draws in every hardened judgment, not of the last trials' inputs
-# (judgment/stages/timing.pool_sets: a memo kept by a checked worker answers no timed call); 0.3.5: work a drained
-# sample left behind is an escape only where it is a material share of the sample (timing/drain.py), and a judgment
-# that runs out of device memory where the judge's own rule needs more than the GPU holds is the judge's
+# 0.3.3: enforce times nothing more once a CUDA graph's capture shows unjoined work (KJ-R024,
+# judgment/stages/timing.py); 0.3.4: the timing pool made of fresh hidden draws in every hardened judgment, not of the
+# last trials' inputs (judgment/stages/timing.pool_sets: a memo kept by a checked worker answers no timed call); 0.3.5:
+# work a drained sample left behind is an escape only where it is a material share of the sample (timing/drain.py), and
+# a judgment that runs out of device memory where the judge's own rule needs more than the GPU holds is the judge's
 # error, not the candidate's failure (gate.py; the memory poisoned before a call is poisoned as far as it fits);
 # 0.3.6: the outputs measured requests keep are checked after the samples, outside the measuring hold (a failing
 # check ends the judgment after the samples, not among them; its timing unmeasured, with why), and a killed worker
@@ -64,7 +62,9 @@ from typing import Any
 # 0.3.16: what a candidate leaves behind read as hostile data (a workspace past the walk's bounds is KJ-R070, the
 # candidate's failure, where a chain 1,200 deep crashed the judge), the reference run again from another random state (a
 # task whose comparison passes its own noise is KJ-T003, the oracle's float32 fallback reseeded), an IPC namespace and
-# clone's namespace flags refused in the sandbox.
+# clone's namespace flags refused in the sandbox; 0.3.17: hidden sizes by class, the allow-list preflight, native
+# threads judged (KJ-R012); 0.3.18: the judge's own threads around a call (a trace's profiler, a perturbed replay's
+# CUDA work) no longer KJ-R012 on CUDA.
 __version__ = "0.3.18"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without

@@ -2,6 +2,7 @@
 a high-risk construct's in each hardened mode, read from the catalog and from the findings the checks make."""
 
 import pytest
+from test_runtime_evidence import CLEAN
 
 from kerneljudge.checks import catalog, runtime, sanitizer
 from kerneljudge.checks.trace import analyse, read_call
@@ -67,22 +68,6 @@ def test_preflight_severities(mode, policy):
     no_kernel = {f.code: f.severity for f in preflight(NO_KERNEL, mode, policy).findings}
     assert no_kernel == {"KJ-S070": "error" if strict else "info", "KJ-S071": "warning" if strict else "info"}
     assert preflight(HEADER + "import socket\n", "off", policy).findings == []
-
-
-CLEAN = {
-    "threads_started": 0,
-    "native_threads": [],
-    "children": [],
-    "flags_changed": {},
-    "hooks": [],
-    "apis_replaced": [],
-    "changed_after_return": [],
-    "inputs_mutated": [],
-    "aliases_input": [],
-    "aliases_previous_output": [],
-    "streams": {"before": None, "after": None},
-    "busy_after_return": {"window_ms": 20.0, "threads": []},
-}
 
 
 @pytest.mark.parametrize("policy", POLICIES)
