@@ -174,7 +174,7 @@ def test_the_removal_empties_folders_of_mode_0_as_their_non_root_owner(outside):
     script = f"""
 import os, sys
 from pathlib import Path
-sys.path.insert(0, {str(ROOT / "tests")!r})
+sys.path[:0] = [{str(ROOT / "tests")!r}, {str(ROOT / "tests" / "sandbox")!r}]
 from test_workspace_hostile import hostile_tree
 from kerneljudge.sandbox.tree import remove_tree
 os.setgroups([]); os.setgid({NOBODY}); os.setuid({NOBODY})  # after the imports: the interpreter is root's

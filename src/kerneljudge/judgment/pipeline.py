@@ -221,7 +221,7 @@ def judge(
 
     `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
     is called with a short description as each stage starts, or, when True, draws the CLI's spinner
-    naming each stage on stderr (kerneljudge/runs/progress.py). A batch lane passes
+    naming each stage on stderr (kerneljudge/judgment/progress.py). A batch lane passes
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
     the task's `baselines` (`kerneljudge.runs.backends.lane.BaselineCache`). `rng` replaces the operating system's
     randomness in the hidden plan (judgment/hidden_plan.py): for tests only, since a candidate that knows it knows
