@@ -124,7 +124,7 @@ def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path,
     from fastapi.testclient import TestClient
 
     from kerneljudge.config import JudgeConfig
-    from kerneljudge.serve import get_reward as openrlhf
+    from kerneljudge.serve import get_reward
     from kerneljudge.serve.app import create_app
     from kerneljudge.serve.service import Service
 
@@ -144,7 +144,7 @@ def test_get_reward_waits_for_room_and_answers_429_only_past_its_bound(tmp_path,
             thread.join(30)
         assert [r.status_code for r in replies] == [200, 200], [r.text for r in replies]
         assert [r.json()["scores"] for r in replies] == [[1.0], [1.0]]
-        monkeypatch.setattr(openrlhf, "ADMISSION_WAIT_S", 0.2)
+        monkeypatch.setattr(get_reward, "ADMISSION_WAIT_S", 0.2)
         judged = {s.item["candidate"] for s in sent}
         fresh = [s for s in serve_load.plan(40, variants=40, seed=3, mix={"honest": 100})]
         fresh = list({s.item["candidate"]: s for s in fresh if s.item["candidate"] not in judged}.values())

@@ -21,7 +21,7 @@ from kerneljudge.judgment.stages.failures import CandidateFailed
 from kerneljudge.judgment.stages.results import Replays
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.timing import l2_flush_bytes
-from kerneljudge.protocol import limits as perturb
+from kerneljudge.protocol import limits
 from kerneljudge.results.verdict import Failure
 
 PRACTICAL_COUNT = 2  # perturbed replays under practical; strict has one of every kind
@@ -48,8 +48,8 @@ def copy_bytes(footprint: dict[str, Any] | None, reserved_bytes: int) -> int:
     if sizes is None or reserved_bytes <= 0:
         return DEFAULT_COPY_BYTES
     _, inputs, outputs, _ = sizes
-    ceiling = max(perturb.MIN_COPY_BYTES, min(perturb.MAX_COPY_BYTES, reserved_bytes // COPY_SHARE))
-    return min(ceiling, max(perturb.MIN_COPY_BYTES, int(inputs + outputs)))
+    ceiling = max(limits.MIN_COPY_BYTES, min(limits.MAX_COPY_BYTES, reserved_bytes // COPY_SHARE))
+    return min(ceiling, max(limits.MIN_COPY_BYTES, int(inputs + outputs)))
 
 
 def perturbations(
@@ -58,7 +58,7 @@ def perturbations(
     """The perturbed replays of one judgment on CUDA (worker/correctness/perturb.py), drawn from `rng`: every kind in
     a random order under the strict policy (`JudgeConfig.strict`), two kinds under practical, each with random
     strengths."""
-    kinds = list(perturb.PERTURB_KINDS)
+    kinds = list(limits.PERTURB_KINDS)
     rng.shuffle(kinds)
     count = len(kinds) if strict else PRACTICAL_COUNT
 
@@ -108,23 +108,23 @@ def check_report(asked: dict[str, Any], report: Any) -> tuple[dict[str, Any] | N
 
 def _out_of_bounds(asked: dict[str, Any], counts: dict[str, int]) -> str | None:
     """Where a count is not one the worker's own bounds allow for what was asked (worker/correctness/perturb.py)."""
-    if "products" in counts and not perturb.MIN_PRODUCTS <= counts["products"] <= perturb.MAX_PRODUCTS:
-        return f"{counts['products']} products, outside [{perturb.MIN_PRODUCTS}, {perturb.MAX_PRODUCTS}]"
+    if "products" in counts and not limits.MIN_PRODUCTS <= counts["products"] <= limits.MAX_PRODUCTS:
+        return f"{counts['products']} products, outside [{limits.MIN_PRODUCTS}, {limits.MAX_PRODUCTS}]"
     for name in ("delay_cycles", "release_cycles", "hold_cycles"):
-        if name in counts and counts[name] > perturb.MAX_CYCLES:
-            return f"{name} {counts[name]} beyond {perturb.MAX_CYCLES}"
+        if name in counts and counts[name] > limits.MAX_CYCLES:
+            return f"{name} {counts[name]} beyond {limits.MAX_CYCLES}"
     kind = asked["kind"]
     if kind == "launch_order" and counts["flushed_bytes"] not in (0, int(asked.get("flush_bytes", 0))):
         return f"{counts['flushed_bytes']} bytes flushed, asked {asked.get('flush_bytes')}"
     if kind == "copy_traffic":
-        if not perturb.MIN_COPIES <= counts["copies"] <= perturb.MAX_COPIES:
-            return f"{counts['copies']} copies, outside [{perturb.MIN_COPIES}, {perturb.MAX_COPIES}]"
-        wanted = min(perturb.MAX_COPY_BYTES, max(perturb.MIN_COPY_BYTES, int(asked["bytes"])))
+        if not limits.MIN_COPIES <= counts["copies"] <= limits.MAX_COPIES:
+            return f"{counts['copies']} copies, outside [{limits.MIN_COPIES}, {limits.MAX_COPIES}]"
+        wanted = min(limits.MAX_COPY_BYTES, max(limits.MIN_COPY_BYTES, int(asked["bytes"])))
         if counts["copy_bytes"] != wanted:
             return f"copies of {counts['copy_bytes']} bytes, asked {wanted}"
     if kind == "sm_hold":
         sms, blocks = counts["sms"], counts["blocks"]
-        if not 2 <= sms <= MAX_SMS or blocks != perturb.hold_blocks(float(asked["share"]), sms):
+        if not 2 <= sms <= MAX_SMS or blocks != limits.hold_blocks(float(asked["share"]), sms):
             return f"{blocks} blocks on {sms} SMs for a share of {asked['share']}"
     return None
 

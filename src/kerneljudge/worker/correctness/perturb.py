@@ -34,7 +34,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from kerneljudge.protocol.limits import (  # noqa: F401  (the bounds' names, as this module's own)
+from kerneljudge.protocol.limits import (
     MAX_COPIES,
     MAX_COPY_BYTES,
     MAX_CYCLES,
