@@ -61,7 +61,7 @@ def main() -> None:
     rows = []
     try:
         worker.load(SEEDS[0])
-        device = worker.hello.get("device", args.device)
+        device = worker.hello.device
         worker.stage()
         for graph in (False, True) if str(device).startswith("cuda") else (False,):
             seen: dict[str, list[float]] = {mode: [] for mode in MODES}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 
-from kerneljudge import JudgeConfig, __version__, judge
+from kerneljudge import JudgeConfig, __version__, judge, protocol
 from kerneljudge.judgment.env import fingerprint
 from kerneljudge.results.reward import rewards_for
 from kerneljudge.results.verdict import Correctness, Identity, Record, Timing, TimingStats
@@ -82,6 +82,12 @@ def answered(record: Record) -> bool:
     return record.status in ("PASS", "SUSPICIOUS") and record.failure is None and record.valid
 
 
+def hello_frame(**fields) -> protocol.Hello:
+    """A worker's hello as the parent decodes it (protocol.Hello): a CPU reference worker's, with `fields` set."""
+    frame = {"role": "reference", "pid": 1, "python": "3.12.0", "torch": "2.11.0", "cuda_available": False}
+    return protocol.Hello(**{**frame, "device": "cpu", "flags": {}, **fields})
+
+
 def make_record(candidate: str = "c0", status: str = "PASS", speedup: float | None = None, **changes) -> Record:
     """A complete record without judging anything; `changes` replace top-level fields."""
     stats = TimingStats(median_ms=1, p95_ms=1, min_ms=1, max_ms=1, mean_ms=1, cv=0.01, count=3, samples_ms=[1, 1, 1])
@@ -103,7 +109,7 @@ def make_record(candidate: str = "c0", status: str = "PASS", speedup: float | No
         "failure_kind": "tolerance" if status == "FAIL" else None,
         "correctness": Correctness(checked=True, passed=status == "PASS", method="oracle"),
         "timing": timing,
-        "environment": fingerprint({"torch": "2.5.0", "triton": "3.1.0"}),
+        "environment": fingerprint(hello_frame(torch="2.5.0", triton="3.1.0")),
         "duration_s": 1.0,
         **changes,
     }

@@ -9,11 +9,12 @@ import threading
 import time
 from types import SimpleNamespace
 
-from helpers import CANDIDATES
+from helpers import CANDIDATES, hello_frame
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.gate import LaneGate
 from kerneljudge.judgment.pipeline import judge
 from kerneljudge.judgment.stages import timing_pair, workers
+from kerneljudge.judgment.stages.state import Admission, BuildFacts
 from kerneljudge.sandbox.workspace import Workspace
 
 GIB = 2**30
@@ -92,7 +93,8 @@ def state_on_gpu(peaks, reserved=0, total=144 * GIB):
         role: SimpleNamespace(gpu_watch=None if peak is None else SimpleNamespace(peak_bytes=peak))
         for role, peak in zip(("reference", "candidate"), peaks, strict=True)
     }
-    return SimpleNamespace(device="cuda", hello={"gpu_memory_bytes": total}, workers=pair, reserved_bytes=reserved)
+    build = BuildFacts(device="cuda", hello=hello_frame(gpu_memory_bytes=total))
+    return SimpleNamespace(build=build, workers=pair, admission=Admission(reserved_bytes=reserved))
 
 
 def test_only_a_pair_that_held_little_device_memory_is_closed_beside():
@@ -102,7 +104,7 @@ def test_only_a_pair_that_held_little_device_memory_is_closed_beside():
     assert not timing_pair.closes_beside(state_on_gpu([2 * GIB, None]))  # no watch at all
     assert not timing_pair.closes_beside(state_on_gpu([GIB, GIB], reserved=40 * GIB))  # the gate knew better
     assert not timing_pair.closes_beside(state_on_gpu([GIB, GIB], total=0))
-    assert timing_pair.closes_beside(SimpleNamespace(device="cpu"))
+    assert timing_pair.closes_beside(SimpleNamespace(build=BuildFacts(device="cpu")))
 
 
 def test_a_close_that_fails_is_raised_before_any_sample(tiny_task, monkeypatch):

@@ -12,11 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import CANDIDATES
+from helpers import CANDIDATES, hello_frame
 from kerneljudge.judgment.gate import GIB
 from kerneljudge.judgment.stages import device_memory
 from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed, TaskUnsupported
 from kerneljudge.judgment.stages.results import TimingRun
+from kerneljudge.judgment.stages.state import Admission, BuildFacts
 from kerneljudge.results.verdict import Failure, Timing
 from kerneljudge.runs.backends.lane import short_of_memory
 from kerneljudge.worker.candidate import CandidateWorker
@@ -32,7 +33,8 @@ SHORT = (
 
 
 def judgment(footprint, total, device="cuda"):
-    return SimpleNamespace(device=device, hello={"gpu_memory_bytes": total}, footprint=footprint, pool_sets=2)
+    build = BuildFacts(device=device, hello=hello_frame(gpu_memory_bytes=total))
+    return SimpleNamespace(build=build, admission=Admission(footprint=footprint, pool_sets=2))
 
 
 def short_at(phase, summary=SHORT, kind="runtime_error"):
@@ -150,7 +152,11 @@ def judged_running_short(monkeypatch, tiny_task, footprint, total):
     from kerneljudge.tasks.load import load_task
 
     def pipeline(self):
-        self.device, self.hello, self.footprint = "cuda", {"gpu_memory_bytes": total}, footprint
+        self.build.device, self.build.hello, self.admission.footprint = (
+            "cuda",
+            hello_frame(gpu_memory_bytes=total),
+            footprint,
+        )
         raise CandidateFailed(short_at("trial 6"))
 
     monkeypatch.setattr(Judgment, "_pipeline", pipeline)

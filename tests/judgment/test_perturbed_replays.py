@@ -8,12 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import hello_frame
 from kerneljudge import protocol
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.pipeline import MIN_FLUSH_BYTES, perturbations
 from kerneljudge.judgment.stages import replays
 from kerneljudge.judgment.stages.failures import CandidateFailed
 from kerneljudge.judgment.stages.results import Replays
+from kerneljudge.judgment.stages.state import Admission, BuildFacts, CallFacts
 from kerneljudge.worker.correctness import perturb
 
 GIB = 2**30
@@ -104,7 +106,7 @@ def made(spec, last_call_s=0.010, fake=None):
 
 
 def test_strict_draws_every_kind_in_a_random_order_and_practical_two():
-    hello = {"l2_cache_bytes": 60 * 2**20}
+    hello = hello_frame(l2_cache_bytes=60 * 2**20)
     strict = perturbations(hello, random.Random(1), True)
     assert sorted(p["kind"] for p in strict) == sorted(perturb.KINDS)
     orders = {tuple(p["kind"] for p in perturbations(hello, random.Random(seed), True)) for seed in range(20)}
@@ -122,9 +124,9 @@ def test_strict_draws_every_kind_in_a_random_order_and_practical_two():
 def state_for(policy="strict", footprint=None, reserved=0, seed=3):
     return SimpleNamespace(
         replays=Replays(),
-        footprint=footprint,
-        reserved_bytes=reserved,
-        hello={"l2_cache_bytes": 50 * 2**20},
+        admission=Admission(footprint=footprint, reserved_bytes=reserved),
+        build=BuildFacts(hello=hello_frame(l2_cache_bytes=50 * 2**20)),
+        calls=CallFacts(),
         source=random.Random(seed),
         config=JudgeConfig(policy=policy),
     )
@@ -204,7 +206,9 @@ def test_a_staggered_release_gates_the_call_and_releases_products_within_it():
 
 @pytest.mark.parametrize("kind", perturb.KINDS)
 def test_the_parent_accepts_what_an_honest_worker_reports(kind):
-    spec = next(p for p in perturbations({"l2_cache_bytes": 1 << 20}, random.Random(5), True) if p["kind"] == kind)
+    spec = next(
+        p for p in perturbations(hello_frame(l2_cache_bytes=1 << 20), random.Random(5), True) if p["kind"] == kind
+    )
     spec = {**spec, "side": 64}
     done, _ = made(spec)
     counts, problem = replays.check_report(spec, done)
@@ -257,7 +261,7 @@ def test_a_report_no_honest_worker_gives_is_refused(asked, report, says):
 def judged(monkeypatch, report_for, policy="strict", seconds_each=0.0):
     state = state_for(policy)
     state.plan = SimpleNamespace(perturbed_at=6)
-    state.draws_random, state.call_seed, state.findings = False, None, []
+    state.calls.draws_random, state.calls.call_seed, state.findings = False, None, []
     clock = [0.0]
     asked = []
 

@@ -24,6 +24,7 @@ from kerneljudge.judgment.stages.results import (
     TraceReading,
     voiding_codes,
 )
+from kerneljudge.judgment.stages.state import BuildFacts, CallFacts, Checked, TraceLog
 from kerneljudge.results.verdict import Capability, Failure, Timing, TimingStats
 
 AVAILABLE = Capability(status="available", required=False, detail="found")
@@ -54,7 +55,10 @@ def test_a_sanitizer_whose_reference_cannot_load_returns_a_degraded_capability(m
     monkeypatch.setattr(sanitizer, "inputs_text", lambda state, shape: "task")
     channels = SimpleNamespace(access=SimpleNamespace(put=lambda slot, value: value))
     state = findings_state(
-        family=None, checked_shapes=[], workers={"candidate": SimpleNamespace(channels=channels)}, config=JudgeConfig()
+        build=BuildFacts(),
+        checked=Checked(),
+        workers={"candidate": SimpleNamespace(channels=channels)},
+        config=JudgeConfig(),
     )
     decided = sanitize.Decision(run=True, reason="auto", capability=AVAILABLE, path="/bin/compute-sanitizer")
     ran = sanitizer.run(state, decided)
@@ -74,16 +78,14 @@ def test_a_sanitizer_run_returns_its_record_findings_failure_and_logs(monkeypatc
     monkeypatch.setattr(sanitize, "conclude", lambda *args: ([race], {"path": "p"}, failed, concluded))
     channels = SimpleNamespace(access=SimpleNamespace(put=lambda slot, value: value))
     state = findings_state(
-        family=None,
-        checked_shapes=[],
+        build=BuildFacts(device="cuda"),
+        checked=Checked(),
         workers={"candidate": SimpleNamespace(channels=channels)},
         config=JudgeConfig(),
         candidate=SimpleNamespace(text="source"),
         limits=None,
         sandbox=None,
         gpu=None,
-        device="cuda",
-        declared_kernels=[],
     )
     decided = sanitize.Decision(run=True, reason="auto", capability=AVAILABLE, path="/bin/cs", tools=("racecheck",))
     ran = sanitizer.run(state, decided)
@@ -125,7 +127,7 @@ def test_the_native_path_fills_passed_and_leaves_replays_and_the_sanitizer_empty
     monkeypatch.setattr(native, "call_candidate", lambda state, inputs, **call: {"type": "output"})
     monkeypatch.setattr(native, "check_trial", lambda state, index, *args, **kw: checked.append(index))
     config = JudgeConfig(device="cpu", mode="off", public_trials=3)
-    state = findings_state(config=config, source=random.Random(0), trial_screen=None, plan=None)
+    state = findings_state(config=config, source=random.Random(0), calls=CallFacts(), plan=None)
     result = native.run_correctness(state, CorrectnessRun())
     assert result.passed and checked == [0, 1, 2]
     assert result.replays.as_record() is None and result.sanitizer is None
@@ -151,14 +153,15 @@ def test_a_failed_trial_leaves_the_correctness_result_not_passed(monkeypatch):
 
 def test_the_traces_are_read_on_cuda_only_and_an_unread_one_makes_the_capability_unavailable():
     config = JudgeConfig()
-    fields = {"declared_kernels": [], "traced_calls": [], "candidate": SimpleNamespace(text=""), "config": config}
-    assert integrity.judge_traces(SimpleNamespace(device="cpu", native=False, **fields)) is None
-    assert integrity.judge_traces(SimpleNamespace(device="cuda", native=True, **fields)) is None
-    unread = SimpleNamespace(device="cuda", native=False, trace_problems=["trial 3: no events"], **fields)
+    fields = {"candidate": SimpleNamespace(text=""), "config": config}
+    on_cpu, on_cuda = BuildFacts(device="cpu"), BuildFacts(device="cuda")
+    assert integrity.judge_traces(SimpleNamespace(build=on_cpu, native=False, trace_log=TraceLog(), **fields)) is None
+    assert integrity.judge_traces(SimpleNamespace(build=on_cuda, native=True, trace_log=TraceLog(), **fields)) is None
+    unread = SimpleNamespace(build=on_cuda, native=False, trace_log=TraceLog(problems=["trial 3: no events"]), **fields)
     reading = integrity.judge_traces(unread)
     assert reading.summary is None and reading.capability.status == "unavailable"
     assert [f.code for f in reading.findings] == ["KJ-R030"] and "trial 3" in reading.capability.detail
-    none = integrity.judge_traces(SimpleNamespace(device="cuda", native=False, trace_problems=[], **fields))
+    none = integrity.judge_traces(SimpleNamespace(build=on_cuda, native=False, trace_log=TraceLog(), **fields))
     assert none.findings == () and none.capability.detail == "no call was traced"
 
 
@@ -213,7 +216,7 @@ def test_a_timing_run_is_not_reached_until_the_stage_fills_it_and_fails_closed_o
 
 def test_the_timing_stage_fills_its_result_with_why_a_method_cannot_time(tiny_task):
     state = state_of(tiny_task)
-    state.config, state.device = JudgeConfig(device="cpu", timing_method="do_bench"), "cpu"
+    state.config, state.build.device = JudgeConfig(device="cpu", timing_method="do_bench"), "cpu"
     result = TimingRun()
     timing.run(state, lambda: None, [], result)
     assert result.timing == Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
@@ -223,7 +226,7 @@ def test_the_timing_stage_fills_its_result_with_why_a_method_cannot_time(tiny_ta
 def test_the_timing_stage_fills_each_timing_shapes_measurement_and_their_geometric_mean(tiny_task, monkeypatch):
     shapes = [{"n": 8}, {"n": 16}]
     state = state_of(tiny_task)
-    state.family = SimpleNamespace(timing=shapes)
+    state.build.family = SimpleNamespace(timing=shapes)
     medians = iter([(1.0, 2.0), (1.0, 8.0)])
 
     def measure(state, result, regime, shape=None, budget_s=None, trial_sets=None):
@@ -246,9 +249,9 @@ def test_the_timing_stage_fills_each_timing_shapes_measurement_and_their_geometr
 def test_the_record_adds_to_the_stages_timing_in_a_copy_and_leaves_state_and_results_unchanged(tiny_task):
     state = state_of(tiny_task)
     state.config = JudgeConfig(device="cpu", timing_ahead=True)
-    state.oracle_dtype = "float32"
+    state.calls.oracle_dtype = "float32"
     state.findings.append(finding("KJ-R050", "error", "claimed times the parent's clock does not support"))
-    state.carried = {"files": 2, "seconds": 0.1}
+    state.pair_log.carried = {"files": 2, "seconds": 0.1}
     state.stages_s["timing"] = 4.0
     results = StageResults()
     results.correctness.passed = True

@@ -29,7 +29,7 @@ def state_of(tiny_task) -> JudgmentState:
 
 def test_error_findings_fail_the_record_and_the_state_is_left_as_it_was(tiny_task):
     state = state_of(tiny_task)
-    state.oracle_dtype = "float32"
+    state.calls.oracle_dtype = "float32"
     state.findings.append(finding("KJ-R050", "error", "claimed times the parent's clock does not support"))
     before = (copy.deepcopy(state.capabilities), state.failure, copy.deepcopy(state.findings))
     record = assemble(state, StageResults(), {}, 1.23456, "2024-01-01T00:00:00+00:00", {"python": "3"})

@@ -22,6 +22,7 @@ from kerneljudge.judgment.gate import ahead_fits, memory_need, timing_need
 from kerneljudge.judgment.pipeline import judge
 from kerneljudge.judgment.stages import correctness, hidden_shapes, timing_ahead, timing_pair
 from kerneljudge.judgment.stages.failures import CandidateFailed
+from kerneljudge.judgment.stages.state import Admission, BuildFacts
 from kerneljudge.judgment.stages.timing import pool_sets
 from kerneljudge.results.store import Store
 from kerneljudge.results.verdict import Failure
@@ -44,13 +45,13 @@ def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran
         was = state.ahead
         real_begin(state)
         if was is None and state.ahead is not None:
-            began_after.append(len(state.trials))
+            began_after.append(len(state.checked.trials))
 
     def start_noting_the_trials(state, trial_sets):  # after each trial of the task's own distribution: the pool staged
         was = state.ahead is not None and state.ahead.going.is_set()
         real_start(state, trial_sets)
         if not was and state.ahead is not None and state.ahead.going.is_set():
-            started_after.append(len(state.trials))
+            started_after.append(len(state.checked.trials))
 
     monkeypatch.setattr(timing_ahead, "begin", begin_noting_the_trials)
     monkeypatch.setattr(timing_ahead, "start", start_noting_the_trials)
@@ -85,17 +86,18 @@ def test_an_honest_candidate_is_timed_on_a_pair_made_ready_while_correctness_ran
 def test_staging_beside_a_hidden_shape_leaves_that_shapes_signature_alone(monkeypatch):
     """A hidden-shape trial sets the outputs' signature to its shape's, then checks the candidate's output against
     it; the thread stages the pool at the public shape in between (made to, here). Its staging's signature stays
-    its own (PairView), so the hidden shape is checked against its shape, the pool against the public shape."""
+    its own (timing_ahead.pair_view), so the hidden shape is checked against its shape, the pool against the public
+    shape."""
     shape_set, staged, seen = threading.Event(), threading.Event(), []
     real_trial, real_ready = hidden_shapes.reference_trial, timing_ahead.make_ready
 
     def trial_then_wait_for_the_staging(state, *args, **kwargs):
         answer = real_trial(state, *args, **kwargs)
         if not shape_set.is_set():  # the first hidden shape: its signature is set, its output not yet checked
-            seen.append(dict(state.signature))
+            seen.append(dict(state.calls.signature))
             shape_set.set()
             assert staged.wait(60)
-            seen.append(dict(state.signature))
+            seen.append(dict(state.calls.signature))
         return answer
 
     def ready_inside_the_first_shape(view, *args, **kwargs):
@@ -271,8 +273,8 @@ def test_both_pairs_side_by_side_must_fit_a_quarter_of_the_gpu():
         config=JudgeConfig(),
         booting={"reference": None},
         ahead=None,
-        device="cuda",
-        ahead_fits=False,
+        build=BuildFacts(device="cuda"),
+        admission=Admission(ahead_fits=False),
     )
     timing_ahead.start(state, [])
     assert state.ahead is None
@@ -310,12 +312,13 @@ def test_the_pool_is_known_from_the_plan_before_the_trials_end():
     one = [{"seed": 1, "variant": {"kind": "standard"}}]
     rejected = {"kind": "heavy_tail", "rejected": "the reference's output is not finite on these inputs"}
     every = [{"seed": 4, "variant": {"kind": "standard"}}, {"seed": 7, "variant": rejected}]
-    three, two = SimpleNamespace(pool_sets=3, plan=plan), SimpleNamespace(pool_sets=2, plan=plan)
+    three = SimpleNamespace(admission=Admission(pool_sets=3), plan=plan)
+    two = SimpleNamespace(admission=Admission(pool_sets=2), plan=plan)
     standard = {"kind": "standard"}
     assert pool_sets(three, INTERLEAVED, None, one) == [{"seed": s, "variant": standard} for s in (11, 12, 13)]
     assert pool_sets(two, INTERLEAVED, None, every) == [{"seed": s, "variant": standard} for s in (11, 12)]
     assert pool_sets(two, KERNELBENCH, None, every) == [{"seed": 11, "variant": standard}]  # one set: one figure
-    native = SimpleNamespace(pool_sets=2, plan=SimpleNamespace(timing_seeds=[]))
+    native = SimpleNamespace(admission=Admission(pool_sets=2), plan=SimpleNamespace(timing_seeds=[]))
     assert pool_sets(native, INTERLEAVED, None, every) == every  # `off`: the trials' own inputs
 
 

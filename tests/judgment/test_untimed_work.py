@@ -120,14 +120,15 @@ def test_too_few_commits_or_no_claims_check_nothing():
 def test_a_requests_span_is_its_round_trip_less_its_claimed_calls_and_precursors_per_sample():
     from types import SimpleNamespace
 
+    from kerneljudge.judgment.stages.state import TimedLedger
     from kerneljudge.judgment.stages.timed_calls import note_spans
 
-    state = SimpleNamespace(untimed_spans={})
+    state = SimpleNamespace(timed=TimedLedger())
     request = SimpleNamespace(calls=10, samples=4, precursor_ms=0.5)
     note_spans(state, "candidate", request, SimpleNamespace(window_ms=2.0, commits=10), [0.1, 0.1, 0.1, 0.1], 20.0)
     # 4 samples of 10 calls claimed at 0.1 ms each: 4 ms; 4 precursors of 0.5 ms; (20 - 4 - 2) / 4 samples
     note_spans(state, "candidate", request, SimpleNamespace(window_ms=None, commits=10), [0.1, 0.1, 0.1, 0.1], 24.0)
     # The reference's commit is noted with the outputs it digested: the candidate's calls, not its own.
     note_spans(state, "reference", request, SimpleNamespace(window_ms=3.0, commits=25), [0.1, 0.1, 0.1, 0.1], 20.0)
-    assert state.untimed_spans["candidate"] == {"commit": [(2.0, 10)], "requests": [(3.5, 10), (4.5, 10)]}
-    assert state.untimed_spans["reference"]["commit"] == [(3.0, 25)]
+    assert state.timed.untimed_spans["candidate"] == {"commit": [(2.0, 10)], "requests": [(3.5, 10), (4.5, 10)]}
+    assert state.timed.untimed_spans["reference"]["commit"] == [(3.0, 25)]

@@ -212,3 +212,39 @@ def test_a_real_pair_of_workers_answers_decode_and_round_trip():
         reference.close()
         channels.close()
     assert {type(a) for a in answers} >= {protocol.Loaded, protocol.TrialRun, protocol.Output, protocol.Timed}
+
+
+# A worker's first frame: its hello, or the error that kept it from starting
+
+
+def hello_header(**changes):
+    header = {"type": "hello", "role": "reference", "pid": 7, "python": "3.12.3", "torch": "2.11.0"}
+    return {**header, "torch_cuda": None, "cuda_available": False, "device": "cpu", "flags": {}, **changes}
+
+
+def test_a_hello_decodes_into_its_typed_fields():
+    hello = protocol.decode_greeting(hello_header(triton="3.6.0", gpu_memory_bytes=80 * 2**30))
+    assert isinstance(hello, protocol.Hello) and hello.device == "cpu" and hello.triton == "3.6.0"
+    assert hello.gpu_memory_bytes == 80 * 2**30 and hello.gpu_uuid is None and hello.triton_prepared_s is None
+
+
+def test_an_error_greeting_decodes_as_the_error_that_kept_the_worker_from_starting():
+    error = protocol.decode_greeting({"type": "error", "phase": "start", "exc_type": "RuntimeError", "message": "no"})
+    assert isinstance(error, protocol.Error) and error.exc_type == "RuntimeError"
+
+
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        ([], "an object"),
+        ({"type": "loaded"}, "no greeting"),
+        (hello_header(cuda_available="yes"), "cuda_available"),
+        (hello_header(gpu_memory_bytes=True), "gpu_memory_bytes"),
+        (hello_header(sandbox="off"), "unknown field"),
+        ({k: v for k, v in hello_header().items() if k != "device"}, "missing field 'device'"),
+        ({"type": "error", "phase": "start", "exc_type": "E"}, "without message"),
+    ],
+)
+def test_a_greeting_that_breaks_the_protocol_is_refused(header, says):
+    with pytest.raises(protocol.ProtocolError, match=says):
+        protocol.decode_greeting(header)

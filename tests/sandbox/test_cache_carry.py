@@ -188,6 +188,7 @@ def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_re
     """After a failed graph capture the pair being replaced is the first timing pair and none is booting: with
     the carry the second is started first, and the caches go from the first's workspace to the second's."""
     from kerneljudge.judgment.stages import timing_pair
+    from kerneljudge.judgment.stages.state import Admission, PairLog
 
     events: list[str] = []
     first = {role: FakeWorker(events, f"first {role}") for role in ("reference", "candidate")}
@@ -199,13 +200,12 @@ def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_re
         booting={},
         closed_logs={},
         closing=None,
-        memory_peaks={},
+        admission=Admission(),
         stages_s={},
-        timing_pairs=1,
+        pair_log=PairLog(started=1),
         native=False,
         config=JudgeConfig(device="cpu", timing_carry=True),
         plan=SimpleNamespace(timing_seeds=[1, 2, 3]),
-        carried=None,
     )
 
     def boot() -> None:
@@ -220,7 +220,7 @@ def test_a_second_timing_pair_is_started_before_the_first_goes_so_the_kernels_re
         assert events.index("boot second") < events.index("close first candidate")
         assert events.index("received second candidate") < events.index("load second candidate")
         assert (second["candidate"].workspace.root / "cache/triton/K/kernel.cubin").read_bytes() == b"cubin"
-        assert state.carried["files"] == 1 and state.workers is second and state.timing_pairs == 2
+        assert state.pair_log.carried["files"] == 1 and state.workers is second and state.pair_log.started == 2
     finally:
         for worker in second.values():
             worker.workspace.remove()

@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from helpers import hello_frame
 from kerneljudge.protocol.wire import timed_set
 from kerneljudge.timing import crosscheck
 from kerneljudge.timing.basic import run_interleaved
@@ -198,10 +199,10 @@ def test_the_ladder_climbs_only_while_each_lower_bound_clears_the_margin():
 def test_flush_size_is_twice_the_l2_at_least_64_mib_and_kernelbenchs_256_mb_natively():
     from kerneljudge.judgment.pipeline import l2_flush_bytes
 
-    assert l2_flush_bytes({"l2_cache_bytes": 62914560}, native=False) == 2 * 62914560  # an H200's 60 MiB
-    assert l2_flush_bytes({"l2_cache_bytes": 4 * 2**20}, native=False) == 64 * 2**20
+    assert l2_flush_bytes(hello_frame(l2_cache_bytes=62914560), native=False) == 2 * 62914560  # an H200's 60 MiB
+    assert l2_flush_bytes(hello_frame(l2_cache_bytes=4 * 2**20), native=False) == 64 * 2**20
     assert l2_flush_bytes(None, native=False) == 64 * 2**20
-    assert l2_flush_bytes({"l2_cache_bytes": 62914560}, native=True) == 256 * 2**20
+    assert l2_flush_bytes(hello_frame(l2_cache_bytes=62914560), native=True) == 256 * 2**20
 
 
 class HostHeavySide(NoisySide):

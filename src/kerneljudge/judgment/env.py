@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kerneljudge import __version__
+from kerneljudge import __version__, protocol
 
 if TYPE_CHECKING:
     from kerneljudge.sandbox.confine import SandboxPolicy
@@ -32,9 +32,10 @@ def nvidia_driver_version() -> str | None:
     return None
 
 
-def host_hello() -> dict[str, Any]:
-    """What a CPU worker's hello would say of the software, known in the parent without a worker: the workers
-    run this interpreter with this torch, and read Triton's version from its metadata as this does."""
+def host_fingerprint() -> dict[str, Any]:
+    """The environment of a judgment on the CPU, known in the parent without a worker: the workers run this
+    interpreter with this torch, and read Triton's version from its metadata as this does; what only a worker
+    sees (CUDA, the GPU, the numerics flags) is left unknown."""
     import torch
 
     try:  # as the worker reads it (worker/base.py), without importing triton
@@ -43,28 +44,33 @@ def host_hello() -> dict[str, Any]:
         triton: str | None = version("triton")
     except Exception:  # absent or unreadable: the worker says None too
         triton = None
-    return {"torch": torch.__version__, "triton": triton}
+    return {**fingerprint(None), "torch": torch.__version__, "triton": triton}
 
 
-def fingerprint(hello: dict[str, Any] | None) -> dict[str, Any]:
-    """The environment that produced a record: host software plus what the reference worker saw."""
-    hello = hello or {}
+def fingerprint(hello: protocol.Hello | None) -> dict[str, Any]:
+    """The environment that produced a record: host software plus what the reference worker saw (its hello)."""
+    seen = {
+        name: None if hello is None else getattr(hello, name)
+        for name in (
+            "torch",
+            "torch_cuda",
+            "triton",
+            "cuda_available",
+            "gpu_name",
+            "gpu_capability",
+            "gpu_count",
+            "gpu_memory_bytes",
+            "l2_cache_bytes",
+        )
+    }
     return {
         "kerneljudge": __version__,
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
         "machine": platform.machine(),
-        "torch": hello.get("torch"),
-        "torch_cuda": hello.get("torch_cuda"),
-        "triton": hello.get("triton"),
-        "cuda_available": hello.get("cuda_available"),
-        "gpu_name": hello.get("gpu_name"),
-        "gpu_capability": hello.get("gpu_capability"),
-        "gpu_count": hello.get("gpu_count"),
-        "gpu_memory_bytes": hello.get("gpu_memory_bytes"),
-        "l2_cache_bytes": hello.get("l2_cache_bytes"),
+        **seen,
         "driver": nvidia_driver_version(),
-        "flags": hello.get("flags", {}),
+        "flags": {} if hello is None else hello.flags,
     }
 
 
@@ -101,18 +107,28 @@ def sandbox_support() -> dict[str, str]:
     return {name: f"{layer.status}: {layer.detail}" for name, layer in layers.items()}
 
 
-def cuda_confinement(hello: dict[str, Any], layers: dict[str, dict[str, str]]) -> str:
+def cuda_confinement(hello: protocol.Hello | None, layers: dict[str, dict[str, str]]) -> str:
     """Whether the layers above also confine workers that use the GPU here (hello and layers: a probe's)."""
     from kerneljudge.sandbox.confine import CUDA_UNCONFINED, DEFAULT_POLICY
     from kerneljudge.sandbox.probe import gpus_hidden_by_sandbox
 
-    if not hello.get("cuda_available"):
+    if hello is None or not hello.cuda_available:
         return gpus_hidden_by_sandbox(layers) or "not applicable: no CUDA device"
     if not DEFAULT_POLICY.confine_cuda:
         return CUDA_UNCONFINED
     if DEFAULT_POLICY.allowlist_cuda:
         return "the same layers"
     return "the same layers but allowlist_root: they keep the hide-list (KJ_ALLOWLIST_CUDA=0)"
+
+
+def greeting(frame: Any) -> protocol.Hello | None:
+    """A probe worker's first frame as its hello; None where it said none (an error, or a frame that breaks the
+    protocol): `kerneljudge env` then shows what only a worker sees as unknown."""
+    try:
+        hello = protocol.decode_greeting(frame)
+    except protocol.ProtocolError:
+        return None
+    return hello if isinstance(hello, protocol.Hello) else None
 
 
 def probe(
@@ -142,13 +158,13 @@ def probe_worker(
         worker.close()
 
 
-def clock_monitor(hello: dict[str, Any]) -> str:
+def clock_monitor(hello: protocol.Hello | None) -> str:
     """Whether timing can watch this GPU's clocks through NVML, or why not."""
-    if not hello.get("cuda_available"):
+    if hello is None or not hello.cuda_available:
         return "not needed: no CUDA device"
     from kerneljudge.timing.clocks import NvmlClockMonitor
 
-    monitor, error = NvmlClockMonitor.open(hello.get("gpu_uuid"))
+    monitor, error = NvmlClockMonitor.open(hello.gpu_uuid)
     return f"nvml ({monitor.snapshot().get('sm_mhz')} MHz now)" if monitor is not None else str(error)
 
 
@@ -158,11 +174,12 @@ def report() -> dict[str, Any]:
     with probe_worker() as greeted:
         namespaces = namespace_support()
         sandbox = sandbox_support()
-        hello, layers = greeted()
+        frame, layers = greeted()
+    hello = greeting(frame)
     return {
         **fingerprint(hello),
         "python_executable": sys.executable,
-        "triton_interpreter": hello.get("triton") is not None,
+        "triton_interpreter": hello is not None and hello.triton is not None,
         "namespaces": namespaces,
         "sandbox": sandbox,
         "sandbox_cuda_workers": cuda_confinement(hello, layers),
@@ -171,10 +188,10 @@ def report() -> dict[str, Any]:
     }
 
 
-def compute_sanitizer(hello: dict[str, Any]) -> str:
+def compute_sanitizer(hello: protocol.Hello | None) -> str:
     """Where compute-sanitizer is, for the checks of docs/sanitizer.md; why none runs where it is not."""
     from kerneljudge.judgment.sanitizer import NOT_FOUND, sanitizer_path
 
-    if not hello.get("cuda_available"):
+    if hello is None or not hello.cuda_available:
         return "not needed: no CUDA device"
     return sanitizer_path() or NOT_FOUND

@@ -20,7 +20,7 @@ from typing import Any
 
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment import sanitizer as sanitize
-from kerneljudge.judgment.env import fingerprint, host_hello
+from kerneljudge.judgment.env import fingerprint, host_fingerprint
 from kerneljudge.judgment.gate import OPEN_GATE, Gate
 from kerneljudge.judgment.progress import Progress, progress_of
 from kerneljudge.judgment.stages import (
@@ -139,10 +139,14 @@ class Judgment(JudgmentState):
             self.booting = {}
             join_closing(self)  # a checked pair closed beside its timing pair (judgment/stages/workers.py)
             logs = {**self.closed_logs, **ahead_logs, **close_workers(self)}
-            self.held.close()
-        if any(self.memory_peaks.values()):  # the reservation checked against what was held (a stage log line)
-            held = ", ".join(f"{role} {peak / 2**30:.1f}" for role, peak in self.memory_peaks.items())
-            self.progress(f"device memory: reserved {self.reserved_bytes / 2**30:.1f} GiB; held at most {held} GiB")
+            self.admission.held.close()
+        if any(
+            self.admission.memory_peaks.values()
+        ):  # the reservation checked against what was held (a stage log line)
+            held = ", ".join(f"{role} {peak / 2**30:.1f}" for role, peak in self.admission.memory_peaks.items())
+            self.progress(
+                f"device memory: reserved {self.admission.reserved_bytes / 2**30:.1f} GiB; held at most {held} GiB"
+            )
         duration_s = time.monotonic() - started
         traces = self.results.traces = integrity.judge_traces(self)
         if traces is not None:
@@ -151,14 +155,14 @@ class Judgment(JudgmentState):
         created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         # A judgment asked for the CPU that ended before any worker said hello (a candidate that does not parse
         # or defines no ModelNew) still records the software it ran with, as a batch keys it (batch.py).
-        hello = self.hello or (host_hello() if self.config.device == "cpu" else None)
-        return record.assemble(self, self.results, logs, duration_s, created_at, fingerprint(hello))
+        hello = self.build.hello
+        environment = host_fingerprint() if hello is None and self.config.device == "cpu" else fingerprint(hello)
+        return record.assemble(self, self.results, logs, duration_s, created_at, environment)
 
     def _pipeline(self) -> None:
         with at_gate(self, measuring=False):
             with clocked(self, "build"):
-                if self.config.device == "cpu":  # asked, so known before any worker says hello (and if none does)
-                    self.device = "cpu"
+                build.settle_asked_device(self)
                 self.progress("checking the candidate's source")
                 build.run_preflight(self)
                 # Both interpreters start at once (imports take seconds); the candidate's is only told
@@ -170,7 +174,7 @@ class Judgment(JudgmentState):
                 if self.unsupported():
                     return
                 init_inputs = build.load_reference(self)
-                self.progress(f"building the candidate on {self.device}")
+                self.progress(f"building the candidate on {self.build.device}")
                 build.start_candidate(self, init_inputs)
                 if self.config.timing:
                     self._boot_timing_pair()

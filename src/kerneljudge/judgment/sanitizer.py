@@ -229,11 +229,11 @@ def run_tools(
             lane.problem = f"start: {exc}"[:500]
 
     def greet(worker: WorkerProcess) -> str | None:
-        hello = worker.receive(timeout_s=timeout_s)  # the worker's first frame, answering no request
-        kind = hello.get("type")
-        if kind == "error":
-            return f"{hello.get('exc_type')}: {hello.get('message')}"
-        return None if kind == "hello" else str(hello.get("detail") or kind)
+        try:  # the worker's first frame, answering no request
+            hello = protocol.decode_greeting(worker.receive(timeout_s=timeout_s))
+        except protocol.ProtocolError as exc:
+            return str(exc)
+        return None if isinstance(hello, protocol.Hello) else f"{hello.exc_type}: {hello.message}"
 
     def build(worker: WorkerProcess) -> str | None:
         return unexpected(worker.request(load, placed=init_placed, fetch=(), timeout_s=timeout_s)[0], protocol.Loaded)

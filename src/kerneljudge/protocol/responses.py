@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from kerneljudge.protocol.requests import _KINDS, ProtocolError, Request
+
+A = TypeVar("A", bound="Answer")
 
 ERROR_FIELDS = ("phase", "exc_type", "message")  # strings in every error (worker/base.describe_exception)
 
@@ -288,6 +290,32 @@ class Committed(Interim):
     digests: list
 
 
+@dataclass(frozen=True, kw_only=True)
+class Hello(Answer):
+    """A worker's first frame (worker/base.hello): its role and process, the software it runs (Python, torch and
+    its CUDA, Triton's version or None), whether it sees CUDA and the device it settled on, its numerics flags, and
+    on a GPU the card's name, compute capability, memory, L2 size, count and UUID (the parent finds the GPU in NVML
+    by it); `triton_prepared_s` where it readied Triton before any candidate code ran (worker/prepare.py)."""
+
+    kind: ClassVar[str] = "hello"
+    role: str
+    pid: int
+    python: str
+    torch: str
+    torch_cuda: str | None = None
+    cuda_available: bool
+    device: str
+    flags: dict
+    triton: str | None = None
+    gpu_name: str | None = None
+    gpu_capability: str | None = None
+    gpu_memory_bytes: int | None = None
+    gpu_count: int | None = None
+    l2_cache_bytes: int | None = None
+    gpu_uuid: str | None = None
+    triton_prepared_s: float | None = None
+
+
 KINDS: dict[str, type[Answer]] = {
     cls.kind: cls
     for cls in (
@@ -360,7 +388,12 @@ def decode_answer(request: Request, header: Any, interim: bool = False) -> Answe
         wrong = [name for name in ERROR_FIELDS if not isinstance(header.get(name), str)]
         if wrong:
             raise ProtocolError(f"an error without {', '.join(wrong)}")
-    cls = KINDS[kind]  # type: ignore[index]
+    return _decoded(KINDS[kind], header)  # type: ignore[index]
+
+
+def _decoded(cls: type[A], header: dict[str, Any]) -> A:
+    """`header` as an answer of class `cls`, every field checked against its annotation."""
+    kind = cls.kind
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(header) - set(fields) - {"type"})
     if unknown:
@@ -375,6 +408,22 @@ def decode_answer(request: Request, header: Any, interim: bool = False) -> Answe
             raise ProtocolError(f"{kind}: field {name!r} is {type(header[name]).__name__}, not {field.type}")
         given[name] = header[name]
     return cls(**given)
+
+
+def decode_greeting(header: Any) -> Hello | Error:
+    """A worker's first frame, which answers no request: its `hello`, or the `error` that kept it from starting
+    (worker/base.py); ProtocolError where it is neither, or either with a field missing or of the wrong type."""
+    if not isinstance(header, dict):
+        raise ProtocolError(f"a greeting is an object, not {type(header).__name__}")
+    kind = header.get("type")
+    if kind == "error":
+        wrong = [name for name in ERROR_FIELDS if not isinstance(header.get(name), str)]
+        if wrong:
+            raise ProtocolError(f"an error without {', '.join(wrong)}")
+        return _decoded(Error, header)
+    if kind != "hello":
+        raise ProtocolError(f"{kind!r} is no greeting")
+    return _decoded(Hello, header)
 
 
 def check_response(request: Request, response: Any) -> None:

@@ -178,7 +178,7 @@ def lint_task(
             if "dtype" in kind and len(first.input_kinds) > 1:
                 swap = reference.trial(SEEDS[0], swap={"seed": SEEDS[1], "position": k})
                 swapped[k] = (swap.swapped, swap.screen)
-        cuda = bool(reference.hello.get("cuda_available")) and device != "cpu"
+        cuda = reference.hello.cuda_available and device != "cpu"
         device_ms = reference.device_ms() if cuda else None
         reference.load(OTHER_LOAD_SEED)
         runs["other_init"] = reference.trial(SEEDS[0]).screen
@@ -206,7 +206,7 @@ def lint_task(
         + unused_input_flags(runs["seed1"], swapped)
         + shape_flags
     )
-    memory = memory_bytes or int(reference.hello.get("gpu_memory_bytes") or 0) or DEFAULT_MEMORY_BYTES
+    memory = memory_bytes or (reference.hello.gpu_memory_bytes or 0) or DEFAULT_MEMORY_BYTES
     too_big = memory_flag(total, memory)
     if too_big is not None:
         result.flags.append(too_big)

@@ -23,9 +23,12 @@ class LintReference:
     def __init__(self, task: Task, device: str, timeout_s: float) -> None:
         limits = WorkerLimits(step_timeout_s=timeout_s)
         self.worker = WorkerProcess("reference", device, task.text, limits, policy=confine.policy_for("auto"))
-        hello = self.worker.receive(timeout_s=limits.start_timeout_s)
-        if hello.get("type") != "hello":
-            raise WorkerFailure("the reference worker did not start")
+        try:
+            hello = protocol.decode_greeting(self.worker.receive(timeout_s=limits.start_timeout_s))
+        except protocol.ProtocolError as exc:
+            raise WorkerFailure(f"the reference worker's hello breaks the protocol: {exc}") from None
+        if not isinstance(hello, protocol.Hello):
+            raise WorkerFailure(f"the reference worker did not start: {hello.exc_type}: {hello.message}")
         self.hello = hello
 
     def ask(self, request: protocol.Request, expect: type[A], values: Any = None) -> tuple[A, Any]:

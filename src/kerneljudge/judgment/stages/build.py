@@ -38,6 +38,12 @@ NO_MODEL_ERROR = protocol.Error(
 )
 
 
+def settle_asked_device(state: JudgmentState) -> None:
+    """A judgment asked for the CPU knows its device before any worker says hello (and if none does)."""
+    if state.config.device == "cpu":
+        state.build.device = "cpu"
+
+
 def run_preflight(state: JudgmentState) -> None:
     """The static scan of the candidate's source (preflight/): its findings, the kernels it declares; in
     `enforce`, a rejected source fails before its import."""
@@ -53,7 +59,7 @@ def run_preflight(state: JudgmentState) -> None:
             )
         ) from None
     state.findings.extend(result.findings)
-    state.declared_kernels = result.report.declared_kernels
+    state.build.declared_kernels = result.report.declared_kernels
     if result.rejected and state.config.enforcing:
         raise CandidateFailed(integrity_failure(state.findings, "preflight", "rejected before import"))
     if result.defines_no_model:  # the failure its worker would report (worker/candidate.py), without one
@@ -80,25 +86,28 @@ def sandbox_capability(layers: dict[str, dict[str, str]], policy: SandboxPolicy)
 def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanitize.Decision]) -> None:
     """The reference worker's hello: the device the judgment runs on, and the capabilities it shows."""
     requested = state.config.device
-    state.hello = reference_hello(state)
-    cuda = bool(state.hello.get("cuda_available"))
-    state.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
+    hello = state.build.hello = reference_hello(state)
+    cuda = hello.cuda_available
+    state.build.device = "cuda" if cuda and requested != "cpu" else ("cpu" if requested != "cuda" else None)
     layers = state.workers["reference"].sandbox_layers
     hidden = None if cuda or requested == "cpu" else gpus_hidden_by_sandbox(layers)
     state.capabilities["cuda_runtime"] = Capability(
         status="available" if cuda else "unavailable",
         required=requested == "cuda",
         detail=(
-            f"{state.hello.get('gpu_name')} (capability {state.hello.get('gpu_capability')})"
+            f"{hello.gpu_name} (capability {hello.gpu_capability})"
             if cuda
             else (hidden or "no CUDA device visible") + ("" if requested == "cuda" else ": judged on the CPU")
         ),
     )
-    triton = state.hello.get("triton")
+    triton = hello.triton
     state.capabilities["triton"] = Capability(
         status="available" if triton else "unavailable",
         required=False,
-        detail=(f"Triton {triton}" + (" through the interpreter (TRITON_INTERPRET=1)" if state.device == "cpu" else ""))
+        detail=(
+            f"Triton {triton}"
+            + (" through the interpreter (TRITON_INTERPRET=1)" if state.build.device == "cpu" else "")
+        )
         if triton
         else "Triton is not installed",
     )
@@ -106,20 +115,23 @@ def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanit
     state.capabilities["profiler_trace"] = Capability(
         status="unavailable",
         required=False,
-        detail="kernel traces need CUDA" if state.device != "cuda" else "no call was traced",
+        detail="kernel traces need CUDA" if state.build.device != "cuda" else "no call was traced",
     )
     state.capabilities["compute_sanitizer"] = sanitizer_decision().capability
 
 
-def reference_hello(state: JudgmentState) -> dict[str, Any]:
+def reference_hello(state: JudgmentState) -> protocol.Hello:
     """The reference worker's first frame; a worker that does not start is the judge's failure."""
     try:
         with counted(state, "reference", "hello"):  # the wait for the worker's start (torch's import, CUDA's)
-            hello = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
+            frame = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
+        hello = protocol.decode_greeting(frame)
     except WorkerFailure as exc:
         raise JudgeFailed(f"the reference worker did not start: {exc}") from None
-    if hello.get("type") != "hello":
-        raise JudgeFailed("the reference worker did not say hello")
+    except protocol.ProtocolError as exc:
+        raise JudgeFailed(f"the reference worker did not say hello: {exc}") from None
+    if not isinstance(hello, protocol.Hello):
+        raise JudgeFailed(f"the reference worker did not say hello: {hello.exc_type}: {hello.message}")
     return hello
 
 
@@ -128,7 +140,7 @@ def task_failed(state: JudgmentState, error: protocol.Answer, what: str) -> NoRe
     the task cannot run here (UNSUPPORTED) or it is broken (a judge error)."""
     if not isinstance(error, protocol.Failed):
         raise JudgeFailed(f"{what}: the reference worker answered {error.kind!r}")
-    reason = unsupported_reason(error, state.device)
+    reason = unsupported_reason(error, state.build.device)
     if reason is not None:
         raise TaskUnsupported(reason)
     raise JudgeFailed(f"{what}: {error.exc_type}: {error.message}")
@@ -136,39 +148,41 @@ def task_failed(state: JudgmentState, error: protocol.Answer, what: str) -> NoRe
 
 def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) -> Any:
     """Build the reference (at `shape`, a hidden shape of its family) and return its init inputs."""
-    admit = shape is None and state.gate is not OPEN_GATE and state.device == "cuda" and not state.admitted
+    admit = (
+        shape is None and state.gate is not OPEN_GATE and state.build.device == "cuda" and not state.admission.admitted
+    )
     # Whether both pairs fit the GPU side by side, for a timing pair to be made ready ahead
     # (judgment/stages/timing_ahead.py)
-    room = state.readies_ahead and shape is None and state.device == "cuda" and state.ahead_fits is None
+    room = state.readies_ahead and shape is None and state.build.device == "cuda" and state.admission.ahead_fits is None
     load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room)
     loaded, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""
     if not isinstance(loaded, protocol.Loaded):
         phase = loaded.phase if isinstance(loaded, protocol.Failed) else loaded.kind
         task_failed(state, loaded, f"the task failed to {phase}{where}")
-    total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
+    total = state.build.gpu_memory_bytes
     footprint = loaded.footprint
     if shape is None and footprint:
-        state.footprint = footprint  # what a run short of memory is set against (device_memory.py)
+        state.admission.footprint = footprint  # what a run short of memory is set against (device_memory.py)
     if room:
-        state.ahead_fits = ahead_fits(footprint, total, timing_pool_sets(footprint, total))
+        state.admission.ahead_fits = ahead_fits(footprint, total, timing_pool_sets(footprint, total))
     if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
-        state.pool_sets = timing_pool_sets(footprint, total)
-        timed, beside = state.config.timing, bool(state.ahead_fits)
-        state.reserved_bytes = memory_need(footprint, timed, state.pool_sets, beside=beside)
-        if state.reserved_bytes:
-            state.progress(f"waiting for {state.reserved_bytes / 2**30:.1f} GiB of device memory")
+        state.admission.pool_sets = timing_pool_sets(footprint, total)
+        timed, beside = state.config.timing, bool(state.admission.ahead_fits)
+        state.admission.reserved_bytes = memory_need(footprint, timed, state.admission.pool_sets, beside=beside)
+        if state.admission.reserved_bytes:
+            state.progress(f"waiting for {state.admission.reserved_bytes / 2**30:.1f} GiB of device memory")
         waited = time.monotonic()
-        state.held.enter_context(state.gate.admit(state.gpu, state.reserved_bytes, total))
-        state.admitted = True
+        state.admission.held.enter_context(state.gate.admit(state.gpu, state.admission.reserved_bytes, total))
+        state.admission.admitted = True
         add_waiting(state, time.monotonic() - waited)
     if shape is None:
-        state.inputs_writable = loaded.inputs_writable is True
-    if shape is None and not state.family_read and not state.native:
-        state.family_read = True
-        state.size_integers = size_integers(loaded.integers)
+        state.build.inputs_writable = loaded.inputs_writable is True
+    if shape is None and not state.build.family_read and not state.native:
+        state.build.family_read = True
+        state.build.size_integers = size_integers(loaded.integers)
         try:
-            state.family = family_from(loaded)
+            state.build.family = family_from(loaded)
         except MalformedFamily as exc:
             if state.config.shape_trials:  # the task asks for shapes the judge cannot draw: the task's fault
                 raise JudgeFailed(f"the task's shape family is malformed: {exc}") from None
@@ -179,13 +193,17 @@ def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
     """The candidate worker's hello (on the reference's device), then its import and build."""
     worker = state.workers["candidate"]
     with counted(state, "candidate", "hello"):  # the wait for the worker's start (torch's import, CUDA's)
-        hello = candidate_step(lambda: worker.receive(timeout_s=state.limits.start_timeout_s), phase="start")
-    if hello.get("type") != "hello":
+        frame = candidate_step(lambda: worker.receive(timeout_s=state.limits.start_timeout_s), phase="start")
+    try:
+        hello = protocol.decode_greeting(frame)
+    except protocol.ProtocolError:
+        hello = None
+    if not isinstance(hello, protocol.Hello):
         raise CandidateFailed(Failure(kind="crash", phase="start", summary="the candidate worker did not start"))
-    if str(hello.get("device", "")).split(":")[0] != state.device:
-        raise JudgeFailed(f"the workers disagree on the device ({hello.get('device')} vs {state.device})")
-    prepared = hello.get("triton_prepared_s")  # said before any candidate code ran (worker/prepare.py)
-    if type(prepared) in (int, float) and state.stage is not None:
+    if hello.device.split(":")[0] != state.build.device:
+        raise JudgeFailed(f"the workers disagree on the device ({hello.device} vs {state.build.device})")
+    prepared = hello.triton_prepared_s  # said before any candidate code ran (worker/prepare.py)
+    if prepared is not None and state.stage is not None:
         state.stages_s[f"{state.stage}.candidate.hello:triton"] = float(prepared)
     build_candidate(state, init_inputs)
 

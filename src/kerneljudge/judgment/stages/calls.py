@@ -41,10 +41,10 @@ def reference_trial(
     again there (`JudgmentState.inputs_made`); its outputs and the oracle's stay in the worker (slot "trial").
     The inputs (their (tree, descriptions), or what the candidate's worker needs to make them: {"made": ...})
     and the distribution."""
-    state.call_seed = state.source.randrange(2**31 - 1)  # the random state both sides' calls start from
+    state.calls.call_seed = state.source.randrange(2**31 - 1)  # the random state both sides' calls start from
     trial = protocol.Trial(
         seed=seed,
-        call_seed=state.call_seed,
+        call_seed=state.calls.call_seed,
         oracle=oracle,
         variant=distribution,
         slot="trial",
@@ -54,18 +54,18 @@ def reference_trial(
     ran, _ = ask(state, "reference", trial)
     if not isinstance(ran, protocol.TrialRun):
         task_failed(state, ran, f"the reference failed on seed {seed}")
-    state.signature = dict(ran.signature)
-    state.task_check = ran.task_check
-    if ran.draws_random and not state.draws_random:
-        state.draws_random = True
+    state.calls.signature = dict(ran.signature)
+    state.calls.task_check = ran.task_check
+    if ran.draws_random and not state.calls.draws_random:
+        state.calls.draws_random = True
         state.add_findings([draws_random_note()])
-    values = [item for item in signature_items(state.signature) if "dtype" not in item]
+    values = [item for item in signature_items(state.calls.signature) if "dtype" not in item]
     if values:
         raise JudgeFailed(f"the reference returns a {values[0].get('type')}, not a tensor: nothing to compare")
     if oracle:
-        state.oracle_dtype = ran.oracle_dtype
-    state.trial_screen = ran.screen
-    state.reference_evidence = ran.evidence
+        state.calls.oracle_dtype = ran.oracle_dtype
+    state.calls.trial_screen = ran.screen
+    state.calls.reference_evidence = ran.evidence
     inputs = {"made": ran.made} if ran.made is not None else (ran.inputs, ran.input_tensors)
     return inputs, dict(ran.variant or distribution)
 
@@ -83,7 +83,7 @@ def call_candidate(
     ({"made": ...}), or, for a canary, on the previous storage; maybe traced. Its answer, whose outputs
     lie in its outbox, checked against the signature; None when its worker could not make the inputs
     (they are shipped from then on: the trial must be run again)."""
-    size = expected_bytes(state.signature)
+    size = expected_bytes(state.calls.signature)
     worker = state.workers["candidate"]
     made = inputs.get("made") if isinstance(inputs, dict) else None
     call = protocol.Call(
@@ -92,7 +92,7 @@ def call_candidate(
         poison_bytes=2 * size,
         reread_s=state.config.reread_delay_s,
         trace=trace,
-        call_seed=state.call_seed,
+        call_seed=state.calls.call_seed,
         keep_inputs=keep_inputs,  # the next call is the canary: it reuses these inputs' storage
         perturb=perturb,  # a perturbed replay's conditions (worker/correctness/perturb.py)
     )
@@ -109,11 +109,15 @@ def call_candidate(
     evidence = called.evidence if called else None
     if not state.native:
         state.add_findings(
-            call_findings(evidence, state.reference_evidence, phase, state.config.policy, state.inputs_writable)
+            call_findings(
+                evidence, state.calls.reference_evidence, phase, state.config.policy, state.build.inputs_writable
+            )
         )
     if trace:
         keep_trace(state, evidence, phase)
-    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)
+    problem = check_structure(
+        output, state.calls.signature, state.build.device or "cpu", exact=not state.calls.task_check
+    )
     if problem is None and called is not None:
         problem = check_received(called, called.unreadable)
     if problem is None:
@@ -145,9 +149,9 @@ def note_poisoning(state: JudgmentState, poisoned: Any, asked: int, phase: str) 
 def tolerances(state: JudgmentState, native: bool = False) -> list[Tolerance]:
     """The tolerance of each output, by its dtype (docs/tolerances.md), recorded as it is chosen."""
     chosen = []
-    for item in signature_items(state.signature):
+    for item in signature_items(state.calls.signature):
         tol = tolerance_for(getattr(torch, item["dtype"]), native=native)
-        state.tolerances[item["dtype"]] = {
+        state.calls.tolerances[item["dtype"]] = {
             "name": tol.name,
             "atol": tol.atol,
             "rtol": tol.rtol,
@@ -173,8 +177,8 @@ def compare(state: JudgmentState, slot: str, cand: protocol.Described, method: s
         slot=slot,
         method=method,
         keep=keep,
-        task_check=state.task_check,
-        container=state.signature.get("container", "Tensor"),
+        task_check=state.calls.task_check,
+        container=state.calls.signature.get("container", "Tensor"),
         tolerances=tolerance_specs(state, native=method == "native"),
     )
     names = wire.tensor_names(cand.tree)
@@ -183,6 +187,6 @@ def compare(state: JudgmentState, slot: str, cand: protocol.Described, method: s
     if not isinstance(compared, protocol.Compared):
         said = f"{compared.exc_type}: {compared.message}" if isinstance(compared, protocol.Failed) else compared.kind
         raise JudgeFailed(f"the reference worker could not compare the outputs: {said}")
-    state.last_task_check = compared.task_check
-    state.last_digests = compared.digests
+    state.calls.last_task_check = compared.task_check
+    state.calls.last_digests = compared.digests
     return list(compared.results)

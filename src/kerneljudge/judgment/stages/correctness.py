@@ -41,7 +41,7 @@ def run(
         config.hidden_trials,
         config.shape_trials,
         False,
-        state.device == "cuda",
+        state.build.device == "cuda",
         state.source,
         # the timing pool: fresh draws (judgment/stages/timing.pool_sets)
         timing_sets=POOL_SETS if config.timing else 0,
@@ -60,8 +60,8 @@ def run(
         }
         replayed = result.replays if index in plan.replay_at else None
         distribution = run_trial(state, index, kind, seed, trial.distribution, call, replayed)
-        if state.trial_screen is not None:
-            screens.append(state.trial_screen)
+        if state.calls.trial_screen is not None:
+            screens.append(state.calls.trial_screen)
         if distribution.get("kind") == "standard" or "rejected" in distribution:
             result.timing_sets = (result.timing_sets + [{"seed": seed, "variant": distribution}])[-POOL_SETS:]
             # where asked, once: the pair's pool staged beside the trials that follow
@@ -107,4 +107,4 @@ def run_trial(
         check_trial(state, index, kind, seed, cand, used, keep=replayed is not None)
         if replayed is None or replay(state, replayed, index, inputs, keep_inputs=call["keep_inputs"]):
             return used
-        state.trials.pop()  # its record is the second run's
+        state.checked.trials.pop()  # its record is the second run's

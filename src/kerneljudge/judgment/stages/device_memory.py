@@ -42,11 +42,11 @@ def ran_short(failure: Failure | None) -> bool:
 def beyond_the_gpu(state: JudgmentState, timing: bool) -> str | None:
     """Where the judge's own rule needs more of the GPU than it holds at this stage (the trials' pair, or with
     `timing` the timing pair), the one line that says so; None where it fits or nothing is known."""
-    total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
-    sizes = footprint_sizes(state.footprint)
-    if state.device != "cuda" or not total or sizes is None:
+    total = state.build.gpu_memory_bytes
+    sizes = footprint_sizes(state.admission.footprint)
+    if state.build.device != "cuda" or not total or sizes is None:
         return None
-    need = timing_need(sizes, state.pool_sets) if timing else memory_need(state.footprint)
+    need = timing_need(sizes, state.admission.pool_sets) if timing else memory_need(state.admission.footprint)
     if need <= USABLE * total:
         return None
     pair = "the timing pair's workers" if timing else "the two workers"

@@ -29,23 +29,23 @@ def run(state: JudgmentState) -> None:
     and the inputs it is called with.
     """
     count = state.config.shape_trials
-    why_none = derive_family(state) if state.family is None and count else ""
-    if state.family is None or count == 0:
+    why_none = derive_family(state) if state.build.family is None and count else ""
+    if state.build.family is None or count == 0:
         state.capabilities["hidden_shapes"] = Capability(
             status="unavailable",
             required=False,
-            detail="no hidden shapes asked for (shape_trials = 0)" if state.family is not None else why_none,
+            detail="no hidden shapes asked for (shape_trials = 0)" if state.build.family is not None else why_none,
         )
         return
-    shapes = state.plan.shapes(state.family, count)
+    shapes = state.plan.shapes(state.build.family, count)
     refusals: list[dict[str, str]] = []
     skipped: list[str] = []
     try:
         for number, shape in enumerate(shapes):
             let_others_measure(state)
-            index, label, seed = len(state.trials), describe_shape(shape), state.plan.shape_seed(number)
+            index, label, seed = len(state.checked.trials), describe_shape(shape), state.plan.shape_seed(number)
             state.progress(f"correctness at a hidden shape ({label})")
-            if state.family.derived:
+            if state.build.family.derived:
                 derived_shape_trial(state, index, shape, seed, refusals, skipped)
                 continue
             build_candidate(state, load_reference(state, shape), shape)
@@ -58,7 +58,7 @@ def run(state: JudgmentState) -> None:
         state.capabilities["hidden_shapes"] = Capability(
             status="available" if len(shapes) > len(skipped) else "unavailable",
             required=False,
-            detail=state.family.trials_detail(len(shapes), len(refusals), skipped),
+            detail=state.build.family.trials_detail(len(shapes), len(refusals), skipped),
         )
     if refusals:  # every drawn shape tried first, so that the failure names each one refused
         raise CandidateFailed(refusal_failure(refusals))
@@ -72,14 +72,14 @@ def derive_family(state: JudgmentState) -> str:
     derived: protocol.Answer | None = None
     # The values tried are drawn now, by size class, and recorded in the plan; where the reference worker
     # named no integers, it tries its own fixed ones.
-    proposals = state.plan.propose_sizes(state.size_integers) if state.size_integers else None
+    proposals = state.plan.propose_sizes(state.build.size_integers) if state.build.size_integers else None
     try:
         derived, _ = ask(state, "reference", protocol.Derive(proposals=proposals))
-        state.family = read_family(derived.family) if isinstance(derived, protocol.Derived) else None
+        state.build.family = read_family(derived.family) if isinstance(derived, protocol.Derived) else None
     except (JudgeFailed, MalformedFamily):
-        state.family = None
-    if state.family is not None and not state.family.derived:
-        state.family = None
+        state.build.family = None
+    if state.build.family is not None and not state.build.family.derived:
+        state.build.family = None
     if isinstance(derived, protocol.Derived) and derived.declared:
         return "the task declares that it has no shape but the public one (SHAPE_FAMILY = [])"
     return (

@@ -21,30 +21,30 @@ from kerneljudge.results.verdict import Capability
 def keep_trace(state: JudgmentState, evidence: Any, phase: str) -> None:
     """Keep a traced call's kernel trace, or why it could not be read."""
     try:
-        state.traced_calls.append(read_call(evidence.get("trace") if isinstance(evidence, dict) else None, phase))
+        state.trace_log.calls.append(read_call(evidence.get("trace") if isinstance(evidence, dict) else None, phase))
     except MalformedTrace as exc:
-        state.trace_problems.append(f"{phase}: {exc}")
+        state.trace_log.problems.append(f"{phase}: {exc}")
 
 
 def judge_traces(state: JudgmentState) -> TraceReading | None:
     """Read the traced calls (none are on the CPU or natively): their summary and findings, and the capability; a
     trace that was asked for and not read makes the capability unavailable."""
-    if state.device != "cuda" or state.native:
+    if state.build.device != "cuda" or state.native:
         return None
-    declared = {d["name"] for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
+    declared = {d["name"] for d in state.build.declared_kernels if d.get("kind") in ("triton", "cuda")}
     summary, found = None, []
-    if state.traced_calls:
+    if state.trace_log.calls:
         by_name = not claims_torch_namespaces(state.candidate.text)  # a source can name kernels like torch's
-        summary, found = analyse(state.traced_calls, declared, state.config.policy, by_name)
-    problems = state.trace_problems
+        summary, found = analyse(state.trace_log.calls, declared, state.config.policy, by_name)
+    problems = state.trace_log.problems
     if problems:
         found = [*found, finding("KJ-R030", "warning", f"kernel trace: {problems[0]}", {"problems": problems})]
-    asked = len(state.traced_calls) + len(problems)
+    asked = len(state.trace_log.calls) + len(problems)
     capability = Capability(
         status="available" if asked and not problems else "unavailable",
         required=True,
         detail=(
-            f"{len(state.traced_calls)} call(s) traced at random hidden trials"
+            f"{len(state.trace_log.calls)} call(s) traced at random hidden trials"
             if asked and not problems
             else ("; ".join(problems)[:500] if problems else "no call was traced")
         ),

@@ -37,8 +37,8 @@ def run_correctness(state: JudgmentState, result: CorrectnessRun) -> Correctness
             if cand is not None:
                 break
         check_trial(state, index, trial.kind, trial.seed, cand, None, native=True)
-        if state.trial_screen is not None:
-            screens.append(state.trial_screen)
+        if state.calls.trial_screen is not None:
+            screens.append(state.calls.trial_screen)
         result.timing_sets = (result.timing_sets + [{"seed": trial.seed, "variant": STANDARD}])[-POOL_SETS:]
     state.add_findings(degenerate_outputs(screens))
     result.passed = True

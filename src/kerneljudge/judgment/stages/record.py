@@ -30,8 +30,8 @@ def assemble(
     """The judgment's record, from its state, its stages' results, its workers' logs, its duration, the time it is
     made at and the environment's fingerprint."""
     capabilities = dict(state.capabilities)
-    if state.oracle_dtype is not None:
-        degraded = state.oracle_dtype != "float64"
+    if state.calls.oracle_dtype is not None:
+        degraded = state.calls.oracle_dtype != "float64"
         capabilities["float64_oracle"] = Capability(
             status="degraded" if degraded else "available",
             required=False,
@@ -45,17 +45,21 @@ def assemble(
         failure = integrity_failure(findings, "integrity", "integrity rules broken")
     status = decide_status(failure, findings, capabilities)
     sanitized = results.correctness.sanitizer
-    worst = max((o for t in state.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0))
+    worst = max(
+        (o for t in state.checked.trials for o in t.outputs), default=None, key=lambda o: o.get("max_abs_error", 0.0)
+    )
     correctness = Correctness(
-        checked=bool(state.trials),  # at least one trial compared: a worker that died at its first call checked none
+        checked=bool(
+            state.checked.trials
+        ),  # at least one trial compared: a worker that died at its first call checked none
         passed=results.correctness.passed,
         method="kernelbench_native" if state.native else "oracle",
-        oracle_dtype=state.oracle_dtype,
-        tolerance=state.tolerances,
-        trials=state.trials,
+        oracle_dtype=state.calls.oracle_dtype,
+        tolerance=state.calls.tolerances,
+        trials=state.checked.trials,
         replay=results.correctness.replays.as_record(),
         worst=worst,
-        shape_family=state.family.summary() if state.family is not None else None,
+        shape_family=state.build.family.summary() if state.build.family is not None else None,
         inputs=state.inputs,
         sanitizer=sanitized.record if sanitized is not None else None,
         plan=state.plan.as_record() if state.plan is not None else None,
@@ -72,7 +76,7 @@ def assemble(
             extracted_from_response=state.candidate.extracted_from_response,
         ),
         config=state.config.to_dict(),
-        device=state.device,
+        device=state.build.device,
         status=status,
         verified=status == "PASS" and not state.native,
         valid=status != "ERROR",
@@ -80,7 +84,7 @@ def assemble(
         failure=failure,
         findings=findings,
         capabilities=capabilities,
-        preflight={"declared_kernels": state.declared_kernels},
+        preflight={"declared_kernels": state.build.declared_kernels},
         kernel_trace=results.traces.summary if results.traces is not None else None,
         correctness=correctness,
         timing=timing,
@@ -101,5 +105,5 @@ def timing_of(state: JudgmentState, staged: Timing) -> Timing:
     busy_fraction = staged.busy_fraction
     if staged.timed_busy_s is not None and timing_wall_s:
         busy_fraction = round(min(1.0, staged.timed_busy_s / timing_wall_s), 4)
-    described = {"carried_caches": state.carried, "ahead": timing_ahead.described(state)}
+    described = {"carried_caches": state.pair_log.carried, "ahead": timing_ahead.described(state)}
     return staged.model_copy(update={**described, "busy_fraction": busy_fraction})

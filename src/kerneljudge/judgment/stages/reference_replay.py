@@ -33,11 +33,11 @@ def rerun_reference(state: JudgmentState, seed: int, distribution: dict[str, Any
     the candidate's worker makes again (`inputs`, as judgment/stages/calls.reference_trial returns them): their
     fingerprint is what tells the rerun's inputs identical to the trial's."""
     made = inputs.get("made") if isinstance(inputs, dict) else None
-    if state.native or state.reference_rerun is not None or not isinstance(made, dict):
+    if state.native or state.calls.reference_rerun is not None or not isinstance(made, dict):
         return
     rerun = protocol.Rerun(
         seed=seed,
-        call_seed=other_seed(state.call_seed),
+        call_seed=other_seed(state.calls.call_seed),
         tolerances=tolerance_specs(state),
         fingerprint=list(made["fingerprint"]),
         variant=distribution,
@@ -48,5 +48,5 @@ def rerun_reference(state: JudgmentState, seed: int, distribution: dict[str, Any
     if not isinstance(reran, protocol.Reran):
         task_failed(state, reran, f"the reference failed on seed {seed} run again")
     # Empty where the inputs made again were not the trial's (nothing to set side by side): once is enough.
-    state.reference_rerun = [] if reran.inputs_differ else list(reran.outputs)
-    state.add_findings(nondeterministic_reference(state.reference_rerun))
+    state.calls.reference_rerun = [] if reran.inputs_differ else list(reran.outputs)
+    state.add_findings(nondeterministic_reference(state.calls.reference_rerun))

@@ -14,6 +14,7 @@ import random
 import time
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks.catalog import finding
 from kerneljudge.judgment.gate import footprint_sizes
 from kerneljudge.judgment.stages.calls import call_candidate, compare
@@ -53,7 +54,7 @@ def copy_bytes(footprint: dict[str, Any] | None, reserved_bytes: int) -> int:
 
 
 def perturbations(
-    hello: dict[str, Any] | None, rng: random.Random, strict: bool, copy_size: int = DEFAULT_COPY_BYTES
+    hello: protocol.Hello | None, rng: random.Random, strict: bool, copy_size: int = DEFAULT_COPY_BYTES
 ) -> list[dict[str, Any]]:
     """The perturbed replays of one judgment on CUDA (worker/correctness/perturb.py), drawn from `rng`: every kind in
     a random order under the strict policy (`JudgeConfig.strict`), two kinds under practical, each with random
@@ -132,8 +133,8 @@ def _out_of_bounds(asked: dict[str, Any], counts: dict[str, int]) -> str | None:
 def planned(state: JudgmentState, replays: Replays) -> list[dict[str, Any]]:
     """The judgment's perturbations, drawn once (a trial run again draws none anew) and kept in `replays`."""
     if replays.perturbations is None:
-        size = copy_bytes(state.footprint, state.reserved_bytes)
-        replays.perturbations = perturbations(state.hello, state.source, state.config.strict, size)
+        size = copy_bytes(state.admission.footprint, state.admission.reserved_bytes)
+        replays.perturbations = perturbations(state.build.hello, state.source, state.config.strict, size)
     return list(replays.perturbations)
 
 
@@ -166,8 +167,8 @@ def replay_once(
     perturb_spec: dict[str, Any] | None,
 ) -> bool:
     """One replay: a difference beyond rounding fails as `nondeterministic`, one at rounding level is KJ-C001."""
-    if not state.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
-        state.call_seed = state.source.randrange(2**31 - 1)
+    if not state.calls.draws_random:  # another random state: what differs then is the kernel's own nondeterminism
+        state.calls.call_seed = state.source.randrange(2**31 - 1)
     phase = f"replay of trial {index}" + (f" under {perturb_spec['kind']}" if perturb_spec else "")
     again = call_candidate(state, inputs, phase=phase, keep_inputs=keep_inputs, perturb=perturb_spec)
     if again is None:

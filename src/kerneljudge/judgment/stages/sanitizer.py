@@ -23,8 +23,8 @@ from kerneljudge.tasks.shapes import describe_shape, plain
 
 def decision(state: JudgmentState) -> sanitize.Decision:
     """Whether compute-sanitizer runs for this judgment, and the capability that says so."""
-    path = sanitize.sanitizer_path() if state.device == "cuda" else None
-    return sanitize.decide(state.config, state.device, state.declared_kernels, state.candidate.text, path)
+    path = sanitize.sanitizer_path() if state.build.device == "cuda" else None
+    return sanitize.decide(state.config, state.build.device, state.build.declared_kernels, state.candidate.text, path)
 
 
 def run(state: JudgmentState, decided: sanitize.Decision) -> SanitizerRun:
@@ -35,7 +35,7 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> SanitizerRun:
     path = decided.path
     if not decided.run or path is None:
         return SanitizerRun(decided.capability)
-    shape = sanitize.smallest_shape(state.family, state.checked_shapes)
+    shape = sanitize.smallest_shape(state.build.family, state.checked.shapes)
     where = describe_shape(shape) if shape else "the public shape"
     state.progress(f"compute-sanitizer: one call at {where} under {', '.join(decided.tools)}")
     began, channels = time.monotonic(), state.workers["candidate"].channels
@@ -48,17 +48,25 @@ def run(state: JudgmentState, decided: sanitize.Decision) -> SanitizerRun:
     def make_inputs() -> tuple[protocol.Call, Any]:
         inputs, _ = reference_trial(state, state.source.randrange(2**32 - 1), False, {"kind": "standard"}, shape)
         made = inputs.get("made") if isinstance(inputs, dict) else None
-        return protocol.Call(made=made, call_seed=state.call_seed), ([], {}) if made is not None else inputs
+        return protocol.Call(made=made, call_seed=state.calls.call_seed), ([], {}) if made is not None else inputs
 
     timeout_s = state.config.sanitizer_timeout_s
     checked = state.workers["candidate"]
     start = sanitize.starter(
-        path, state.candidate.text, state.limits, state.sandbox, state.gpu, channels, timeout_s, checked, state.device
+        path,
+        state.candidate.text,
+        state.limits,
+        state.sandbox,
+        state.gpu,
+        channels,
+        timeout_s,
+        checked,
+        state.build.device,
     )
     runs, workers = sanitize.run_tools(start, load, init_placed, make_inputs, timeout_s, decided.tools)
     cap = state.config.log_cap_bytes
     logs = {f"candidate_{t}": sanitize.kept_log(w, cap) for t, w in workers.items()}
-    declared = {str(d["name"]) for d in state.declared_kernels if d.get("kind") in ("triton", "cuda")}
+    declared = {str(d["name"]) for d in state.build.declared_kernels if d.get("kind") in ("triton", "cuda")}
     found, kept, failure, capability = sanitize.conclude(runs, declared, state.config.policy, path, where)
     record = {
         **kept,

@@ -1,8 +1,10 @@
 """What one judgment knows as it goes: the state the stages read and extend, and the record is made from.
 
 The inputs (task, candidate, configuration, the batch lane's gate and GPU, cached baselines) and the one
-source of randomness come first, then the judge's spare worker pairs where it keeps them; everything after
-them starts empty and is filled by the stages in order. What a stage returns as its own result
+source of randomness come first, then the judge's spare worker pairs, the hidden plan, the worker handles and the
+verdict as it grows. What each stage learns on the way is its own typed group (`BuildFacts`, `Admission`,
+`CallFacts`, `Checked`, `TimedLedger`, `TraceLog`, `PairLog`), written only by the modules `OWNERS` names, so that
+which stage writes what can be seen, and a test keeps it so. What a stage returns as its result
 (judgment/stages/results.py: the correctness stage's replays, sanitizer run and the trials' sets the timing pool
 makes again, the timing stage's timing, the kernel traces read) is not here: judgment/pipeline.py keeps it, hands it
 to the stages that need it and to the record.
@@ -17,6 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kerneljudge import protocol
 from kerneljudge.checks.trace import CallTrace
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment import hidden_plan
@@ -49,11 +52,129 @@ class Closing:
     seconds: float = 0.0  # the whole close, in its thread
 
 
+@dataclass
+class BuildFacts:
+    """What the build stage (judgment/stages/build.py) learns, and only it writes: the reference worker's hello
+    (`protocol.Hello`), the device the judgment runs on, the kernels the candidate's source declares (preflight), the
+    task's shape family and the integers a derived family may vary (`Derive`), and whether the task lets the candidate
+    write into its inputs (INPUTS_WRITABLE). The hidden-shapes stage narrows the family where it cannot draw it."""
+
+    hello: protocol.Hello | None = None
+    device: str | None = None
+    declared_kernels: list[dict[str, Any]] = field(default_factory=list)
+    family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
+    family_read: bool = False
+    size_integers: dict[str, int] = field(default_factory=dict)
+    inputs_writable: bool = False
+
+    @property
+    def gpu_memory_bytes(self) -> int:
+        """The GPU's memory as the reference worker's hello said; 0 where it said none (no GPU, no hello yet)."""
+        return (self.hello.gpu_memory_bytes or 0) if self.hello is not None else 0
+
+
+@dataclass(eq=False)
+class Admission:
+    """The judgment's admission at a batch's gate (judgment/stages/build.load_reference): the task's one-call
+    footprint as the reference read it, the input sets the timing pool can hold, whether both worker pairs fit the
+    GPU side by side (None until the footprint was read), the device memory reserved and held until the end, and per
+    worker the most device memory it held (NVML; judgment/stages/workers.py), which the reservation is checked
+    against."""
+
+    held: ExitStack = field(default_factory=ExitStack)
+    reserved_bytes: int = 0  # 0 where none was reserved
+    admitted: bool = False  # once, whatever it reserved
+    pool_sets: int = POOL_SETS  # fewer where that many would not fit
+    ahead_fits: bool | None = None
+    footprint: dict[str, Any] | None = None
+    memory_peaks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class CallFacts:
+    """What a call of both sides leaves for the next (judgment/stages/calls.py, reference_replay.py, replays.py, and
+    the timing stage for the outputs' signature at each timing shape): the random state both sides' calls start
+    from, the reference output's signature (dtype and shape of each item) at the current shape, the tolerances
+    and the oracle's dtype, whether the task checks outputs itself and whether its reference draws random numbers,
+    the reference's own evidence and its replay from another random state, and the last comparison's screen,
+    task check and digests."""
+
+    call_seed: int | None = None
+    signature: dict[str, Any] = field(default_factory=dict)
+    tolerances: dict[str, Any] = field(default_factory=dict)
+    oracle_dtype: str | None = None
+    task_check: bool = False  # a GPU MODE problem's check_implementation
+    draws_random: bool = False
+    reference_evidence: Any = None
+    reference_rerun: list[Any] | None = None  # per output
+    trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
+    last_task_check: dict[str, Any] | None = None
+    last_digests: list[Any] | None = None  # of a timed output as the reference's worker received it
+
+
+@dataclass
+class Checked:
+    """What the correctness trials checked (judgment/stages/trials.py): each trial's record, and the hidden shapes
+    the candidate was right at (where compute-sanitizer runs the smallest)."""
+
+    trials: list[TrialRecord] = field(default_factory=list)
+    shapes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TimedLedger:
+    """What the timing stage's measured calls leave (judgment/stages/timed_calls.py, timing.py): the timed outputs
+    checked, each side's spans of its measured requests on the parent's clock (judgment/stages/untimed_work.py, by
+    span, each (ms, the calls per sample)), the kept outputs not yet checked (each its pool set and committed
+    digests), each kept call (sample, call, set), and per measured candidate sample the work its end missed and
+    what its events timed (ms)."""
+
+    checks: int = 0
+    untimed_spans: dict[str, dict[str, list[tuple[float, int]]]] = field(default_factory=dict)
+    deferred_checks: list[tuple[int, list[Any]]] = field(default_factory=list)
+    kept_calls: list[dict[str, int]] = field(default_factory=list)
+    drain_left: list[float] = field(default_factory=list)
+    drain_timed_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class TraceLog:
+    """The kernel traces of traced calls as they come back (judgment/stages/integrity.py), read at the end into the
+    record's `kernel_trace`; and the calls whose trace could not be read."""
+
+    calls: list[CallTrace] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PairLog:
+    """The fresh worker pairs started for timing (judgment/stages/timing_pair.py; a second after a failed graph
+    capture), and what the compiler-cache carry took to the timing worker."""
+
+    started: int = 0
+    carried: dict[str, Any] | None = None
+
+
+# Which modules of judgment/ may write each group of `JudgmentState` (tests/judgment/test_state_ownership.py reads
+# every assignment and mutating call): a group is its stage's own, the others only read it.
+OWNERS: dict[str, tuple[str, ...]] = {
+    "build": ("build", "hidden_shapes"),
+    "admission": ("build", "workers", "pipeline"),
+    "calls": ("calls", "reference_replay", "replays", "timed_calls", "timing", "timing_ahead"),
+    "checked": ("trials", "correctness"),
+    "timed": ("timed_calls", "timing"),
+    "trace_log": ("integrity",),
+    "pair_log": ("timing_pair",),
+}
+
+
 @dataclass(eq=False)
 class JudgmentState:
-    """One judgment's state. `source` is the one source of everything a candidate must not predict: the hidden
-    plan (judgment/hidden_plan.py) and, as the timing stage draws them, its pools' seeds and the calls whose outputs
-    are kept and checked; the operating system's randomness unless a test injects a source."""
+    """One judgment's state: its inputs, the one source of randomness, the hidden plan, the worker handles, the
+    verdict as it grows (failure, findings, capabilities), the stage clock, and each stage's own typed facts, written
+    only by the modules `OWNERS` names. `source` is the one source of everything a candidate must not predict: the
+    hidden plan (judgment/hidden_plan.py) and, as the timing stage draws them, its pools' seeds and the calls whose
+    outputs are kept and checked; the operating system's randomness unless a test injects a source."""
 
     task: Task
     candidate: Candidate
@@ -69,64 +190,31 @@ class JudgmentState:
     sandbox: SandboxPolicy = field(init=False)
     spares: SparePairs | None = None  # worker pairs started ahead, for a judge that keeps them (spare_pairs.py)
     plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
-    held: ExitStack = field(default_factory=ExitStack)  # the device memory reserved at the gate, until the end
-    reserved_bytes: int = 0  # device memory reserved at the gate (gate.memory_need), 0 when none was
-    footprint: dict[str, Any] | None = None  # the task's one-call footprint, where the reference read it
-    admitted: bool = False  # the gate has admitted the judgment (once, whatever it reserved)
-    pool_sets: int = POOL_SETS  # input sets in the timing pool: fewer where that many would not fit
-    memory_peaks: dict[str, int] = field(default_factory=dict)  # per worker, the most device memory it held (NVML)
+    # The worker handles: the pair at work, the timing pair started early, a pair being closed in a thread
+    # (judgment/stages/workers.close_beside), the logs of the checked pair once replaced, and the timing pair made
+    # ready ahead, in a thread (judgment/stages/timing_ahead.TimingAhead).
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+    booting: dict[str, WorkerProcess] = field(default_factory=dict)
+    closing: Closing | None = None
+    closed_logs: dict[str, WorkerLog] = field(default_factory=dict)
+    ahead: TimingAhead | None = None
+    # The verdict as it grows.
     failure: Failure | None = None
     findings: list[Finding] = field(default_factory=list)
     capabilities: dict[str, Capability] = field(default_factory=dict)
-    trials: list[TrialRecord] = field(default_factory=list)
-    checked_shapes: list[dict[str, Any]] = field(default_factory=list)  # hidden shapes the candidate was right at
-    oracle_dtype: str | None = None
-    device: str | None = None
-    hello: dict[str, Any] | None = None
-    workers: dict[str, WorkerProcess] = field(default_factory=dict)
-    timing_pairs: int = 0  # fresh worker pairs started for timing (a second after a failed graph capture)
-    closed_logs: dict[str, WorkerLog] = field(default_factory=dict)  # logs of the checked pair, once replaced
-    closing: Closing | None = None  # a pair being closed in a thread (judgment/stages/workers.close_beside)
-    carried: dict[str, Any] | None = None  # what the compiler-cache carry took to the timing worker
-    booting: dict[str, WorkerProcess] = field(default_factory=dict)  # the timing pair, started early
-    # The timing pair made ready ahead, in a thread (judgment/stages/timing_ahead.TimingAhead), and whether the two
-    # pairs fit the GPU side by side for that (gate.ahead_fits; None until the task's footprint was read)
-    ahead: TimingAhead | None = None
-    ahead_fits: bool | None = None
-    tolerances: dict[str, Any] = field(default_factory=dict)
-    # The reference output's signature (dtype and shape of each item) at the public shape.
-    signature: dict[str, Any] = field(default_factory=dict)
-    inputs_writable: bool = False  # the task lets the candidate write into its inputs (INPUTS_WRITABLE)
-    task_check: bool = False  # the task checks outputs itself (a GPU MODE problem's check_implementation)
-    call_seed: int | None = None  # the random state the current trial's calls start from, both sides
-    draws_random: bool = False  # the reference draws random numbers in its forward
-    reference_rerun: list[Any] | None = None  # the reference's own replay from another random state, per output
-    timed_checks: int = 0
-    # Each side's spans of its measured requests on the parent's clock (judgment/stages/untimed_work.py), by span
-    # ("commit":
-    # from `commit` to `committed`; "requests": the round trip less the claimed calls and the precursors, per
-    # sample), each (ms, the calls per sample).
-    untimed_spans: dict[str, dict[str, list[tuple[float, int]]]] = field(default_factory=dict)
-    # The kept outputs not yet checked, in order: each its pool set and the digests committed for it.
-    deferred_checks: list[tuple[int, list[Any]]] = field(default_factory=list)
-    kept_calls: list[dict[str, int]] = field(default_factory=list)  # each kept timed call: sample, call, set
-    drain_left: list[float] = field(default_factory=list)  # per measured candidate sample, work its end missed (ms)
-    drain_timed_ms: list[float] = field(default_factory=list)  # ... and what its events timed, all its calls (ms)
-    declared_kernels: list[dict[str, Any]] = field(default_factory=list)
-    reference_evidence: Any = None
-    trial_screen: list[Any] | None = None  # the last trial's screen of the oracle's outputs
-    last_task_check: dict[str, Any] | None = None  # the task's own check of the last compared output
-    last_digests: list[Any] | None = None  # the digests of a timed output as the reference's worker received it
-    traced_calls: list[CallTrace] = field(default_factory=list)
-    trace_problems: list[str] = field(default_factory=list)
-    family: ShapeFamily | None = None  # the task's shape family, as its reference worker described it
-    family_read: bool = False
-    size_integers: dict[str, int] = field(default_factory=dict)  # the integers a derived family may vary (Derive)
-    stages_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage: waiting, build, ...
-    stage: str | None = None  # the stage `workers.clocked` is in: its requests' round trips count under it
     # Where trials' inputs are made (worker/correctness/seeded.py): again in the candidate's worker from each trial's
     # seed in the hardened modes, until it cannot make the reference's; shipped from the reference's else.
     inputs: dict[str, Any] = field(init=False)
+    stages_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage: waiting, build, ...
+    stage: str | None = None  # the stage `workers.clocked` is in: its requests' round trips count under it
+    # Each stage's own facts (OWNERS).
+    build: BuildFacts = field(default_factory=BuildFacts)
+    admission: Admission = field(default_factory=Admission)
+    calls: CallFacts = field(default_factory=CallFacts)
+    checked: Checked = field(default_factory=Checked)
+    timed: TimedLedger = field(default_factory=TimedLedger)
+    trace_log: TraceLog = field(default_factory=TraceLog)
+    pair_log: PairLog = field(default_factory=PairLog)
     # Findings come from two threads where the timing pair is made ready beside the trials (timing_ahead.py).
     findings_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -151,8 +239,8 @@ class JudgmentState:
         """Whether the candidate's worker readies Triton as it starts (worker/prepare.py): its source declares a
         Triton kernel (preflight), off the CPU as far as is known (the device settled, else the one asked;
         a worker of "auto" tells for itself)."""
-        triton = any(d.get("kind") == "triton" for d in self.declared_kernels)
-        return triton and (self.device or self.config.device) != "cpu"
+        triton = any(d.get("kind") == "triton" for d in self.build.declared_kernels)
+        return triton and (self.build.device or self.config.device) != "cpu"
 
     def add_findings(self, findings: list[Finding]) -> None:
         """Record findings, one per code: a repeat only counts its occurrences."""

@@ -83,7 +83,7 @@ def time_side(
                 commits=request.commit_calls,
             )
         keeps = keeper is not None and role == "candidate"
-        deferred = keeps and defers(state, len(state.deferred_checks) + 1)
+        deferred = keeps and defers(state, len(state.timed.deferred_checks) + 1)
         if keeps and not deferred:
             check_deferred(state)  # the kept outputs in order, before this request's is kept
         timing = protocol.Time(
@@ -98,7 +98,7 @@ def time_side(
             staged=True,  # the pool was sent once, before the first request
             graph=request.graph,
             ask_keep=keeper is not None,
-            keep_earlier=bool(state.deferred_checks),
+            keep_earlier=bool(state.timed.deferred_checks),
         )
         interim = keeper.answer if keeper is not None else None
         began = time.perf_counter()  # the parent's clock around the round trip only, not its checks
@@ -110,7 +110,7 @@ def time_side(
             if isinstance(answer, protocol.Error):
                 raise CandidateFailed(error_failure(answer, "timing"))
             if keeper is not None:
-                state.deferred_checks.append(kept_set(state, keeper, answer))
+                state.timed.deferred_checks.append(kept_set(state, keeper, answer))
                 if not deferred:
                     check_deferred(state)
         else:
@@ -128,7 +128,7 @@ def time_side(
         host = answer.host_ms if answer.host_ms is not None else []
         busy = answer.busy_ms if answer.busy_ms is not None else []
         # Samples timed without a graph on CUDA come with their drains (timing/drain.py).
-        drained = state.device == "cuda" and not request.graph and request.method != "do_bench"
+        drained = state.build.device == "cuda" and not request.graph and request.method != "do_bench"
         drains, floor = answer.drain_ms, answer.drain_floor_ms
         if not (
             sample_list(times, expected)
@@ -147,8 +147,8 @@ def time_side(
         if drained and not state.native:  # `off` keeps KernelBench's figures as they are
             left = drain.left_behind([float(d) for d in drains], float(floor))
             if request.measured and role == "candidate":
-                state.drain_left += left
-                state.drain_timed_ms += [t * request.calls for t in times]
+                state.timed.drain_left += left
+                state.timed.drain_timed_ms += [t * request.calls for t in times]
             times = drain.covered(times, request.calls, left)
         if request.measured and keeper is not None:
             note_spans(state, role, request, keeper, times, request_ms)
@@ -162,7 +162,7 @@ def note_spans(
 ) -> None:
     """A measured request's spans on the parent's clock beyond its claimed calls (judgment/stages/untimed_work.py): its
     commit, and its round trip less the calls' claimed time and the precursors asked for, per sample."""
-    spans = state.untimed_spans.setdefault(role, {})
+    spans = state.timed.untimed_spans.setdefault(role, {})
     if keeper.window_ms is not None:
         spans.setdefault("commit", []).append((keeper.window_ms, keeper.commits))
     around = request_ms - sum(times) * request.calls - request.samples * request.precursor_ms
@@ -176,7 +176,7 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     timing request then names the pool."""
     made = state.inputs_made(shape)
     # The checks of timed outputs made ready with the pool, beside the other lanes, not in the measuring hold
-    checked = not (state.native or state.task_check or state.draws_random) and state.signature
+    checked = not (state.native or state.calls.task_check or state.calls.draws_random) and state.calls.signature
     tolerances = tolerance_specs(state) if checked else None
     inputs_to = "made" if made else "candidate"
     staging = protocol.Stage(sets=sets, on_device=not state.native, inputs_to=inputs_to, tolerances=tolerances)
@@ -184,7 +184,7 @@ def stage(state: JudgmentState, sets: list[dict[str, Any]], shape: dict[str, Any
     if not isinstance(staged, protocol.Staged):
         task_failed(state, staged, "the reference worker could not stage the timing inputs")
     placed = ([], {}) if made else (staged.inputs, staged.input_tensors)
-    state.signature = dict(staged.signature or state.signature)
+    state.calls.signature = dict(staged.signature or state.calls.signature)
     request = protocol.Stage(made=staged.made) if made else protocol.Stage()
     answer, _ = ask_candidate(state, request, "timing", placed=placed, fetch=())
     if isinstance(answer, protocol.InputsDiffer) and made:  # shipped from now on, the pool staged again
@@ -222,7 +222,7 @@ def make_ready(
     untimed call of each side (its first: a fresh worker's JIT compiles there). `cached`: the sides whose
     figures come from cached baselines, not timed here."""
     stage(state, sets, shape)
-    ready = Ready(sets, ["candidate"] + ([] if "reference" in cached else ["reference"]), dict(state.signature))
+    ready = Ready(sets, ["candidate"] + ([] if "reference" in cached else ["reference"]), dict(state.calls.signature))
     if state.config.timing_compile and method == INTERLEAVED and "compiled" not in cached:
         ready.compile_error = compile_reference(state)
         if ready.compile_error is None:
@@ -268,20 +268,20 @@ def kept_set(state: JudgmentState, keeper: KeptCall, answer: protocol.Answer) ->
     if committed is None:
         summary = "the candidate worker committed no digests of its checked sample's outputs"
         raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=summary))
-    state.kept_calls.append({"sample": keeper.sample, "call": keeper.call, "set": checked})
+    state.timed.kept_calls.append({"sample": keeper.sample, "call": keeper.call, "set": checked})
     return checked, committed
 
 
 def defers(state: JudgmentState, kept: int) -> bool:
     """Whether `kept` outputs of the timing pool's signature fit DEFERRED_BYTES, to be checked after the samples."""
-    return kept * expected_bytes(state.signature) <= DEFERRED_BYTES
+    return kept * expected_bytes(state.calls.signature) <= DEFERRED_BYTES
 
 
 def check_deferred(state: JudgmentState) -> None:
     """Check the outputs the candidate's worker still keeps, oldest first: after the samples, or before a request
     whose kept output would not fit beside them."""
-    while state.deferred_checks:
-        check_captured(state, state.deferred_checks.pop(0))
+    while state.timed.deferred_checks:
+        check_captured(state, state.timed.deferred_checks.pop(0))
 
 
 def check_captured(state: JudgmentState, kept: tuple[int, list[Any]], what: str = "") -> None:
@@ -296,26 +296,28 @@ def check_timed_output(
 ) -> None:
     """A timed call's output must be as right as the checked ones (H03: honest only while checked). `committed`:
     the digests of a kept copy when it was made, which the copy the reference's worker is sent must still have."""
-    phase = f"timing ({what or f'timed call {state.timed_checks}'})"
-    state.timed_checks += 1
-    problem = check_structure(output, state.signature, state.device or "cpu", exact=not state.task_check)
+    phase = f"timing ({what or f'timed call {state.timed.checks}'})"
+    state.timed.checks += 1
+    problem = check_structure(
+        output, state.calls.signature, state.build.device or "cpu", exact=not state.calls.task_check
+    )
     if problem is None:
         assert isinstance(output, protocol.Described)  # (an answer that describes no output is malformed)
         problem = check_received(output, unreadable="not sent")
     if problem is None:
-        size = expected_bytes(state.signature)
+        size = expected_bytes(state.calls.signature)
         worker = state.workers["candidate"]
         candidate_step(lambda: worker.described(output, ["captured"], 2 * size + (1 << 20)), "timing")
     if problem is not None:
         raise CandidateFailed(Failure(kind=problem.kind, phase="timing", summary=f"{phase}: {problem.summary}"))  # type: ignore[arg-type]
-    if state.draws_random:  # no common random state inside a timed region: the structure is all to check
+    if state.calls.draws_random:  # no common random state inside a timed region: the structure is all to check
         return
     assert isinstance(output, protocol.Described)  # (an answer that describes no output has its problem above)
     results = compare(state, f"pool{set_index}", output, "timed")
-    if committed is not None and state.last_digests != committed:
+    if committed is not None and state.calls.last_digests != committed:
         raise CandidateFailed(Failure(kind="integrity_violation", phase="timing", summary=f"{phase}: {MENDED}"))
-    if state.task_check:  # the task's own check decides, as in the trials
-        verdict = state.last_task_check or {"passed": False, "message": "the task's check gave no answer"}
+    if state.calls.task_check:  # the task's own check decides, as in the trials
+        verdict = state.calls.last_task_check or {"passed": False, "message": "the task's check gave no answer"}
         if not verdict["passed"]:
             summary = f"{phase}: the task's own check: {verdict['message']}"
             raise CandidateFailed(Failure(kind="tolerance", phase="timing", summary=summary))

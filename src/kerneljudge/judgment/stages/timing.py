@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.checks.catalog import finding
 from kerneljudge.checks.trace import timed_versus_traced, unjoined_capture
 from kerneljudge.judgment.stages import device_memory
@@ -48,11 +49,11 @@ KERNELBENCH_FLUSH_BYTES = 256 * 2**20
 MIN_FLUSH_BYTES = 64 * 2**20
 
 
-def l2_flush_bytes(hello: dict[str, Any] | None, native: bool) -> int:
+def l2_flush_bytes(hello: protocol.Hello | None, native: bool) -> int:
     """The bytes written to flush the L2 before a sample: KernelBench's 256 MB natively, else twice the device's L2."""
     if native:
         return KERNELBENCH_FLUSH_BYTES
-    l2 = int((hello or {}).get("l2_cache_bytes") or 0)
+    l2 = (hello.l2_cache_bytes or 0) if hello is not None else 0
     return max(MIN_FLUSH_BYTES, 2 * l2)
 
 
@@ -66,7 +67,7 @@ def run(
     (results.CorrectnessRun.timing_sets, `pool_sets`). A timing pair that outgrew the GPU and ran short of memory
     leaves the timing unmeasured (judgment/stages/device_memory.py)."""
     with device_memory.untimed_where_beyond(state, result):
-        shapes = list(state.family.timing) if state.family is not None and not state.native else []
+        shapes = list(state.build.family.timing) if state.build.family is not None and not state.native else []
         if not shapes:
             timed(state, result, None, state.config.timing_budget_s, fresh_pair, trial_sets)
             return
@@ -180,14 +181,14 @@ def prepare(
     made ready ahead, while correctness ran (judgment/stages/timing_ahead.py), is taken as it is."""
     config = state.config
     method = config.resolved_timing_method()
-    if method == DO_BENCH and state.device != "cuda":
+    if method == DO_BENCH and state.build.device != "cuda":
         result.timing = Timing(measured=False, reason="Triton's do_bench times CUDA devices only")
         return None
     flush_bytes = flush_of(state, method)
     cached = cached_sides(state, method, regime)
     ready = state.ahead.take() if state.ahead is not None and shape is None else None
     if ready is not None:  # staged ahead: the public shape's signature again, after the hidden shapes' (beside)
-        state.signature = dict(ready.signature)
+        state.calls.signature = dict(ready.signature)
     else:
         if shape is not None:  # both models built at the timing shape, timed on fresh hidden inputs of it
             build_candidate(state, load_reference(state, shape), shape)
@@ -200,20 +201,22 @@ def prepare(
     }
     pool = [[None] * len(ready.sets)]  # the sets stay in the workers (`stage`); requests name them by position
     prepared = Prepared(method, sides, cached, pool, flush_bytes, graphs, l2_reset, ready.compile_error)
-    if state.device == "cuda" and method == INTERLEAVED:
-        prepared.monitor, prepared.monitor_error = NvmlClockMonitor.open((state.hello or {}).get("gpu_uuid"))
+    if state.build.device == "cuda" and method == INTERLEAVED:
+        prepared.monitor, prepared.monitor_error = NvmlClockMonitor.open(
+            state.build.hello.gpu_uuid if state.build.hello else None
+        )
     return prepared
 
 
 def flush_of(state: JudgmentState, method: str) -> int:
     """The bytes written to flush the L2 before each sample (`l2_flush_bytes`), 0 with a warm cache."""
-    return l2_flush_bytes(state.hello, method == KERNELBENCH) if state.config.timing_l2_flush else 0
+    return l2_flush_bytes(state.build.hello, method == KERNELBENCH) if state.config.timing_l2_flush else 0
 
 
 def cached_sides(state: JudgmentState, method: str, regime: str) -> dict[str, CachedSide]:
     """The sides whose figures come from cached baselines, not timed here: the interleaved method's, where they
     were timed in the regime this measurement times in (the host clock's on the CPU)."""
-    timed_regime = regime if state.device == "cuda" else HOST_CLOCK
+    timed_regime = regime if state.build.device == "cuda" else HOST_CLOCK
     return {
         name: entry
         for name, entry in state.baselines.items()
@@ -233,7 +236,7 @@ def pool_sets(
     it, or of a hidden one the task rejected and that fell back to it, are kept in `trial_sets`; so the
     pool is known from the plan alone, before the trials end, which timing ahead needs.)"""
     single = method != INTERLEAVED  # one set: one figure (natively the first trial's, as KernelBench times it)
-    count = 1 if single else state.pool_sets
+    count = 1 if single else state.admission.pool_sets
     kept = trial_sets[:1] if single else trial_sets[-count:]
     if shape is not None:
         return [{"seed": state.source.randrange(2**32 - 1), "variant": {"kind": "standard"}} for _ in kept]
@@ -272,12 +275,17 @@ def take(
         budget_s=budget_s if budget_s is not None else config.timing_budget_s,
         one_call=shares_outputs(state),
     )
-    state.drain_left, state.drain_timed_ms, state.deferred_checks, state.untimed_spans = [], [], [], {}
+    state.timed.drain_left, state.timed.drain_timed_ms, state.timed.deferred_checks, state.timed.untimed_spans = (
+        [],
+        [],
+        [],
+        {},
+    )
     result.timing = run_interleaved(
         prepared.sides,
         prepared.pool,
         plan,
-        state.device or "cpu",
+        state.build.device or "cpu",
         monitor=prepared.monitor,
         cached=prepared.cached,
         hold=hold,
@@ -295,26 +303,26 @@ def read(state: JudgmentState, result: TimingRun, prepared: Prepared) -> None:
         result.timing = Timing(measured=False, reason="a timed call's kept output failed its check")
         raise
     timing = result.timing
-    left_behind = drain.drain_finding(state.drain_left, state.drain_timed_ms)
+    left_behind = drain.drain_finding(state.timed.drain_left, state.timed.drain_timed_ms)
     if left_behind is not None:
         state.add_findings([left_behind])
     if method == INTERLEAVED and state.baselines and not prepared.cached:
         regimes = sorted({entry.launch_regime for entry in state.baselines.values()})
         timing.reference_source = f"paired: the cached reference was timed in another regime ({regimes[0]})"
     if timing.launch_regime == CUDA_GRAPH and not state.native:
-        before = state.timed_checks
+        before = state.timed.checks
         for role, calls in sorted(prepared.graphs):
             if role == "candidate":
                 recheck_graph(state, calls, len(pool[0]))
-        timing.graph_rechecks = state.timed_checks - before
+        timing.graph_rechecks = state.timed.checks - before
     elif method == INTERLEAVED and not state.native and timing.measured:
         recheck_last(state, int(timing.calls_per_sample.get("candidate", 1)), len(pool[0]))
-    timing.timed_outputs_checked = state.timed_checks
-    timing.kept_calls = list(state.kept_calls)
+    timing.timed_outputs_checked = state.timed.checks
+    timing.kept_calls = list(state.timed.kept_calls)
     timing.compile_error = prepared.compile_error
     if prepared.monitor_error and timing.clocks is not None:
         timing.clocks["error"] = prepared.monitor_error
-    if state.device == "cuda":
+    if state.build.device == "cuda":
         timing.l2_flush_bytes = prepared.flush_bytes
         timing.persisting_l2_reset = prepared.l2_reset
         flushed = f"; {prepared.flush_bytes / 2**20:.0f} MiB L2 flush before every sample"
@@ -325,9 +333,9 @@ def read(state: JudgmentState, result: TimingRun, prepared: Prepared) -> None:
         timing.trace_check, found = timed_versus_traced(None, timing.candidate.median_ms)
         state.add_findings(found)
     if method == INTERLEAVED and not state.native and timing.candidate is not None:
-        claimed, spans = timing.candidate.median_ms, state.untimed_spans
+        claimed, spans = timing.candidate.median_ms, state.timed.untimed_spans
         # Both commits digest the candidate's outputs' number, so the two are matched (judgment/stages/untimed_work.py).
-        share = NOISE_SHARE["cuda" if state.device == "cuda" else "cpu"]
+        share = NOISE_SHARE["cuda" if state.build.device == "cuda" else "cpu"]
         timing.untimed_work = {
             span: bound_check(
                 {role: spans.get(role, {}).get(span, []) for role in spans}, claimed, span == "commit", share

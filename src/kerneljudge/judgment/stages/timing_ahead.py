@@ -39,27 +39,32 @@ from kerneljudge.judgment.stages.workers import add_seconds, closed, work_beside
 from kerneljudge.results.verdict import WorkerLog
 
 
-class PairView:
+class Overlay:
+    """An object seen through some attributes of its own: those in `own` are read and set here, every other is the
+    object's own."""
+
+    def __init__(self, target: Any, **own: Any) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_own", own)
+
+    def __getattr__(self, name: str) -> Any:
+        own = object.__getattribute__(self, "_own")
+        return own[name] if name in own else getattr(object.__getattribute__(self, "_target"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        own = object.__getattribute__(self, "_own")
+        if name in own:
+            own[name] = value
+        else:
+            setattr(object.__getattribute__(self, "_target"), name, value)
+
+
+def pair_view(state: JudgmentState, pair: dict[str, Any]) -> Any:
     """The judgment's state as the thread that readies the timing pair sees it: the booting pair as its workers,
     its round trips counted under `ahead`, and the outputs' signature at the public shape as a passed trial left it
     (the hidden shapes, beside, set theirs); every other attribute read and set is the judgment's own."""
-
-    OWN = ("workers", "stage", "signature")
-
-    def __init__(self, state: JudgmentState, pair: dict[str, Any]) -> None:
-        object.__setattr__(self, "_state", state)
-        object.__setattr__(self, "workers", pair)
-        object.__setattr__(self, "stage", "ahead")
-        object.__setattr__(self, "signature", dict(state.signature))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._state, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in self.OWN:
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self._state, name, value)
+    calls = Overlay(state.calls, signature=dict(state.calls.signature))
+    return Overlay(state, workers=pair, stage="ahead", calls=calls)
 
 
 class TimingAhead:
@@ -68,7 +73,7 @@ class TimingAhead:
 
     def __init__(self, state: JudgmentState) -> None:
         self.pair = state.booting
-        self.view: Any = PairView(state, self.pair)
+        self.view: Any = pair_view(state, self.pair)
         self.ready: Ready | None = None
         self.loaded = False
         self.failed: list[Exception] = []  # raised again where it is joined, as the same steps in line would raise
@@ -100,7 +105,7 @@ class TimingAhead:
     def go(self, signature: dict[str, Any], plan: tuple[Any, ...] | None) -> None:
         """A trial of the task's own distribution has passed: its outputs' signature, and the pool to stage."""
         if not self.going.is_set():
-            self.view.signature = signature
+            self.view.calls.signature = signature
             self.plan = plan
             self.going.set()
 
@@ -136,14 +141,14 @@ class TimingAhead:
 
 def begin(state: JudgmentState) -> None:
     """Start greeting and loading the booting timing pair in a thread, where asked and where it fits (on the GPU:
-    `state.ahead_fits`, from the task's footprint), as the trials begin: the loads need no trial (on an H100 the
-    thread, started after the first trial, spent 1.3-1.9 s greeting and loading and the timing stage waited
+    `state.admission.ahead_fits`, from the task's footprint), as the trials begin: the loads need no trial (on an
+    H100 the thread, started after the first trial, spent 1.3-1.9 s greeting and loading and the timing stage waited
     0.8-1.8 s for it, 2026-12-05). Its pool is staged once a trial has passed (`start`)."""
     if not state.readies_ahead or not state.booting or state.ahead is not None:
         return
     if voiding_codes(state.findings, state.config):
         return  # the verdict is FAIL already and nothing will be timed (results.TimingRun.fails_closed)
-    if state.device == "cuda" and not state.ahead_fits:  # the record's `timing.ahead` says why
+    if state.build.device == "cuda" and not state.admission.ahead_fits:  # the record's `timing.ahead` says why
         return
     ahead = state.ahead = TimingAhead(state)
     # Counted as this lane's work while the pair loads (and again while it stages): no other lane measures.
@@ -159,8 +164,8 @@ def start(state: JudgmentState, trial_sets: list[dict[str, Any]]) -> None:
     ahead = state.ahead
     if ahead is None or ahead.going.is_set() or voiding_codes(state.findings, state.config):
         return
-    shapes = state.family is not None and state.family.timing
-    ahead.go(dict(state.signature), None if shapes else plan_of(state, trial_sets))
+    shapes = state.build.family is not None and state.build.family.timing
+    ahead.go(dict(state.calls.signature), None if shapes else plan_of(state, trial_sets))
 
 
 def end(state: JudgmentState) -> dict[str, WorkerLog]:
@@ -193,7 +198,7 @@ def described(state: JudgmentState) -> dict[str, Any] | None:
         return None
     ahead = state.ahead
     if ahead is None:
-        if state.device == "cuda" and not state.ahead_fits:
+        if state.build.device == "cuda" and not state.admission.ahead_fits:
             why = "the task's footprint does not show both pairs fitting a quarter of the GPU side by side"
         else:
             why = "the judgment ended before a trial had passed, or failed closed on one"

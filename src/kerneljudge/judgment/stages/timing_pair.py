@@ -24,7 +24,7 @@ def boot(state: JudgmentState) -> None:
     candidate code. For a candidate that declares a Triton kernel its worker readies Triton as it starts
     (worker/prepare.py), which its first call in the hold would otherwise do.
     """
-    state.booting = new_pair(state, state.device or "cpu", prepare_triton=state.readies_triton)
+    state.booting = new_pair(state, state.build.device or "cpu", prepare_triton=state.readies_triton)
 
 
 def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
@@ -40,7 +40,7 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     (judgment/stages/timing_ahead.py).
     """
     join_closing(state)
-    ahead = state.ahead if not state.timing_pairs else None  # a second pair (a failed capture's) starts in line
+    ahead = state.ahead if not state.pair_log.started else None  # a second pair (a failed capture's) starts in line
     carry = {"candidate": partial(carry_caches, state)} if carried(state) else {}
     if carry and not state.booting:  # the carry's destination is started before the checked workspace goes
         boot_pair()
@@ -57,7 +57,7 @@ def start(state: JudgmentState, boot_pair: Callable[[], None]) -> None:
     if not state.booting:  # a second pair, after a failed graph capture
         boot_pair()
     state.workers, state.booting = state.booting, {}
-    state.timing_pairs += 1
+    state.pair_log.started += 1
     if not loaded:  # else greeted and loaded ahead, while correctness ran (judgment/stages/timing_ahead.py)
         reference_hello(state)
         start_candidate(state, load_reference(state))
@@ -72,12 +72,12 @@ def closes_beside(state: JudgmentState) -> bool:
     """Whether the checked pair may end while the fresh pair is greeted, loaded and staged (the carry needs its
     workspace whole first): on the CPU, or where NVML saw it hold at most a BESIDE_SHARE-th of the GPU, and
     the gate reserved no more than that for the judgment."""
-    if state.device != "cuda":
+    if state.build.device != "cuda":
         return True
-    total = int((state.hello or {}).get("gpu_memory_bytes") or 0)
+    total = state.build.gpu_memory_bytes
     watches = [worker.gpu_watch for worker in state.workers.values()]
     peaks = [watch.peak_bytes if watch is not None else 0 for watch in watches]
-    if not total or not all(peaks) or state.reserved_bytes > total // BESIDE_SHARE:  # 0: NVML did not see it
+    if not total or not all(peaks) or state.admission.reserved_bytes > total // BESIDE_SHARE:  # 0: NVML did not see it
         return False
     return sum(peaks) <= total // BESIDE_SHARE
 
@@ -100,5 +100,5 @@ def carry_caches(state: JudgmentState, checked_root: Path) -> None:
         found = cache_carry.Carried(dropped=f"{type(exc).__name__}: {exc}"[:300])
     worker.received()
     seconds = round(time.monotonic() - began, 3)
-    state.carried = found.as_dict() | {"seconds": seconds}
+    state.pair_log.carried = found.as_dict() | {"seconds": seconds}
     state.stages_s["timing.candidate.carry"] = seconds

@@ -47,15 +47,15 @@ def check_trial(
     where = f"{kind} trial {index}" + (f" at {describe_shape(shape)}" if shape else "")
     outputs, failure_kind, summary = [], None, "passed"
     results = compare(state, "trial", cand, "native" if native else "oracle", keep=keep)
-    for i, (result, item) in enumerate(zip(results, signature_items(state.signature), strict=True)):
+    for i, (result, item) in enumerate(zip(results, signature_items(state.calls.signature), strict=True)):
         metrics = dict(result.get("metrics") or {})
-        forensic = None if native or state.task_check else precision_finding(metrics, item["dtype"], where)
+        forensic = None if native or state.calls.task_check else precision_finding(metrics, item["dtype"], where)
         if forensic is not None:
             state.add_findings([forensic])
         outputs.append({"index": i, "passed": result["passed"], "summary": result["summary"], **metrics})
         if result["passed"] is False and failure_kind is None:
             failure_kind, summary = result["failure_kind"], result["summary"]
-    task_check = state.last_task_check if state.task_check else None
+    task_check = state.calls.last_task_check if state.calls.task_check else None
     if task_check is not None:  # the task's own check decides; the oracle's figures stay in the record
         uncompared = [r["summary"] for r in results if r["passed"] is None]
         oracle_passed = failure_kind is None and not uncompared
@@ -64,7 +64,7 @@ def check_trial(
             state.add_findings([task_check_disagrees(where, task_check, oracle_summary, oracle_passed)])
         failure_kind = None if task_check["passed"] else "tolerance"
         summary = "passed" if task_check["passed"] else f"the task's own check: {task_check['message']}"
-    state.trials.append(
+    state.checked.trials.append(
         TrialRecord(
             index=index,
             kind=kind,  # type: ignore[arg-type]
@@ -83,4 +83,4 @@ def check_trial(
             Failure(kind=failure_kind, phase=f"correctness ({where})", summary=summary)  # type: ignore[arg-type]
         )
     if shape is not None:
-        state.checked_shapes.append(shape)
+        state.checked.shapes.append(shape)

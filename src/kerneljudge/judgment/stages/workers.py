@@ -180,7 +180,7 @@ def close_workers(
     """Close the current pair; its logs, named by role and by which timing pair it was. `before_removal`: by
     role, what is done with a worker's workspace once that worker is gone (the compiler-cache carry)."""
     pair, state.workers = state.workers, {}
-    return closed(state, pair, state.timing_pairs, before_removal or {})
+    return closed(state, pair, state.pair_log.started, before_removal or {})
 
 
 def closed(
@@ -204,7 +204,7 @@ def closed(
     for role, worker in pair.items():
         worker.close(before_removal.get(role))
         logs[role + suffix] = WorkerLog(**worker.logs())
-        state.memory_peaks[role + suffix] = worker.gpu_peak_bytes
+        state.admission.memory_peaks[role + suffix] = worker.gpu_peak_bytes
     return logs
 
 
@@ -216,7 +216,7 @@ def close_beside(state: JudgmentState) -> None:
     logs and workspaces are filed after that, beside the judgment, and `join_closing` waits for all of it
     before the record."""
     pair, state.workers = state.workers, {}
-    pairs = state.timing_pairs
+    pairs = state.pair_log.started
     closing = state.closing = Closing(threading.Event())
     began = time.monotonic()
 

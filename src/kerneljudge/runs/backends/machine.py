@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kerneljudge import protocol
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 
@@ -26,26 +27,27 @@ def machine_environment(config: JudgeConfig, gpu: str | None = None) -> dict[str
     from its metadata. Otherwise the GPU name is the CUDA runtime's, which the
     parent never initializes, so a bare reference worker is started and asked.
     """
-    from kerneljudge.judgment.env import fingerprint, host_hello
+    from kerneljudge.judgment.env import fingerprint, host_fingerprint
 
     if config.device == "cpu":
-        return fingerprint(host_hello())
+        return host_fingerprint()
     return fingerprint(probe_hello(config, gpu))
 
 
-def probe_hello(config: JudgeConfig, gpu: str | None = None) -> dict[str, Any]:
+def probe_hello(config: JudgeConfig, gpu: str | None = None) -> protocol.Hello:
     """The hello of a bare reference worker started as the pipeline starts one (same device, sandbox, GPU)."""
-    from kerneljudge.judgment.env import probe
+    from kerneljudge.judgment.env import greeting, probe
     from kerneljudge.sandbox import confine
     from kerneljudge.sandbox.talk import WorkerFailure
 
     try:
-        hello, _ = probe(config.device, confine.policy_for(config.sandbox), config.timeout_s, gpu)
+        frame, _ = probe(config.device, confine.policy_for(config.sandbox), config.timeout_s, gpu)
     except (confine.SandboxUnavailable, OSError) as exc:
         raise ProbeError(f"cannot start a worker to fingerprint this machine: {exc}") from None
     except WorkerFailure as exc:
         raise ProbeError(f"the probe worker did not start: {exc}; `kerneljudge env` shows what is missing") from None
-    if hello.get("type") != "hello":
+    hello = greeting(frame)
+    if hello is None:
         raise ProbeError("the probe worker did not say hello; `kerneljudge env` shows what is missing")
     return hello
 
