@@ -55,7 +55,9 @@ def test_help_gives_the_meaning_and_default_of_each_option(command, capsys):
         assert f"(default: {default}" in described, f"{option} does not say its default"
     if command != "redteam":  # redteam has no --policy
         assert "(default: strict)" in text.split("--policy", 2)[-1]
-    assert "exit codes:" in text and "2 not verified" in text and "1 a judge error or bad usage" in text
+    assert (
+        "exit codes:" in text and "bad usage" in text.split("exit codes:")[-1]
+    )  # each command's own: test_cli_outcome
 
 
 def test_tasks_list_piped_prints_every_value_whole(capsys):

@@ -1,9 +1,11 @@
 """The command line: a thin layer over the library that maps outcomes to exit codes.
 
-Exit codes: 0 verified (or, in --mode off, correct by KernelBench's check);
+Exit codes of `judge`: 0 verified (or, in --mode off, correct by KernelBench's check);
 2 the candidate is not verified (FAIL or SUSPICIOUS); 3 a required capability
 is missing (UNSUPPORTED); 1 a judge error or bad usage, argparse's own errors
-included (cli/usage.py). One module per command:
+included (cli/usage.py). Every other command returns 0, 1 and, where it answers
+no (redteam, confirm, tasks lint, improve, verify), 2: each command's own are in
+usage.py's EXIT_CODES_OF, which its --help ends with (docs/cli.md). One module per command:
 
 - `judge.py`: `kerneljudge judge`: one candidate against one task, the verdict table, the exit code;
 - `info.py`: `kerneljudge env` and `kerneljudge schema`: what this machine offers, the record's JSON Schema;

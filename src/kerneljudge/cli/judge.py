@@ -1,11 +1,17 @@
-"""`kerneljudge judge`: one candidate against one task, the verdict table, and the exit code of its status."""
+"""`kerneljudge judge`: one candidate against one task, the verdict table, and the exit code of its status.
+
+The last line on stdout is the verdict line, whatever the status, so that `out=$(kerneljudge judge ... --quiet)`
+holds it on a FAIL as on a PASS; it stands alone (`--quiet` prints nothing else): the status, then the
+speedup of a PASS, or the failure's kind, phase and one-line summary (or the finding or missing capability
+that decided the status). Progress and the next-step hint go to stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kerneljudge.cli.options import add_judge_options
 from kerneljudge.cli.usage import count
@@ -18,6 +24,9 @@ from kerneljudge.config import (
 )
 from kerneljudge.errors import UsageError
 
+if TYPE_CHECKING:
+    from kerneljudge.results.verdict import Record
+
 EXIT_CODES = {"PASS": 0, "FAIL": 2, "SUSPICIOUS": 2, "UNSUPPORTED": 3, "ERROR": 1}
 
 NEXT_STEP = {
@@ -26,6 +35,9 @@ NEXT_STEP = {
     "UNSUPPORTED": "a required capability is missing on this machine: run `kerneljudge env`, or use --device auto",
     "ERROR": "the judge or the task failed (no verdict on the candidate): see the failure above and rerun",
 }
+
+SUMMARY_CHARS = 300  # a failure's summary in the outcome line: one line, whatever the worker said
+
 
 # The help of the lane options (add_lane_options) and of the timing options `judge` and `redteam` share; the
 # options every judging command shares are declared in cli/options.py.
@@ -105,7 +117,7 @@ def add_judge_parser(sub: Any) -> None:
         help="compute-sanitizer on one call: for custom CUDA in the hardened modes (auto), for every candidate "
         "(always), or never (off); docs/sanitizer.md",
     )
-    j.add_argument("--quiet", action="store_true", help="print only the one-line outcome")
+    j.add_argument("--quiet", action="store_true", help="print only the verdict line: the status and what decided it")
 
 
 def config_of(args: argparse.Namespace) -> JudgeConfig:
@@ -154,11 +166,50 @@ def cmd_judge(args: argparse.Namespace) -> int:
         print_verdict(record)
         if record.candidate.extracted_from_response:
             print(EXTRACTED_NOTE)
-    code = EXIT_CODES[record.status]
-    line = f"{record.status}: " + (
-        "verified"
-        if record.verified
-        else ("correct by KernelBench's native check" if record.status == "PASS" else NEXT_STEP[record.status])
-    )
-    print(line, file=sys.stderr if code else sys.stdout)
-    return code
+    print(outcome_line(record), flush=True)
+    if not args.quiet and record.status in NEXT_STEP:
+        print(f"next: {NEXT_STEP[record.status]}", file=sys.stderr)
+    return EXIT_CODES[record.status]
+
+
+def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """`text` on one line (its whitespace runs as single spaces), cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def speed_of(record: Record) -> str:
+    """A PASS's speedup and its interval, or why it was not timed."""
+    timing = record.timing
+    if not timing.measured or timing.speedup is None:
+        return f"not timed ({one_line(timing.reason or 'timing off')})"
+    interval = timing.speedup_interval
+    bounds = f" [{interval[0]:.3g}, {interval[1]:.3g}]" if interval else ""
+    where = " (CPU timings, not a GPU speedup)" if record.device == "cpu" else ""
+    return f"speedup {timing.speedup:.3g}x{bounds} over the reference{where}"
+
+
+def outcome_line(record: Record) -> str:
+    """The verdict in one line that needs nothing printed before it: `STATUS: why`."""
+    status = record.status
+    if status == "PASS":
+        what = "verified" if record.verified else "correct by KernelBench's native check (not verified in --mode off)"
+        return f"PASS: {what}; {speed_of(record)}"
+    if record.failure is not None:
+        failure = record.failure
+        return f"{status}: {failure.kind} in {failure.phase}: {one_line(failure.summary)}"
+    if status == "UNSUPPORTED":
+        missing = [
+            f"{name} ({one_line(cap.detail)})" if cap.detail else name
+            for name, cap in record.capabilities.items()
+            if cap.required and cap.status == "unavailable"
+        ]
+        return "UNSUPPORTED: missing " + ("; ".join(missing) or "a required capability")
+    severity = "warning" if status == "SUSPICIOUS" else "error"
+    deciding = [f for f in record.findings if f.severity == severity]
+    if not deciding:
+        return f"{status}: no failure or finding recorded; the record (--json PATH) has the evidence"
+    first = deciding[0]
+    more = f" (and {len(deciding) - 1} more finding(s))" if len(deciding) > 1 else ""
+    lead = "correct, not verified: " if status == "SUSPICIOUS" else ""
+    return f"{status}: {lead}finding {first.code}: {one_line(first.summary)}{more}"

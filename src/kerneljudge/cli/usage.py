@@ -4,22 +4,100 @@ argparse's own errors print the whole usage and exit 2, which `kerneljudge` keep
 script must tell a typo from a failed candidate. Every parser of the program is a `UsageParser`
 (subparsers inherit the class), whose errors become `ArgumentError`s that `main` prints as one line and a
 hint, and maps to exit 1.
+
+Each command's help ends with the exit codes that command returns (`EXIT_CODES_OF`, read from its `cmd_*`
+function), the program's own help with what the codes mean across commands: `judge`'s table (3 for
+UNSUPPORTED, say) is not `export`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 from typing import NoReturn
 
 from kerneljudge.errors import UsageError
 
-EXIT_CODES_HELP = """exit codes:
-  0  verified (with --mode off: correct by KernelBench's native check)
-  2  not verified: the candidate FAILed or is SUSPICIOUS (redteam: a fixture missed its expectation;
-     tasks lint: a task is flagged; confirm: the speedup is not confirmed)
-  3  a required capability is missing (UNSUPPORTED, for instance --device cuda with no GPU)
-  1  a judge error or bad usage, with a one-line message"""
+ERROR_ROW = (1, "an error or bad usage (a missing file, an unknown option), with a one-line message")
+
+# Each command's exit codes, keyed by the command as typed after `kerneljudge`; the empty key is the program's
+# own help. A command absent here gets no table rather than another command's.
+EXIT_CODES_OF: dict[str, tuple[tuple[int, str], ...]] = {
+    "": (
+        (0, "success: verified (judge), every fixture matched (redteam), confirmed (confirm), done (the others)"),
+        (
+            2,
+            "a negative answer: not verified (judge, improve), a fixture missed its expectation (redteam), the "
+            "speedup not confirmed (confirm), a task flagged (tasks lint), a bundle not verified (verify)",
+        ),
+        (3, "judge only: a required capability is missing (UNSUPPORTED)"),
+        (1, "an error or bad usage, with a one-line message; each command's --help gives its own codes"),
+    ),
+    "judge": (
+        (0, "PASS: verified (with --mode off: correct by KernelBench's native check)"),
+        (2, "not verified: the candidate FAILed or is SUSPICIOUS"),
+        (3, "UNSUPPORTED: a required capability is missing (for instance --device cuda with no GPU)"),
+        (1, "ERROR: the judge or the task failed, no verdict on the candidate; or bad usage, with a one-line message"),
+    ),
+    "env": ((0, "the report printed"), ERROR_ROW),
+    "schema": ((0, "the schema printed"), ERROR_ROW),
+    "redteam": (
+        (0, "every fixture judged had the outcome it must have"),
+        (2, "a fixture missed its expectation (a hack verified, or an honest look-alike rejected)"),
+        ERROR_ROW,
+    ),
+    "confirm": (
+        (0, "the speedup is confirmed in fresh processes"),
+        (
+            2,
+            "not confirmed: a run not verified, or a speedup interval's lower bound short of 1 + --margin (the "
+            "claim line says how far the claim goes)",
+        ),
+        ERROR_ROW,
+    ),
+    "tasks": (
+        (0, "done (tasks lint: every task clean)"),
+        (2, "tasks lint: a task is flagged or could not be run"),
+        ERROR_ROW,
+    ),
+    "tasks list": ((0, "the suite listed"), ERROR_ROW),
+    "tasks show": ((0, "the source printed"), (1, "the name is not one built-in task, or bad usage")),
+    "tasks lint": ((0, "every task is clean"), (2, "a task is flagged, or could not be run"), ERROR_ROW),
+    "generate": (
+        (0, "every sample written"),
+        (1, "a request failed for good (the same command again retries it), an error or bad usage"),
+    ),
+    "improve": (
+        (0, "every chain ended verified"),
+        (2, "a chain ended unverified"),
+        (1, "a request failed for good (the same command again resumes), an error or bad usage"),
+    ),
+    "serve": ((0, "the server stopped (Ctrl-C, SIGTERM)"), ERROR_ROW),
+    "batch": (
+        (0, "every item judged or already in the store, whatever its verdict (the summary line counts them)"),
+        (1, "a judgment ended in ERROR (no verdict on its candidate), an error or bad usage"),
+    ),
+    "export": ((0, "everything asked for written"), ERROR_ROW),
+    "verify": ((0, "the bundle verifies: every hash and source as recorded"), (2, "it does not"), ERROR_ROW),
+    "report": ((0, "the report printed (and written)"), ERROR_ROW),
+}
+
+
+def exit_codes_help(rows: tuple[tuple[int, str], ...], width: int = 100) -> str:
+    """An epilog of exit codes, one code a row, its meaning wrapped under it."""
+    lines = ["exit codes:"]
+    for code, meaning in rows:
+        lines.extend(textwrap.wrap(meaning, width, initial_indent=f"  {code}  ", subsequent_indent="     "))
+    return "\n".join(lines)
+
+
+def exit_codes_of(prog: str | None) -> str | None:
+    """The exit-code epilog of the parser named `prog` ("kerneljudge tasks lint"), None for a command not listed."""
+    words = (prog or "").split()
+    rows = EXIT_CODES_OF.get(" ".join(words[1:]))
+    return exit_codes_help(rows) if rows else None
+
 
 # argparse says "argument --timeout: must be positive, got -5"; a type check's message reads as the flag's.
 _FLAG_MESSAGE = re.compile(r"^argument (?:\S+/)?(--?[\w-]+): (must .*)$")
@@ -49,7 +127,9 @@ class UsageParser(argparse.ArgumentParser):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
-        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        if "epilog" not in kwargs:  # a command's own exit codes (argparse names a sub-command's parser by its path)
+            prog = kwargs.get("prog", args[0] if args else None)
+            kwargs["epilog"] = exit_codes_of(prog if isinstance(prog, str) else None)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:
