@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import UsageError
 from kerneljudge.judgment import sanitizer as sanitize
 from kerneljudge.judgment.env import fingerprint, host_fingerprint
 from kerneljudge.judgment.gate import OPEN_GATE, Gate
@@ -54,7 +55,7 @@ from kerneljudge.judgment.stages.timing import KERNELBENCH_FLUSH_BYTES, MIN_FLUS
 from kerneljudge.judgment.stages.trials import task_check_disagrees
 from kerneljudge.judgment.stages.workers import at_gate, clocked, close_workers, join_closing, new_pair
 from kerneljudge.results.verdict import Capability, Failure, Record, Timing
-from kerneljudge.sources.candidate import Candidate, load_candidate
+from kerneljudge.sources.candidate import Candidate, candidate_from_text, load_candidate
 from kerneljudge.sources.task import Task
 from kerneljudge.tasks import gpumode
 from kerneljudge.tasks.load import load_task
@@ -211,7 +212,7 @@ class Judgment(JudgmentState):
 
 def judge(
     task: Task | str | Path,
-    candidate: Candidate | str | Path,
+    candidate: Candidate | str | Path | None = None,
     config: JudgeConfig | None = None,
     progress: Progress | bool | None = None,
     gpu: str | None = None,
@@ -219,21 +220,32 @@ def judge(
     baselines: dict[str, CachedSide] | None = None,
     rng: random.Random | None = None,
     spares: SparePairs | None = None,
+    *,
+    candidate_text: str | None = None,
     **overrides: Any,
 ) -> Record:
     """Judge one candidate against one task and return the verdict record.
 
-    `overrides` are JudgeConfig fields (device="cpu", mode="off", ...); `progress`
-    is called with a short description as each stage starts, or, when True, draws the CLI's spinner
+    The candidate is either `candidate` (a `Candidate`, or the path of its file) or `candidate_text` (its text:
+    Python source, or a model's response whose last fenced Python block defining ModelNew is judged, read as a
+    file's text is); exactly one of them. `overrides` are JudgeConfig fields (device="cpu", mode="off", ...);
+    `progress` is called with a short description as each stage starts, or, when True, draws the CLI's spinner
     naming each stage on stderr (kerneljudge/judgment/progress.py). A batch lane passes
     `gpu` (the workers' CUDA_VISIBLE_DEVICES), `gate` (shared by its lanes) and, with cached baselines,
     the task's `baselines` (`kerneljudge.runs.backends.lane.BaselineCache`). `rng` replaces the operating system's
     randomness in the hidden plan (judgment/hidden_plan.py): for tests only, since a candidate that knows it knows
     the plan.
     `spares`: worker pairs started ahead (judgment/stages/spare_pairs.py), for a judge that judges one after another.
+    docs/api.md.
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
+    if (candidate is None) == (candidate_text is None):
+        raise UsageError("judge() takes exactly one of candidate (a Candidate or a file's path) and candidate_text")
+    if candidate_text is not None:
+        candidate = candidate_from_text(candidate_text)
+    elif isinstance(candidate, str) and "\n" in candidate:  # a text given where a path is expected
+        raise UsageError("candidate is a path; to judge a candidate's or a response's text, pass candidate_text=")
     candidate = candidate if isinstance(candidate, Candidate) else load_candidate(candidate)
     candidate = gpumode.adapt_candidate(task, candidate)  # a GPU MODE submission: custom_kernel as ModelNew
     with progress_of(progress, "judging") as update:

@@ -9,6 +9,15 @@ from kerneljudge.results.verdict import Record, Reward
 REWARD_V2 = "kerneljudge.reward.v2"
 REWARD_V1 = "kerneljudge.reward.v1"
 REWARD_BINARY_V1 = "kerneljudge.reward.binary.v1"
+REWARD_SPECS = (REWARD_V2, REWARD_V1, REWARD_BINARY_V1)  # every spec a record carries, in `rewards_for`'s order
+
+
+class UnknownRewardSpec(ValueError):
+    """A reward spec id this judge does not know (`Record.reward`); the message names the known ones."""
+
+    def __init__(self, spec: str) -> None:
+        super().__init__(f"unknown reward spec {spec!r}; known: {', '.join(REWARD_SPECS)}")
+
 
 # v2's bounds: a verified kernel's worst (SPEED_FLOOR - INSTABILITY_CAP = -0.75) stays above a wrong one's -1.
 SPEED_FLOOR, SPEED_CEILING, INSTABILITY_CAP = -0.5, 2.0, 0.25

@@ -182,6 +182,10 @@ class Reward(Model):
     reason: str
     components: dict[str, float] = Field(default_factory=dict)
 
+    def __str__(self) -> str:
+        """The value first, as `print(record.reward(spec))` shows it: `-1 (not verified)`; the number is `.value`."""
+        return f"{'None' if self.value is None else format(self.value, '.4g')} ({self.reason})"
+
 
 class WorkerLog(Model):
     stdout_tail: str
@@ -224,8 +228,18 @@ class Record(Model):
     # and timing (its fresh worker pair included)
     stages_s: dict[str, float] = Field(default_factory=dict)
 
-    def reward(self, spec: str) -> Reward | None:
-        return next((r for r in self.rewards if r.spec == spec), None)
+    def reward(self, spec: str) -> Reward:
+        """The reward under `spec` (docs/reward.md): a `Reward`, whose `.value` is the number (None where the
+        record earns none: an ERROR or UNSUPPORTED record), with `.reason` and `.components`; printed, it shows
+        the value and the reason. A record written before the spec existed has it computed from the record now.
+        An unknown spec raises `kerneljudge.results.reward.UnknownRewardSpec` (a ValueError naming the known ones).
+        """
+        from kerneljudge.results.reward import REWARD_SPECS, UnknownRewardSpec, rewards_for  # reward imports this
+
+        if spec not in REWARD_SPECS:
+            raise UnknownRewardSpec(spec)
+        kept = next((r for r in self.rewards if r.spec == spec), None)
+        return kept if kept is not None else next(r for r in rewards_for(self) if r.spec == spec)
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)

@@ -47,9 +47,12 @@ def settle_asked_device(state: JudgmentState) -> None:
 def run_preflight(state: JudgmentState) -> None:
     """The static scan of the candidate's source (preflight/): its findings, the kernels it declares; in
     `enforce`, a rejected source fails before its import."""
+    no_code = state.candidate.no_code  # a model's response with no block to judge (sources/candidate.py)
     try:
         result = preflight(state.candidate.text, state.config.mode, state.config.policy)
     except SyntaxError as exc:
+        if no_code is not None and not state.candidate.extracted_from_response:  # prose, not broken code
+            raise CandidateFailed(Failure(kind="compile_error", phase="preflight", summary=no_code)) from None
         raise CandidateFailed(
             Failure(
                 kind="compile_error",
@@ -63,6 +66,8 @@ def run_preflight(state: JudgmentState) -> None:
     if result.rejected and state.config.enforcing:
         raise CandidateFailed(integrity_failure(state.findings, "preflight", "rejected before import"))
     if result.defines_no_model:  # the failure its worker would report (worker/candidate.py), without one
+        if no_code is not None:
+            raise CandidateFailed(Failure(kind="compile_error", phase="preflight", summary=no_code))
         raise CandidateFailed(error_failure(NO_MODEL_ERROR, "init"))
 
 
