@@ -1,23 +1,34 @@
-"""scripts/setup.sh says what it does as each step starts (its first run is about 90 s of pip); run here in a
-copy whose .venv/bin/python only records what it was asked, so nothing is installed."""
+"""scripts/setup.sh says what it does as each step starts, that a long install is still going, and how long it
+took; run here in a copy whose .venv/bin/python only records what it was asked, so nothing is installed."""
 
+import os
+import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup.sh"
 
 
-def test_setup_announces_every_step_before_it_runs(tmp_path):
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(SCRIPT, tmp_path / "scripts" / "setup.sh")
-    python = tmp_path / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
+def run_setup(folder: Path, torch_s: float = 0, tick_s: int | None = None) -> subprocess.CompletedProcess:
+    """setup.sh in a copy at `folder`, its .venv's python a stand-in whose torch install takes `torch_s` seconds."""
+    (folder / "scripts").mkdir(exist_ok=True)
+    shutil.copy(SCRIPT, folder / "scripts" / "setup.sh")
+    python = folder / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
     # The stand-in python writes each call out; one stream keeps them in order with the script's messages.
-    python.write_text('#!/bin/sh\necho "python $*" >&2\n')
+    python.write_text(f'#!/bin/sh\necho "python $*" >&2\ncase "$*" in *torch==*) sleep {torch_s};; esac\n')
     python.chmod(0o755)
-    script = tmp_path / "scripts" / "setup.sh"
-    done = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, **({"SETUP_TICK_S": str(tick_s)} if tick_s is not None else {})}
+    script = folder / "scripts" / "setup.sh"
+    return subprocess.run(
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=60
+    )
+
+
+def test_setup_announces_every_step_before_it_runs(tmp_path):
+    done = run_setup(tmp_path)
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     calls = [i for i, line in enumerate(lines) if line.startswith("python ")]
@@ -25,6 +36,32 @@ def test_setup_announces_every_step_before_it_runs(tmp_path):
     for index in calls:
         assert lines[index - 1].startswith("setup: "), f"no message before {lines[index]!r}"
     assert lines[-1].startswith("setup: done")
+    assert "still installing" not in done.stdout  # a quick install says nothing more
+    again = run_setup(tmp_path).stdout.splitlines()  # on the same .venv: the same steps, nothing else
+    assert again[:-1] == lines[:-1] and again[-1].startswith("setup: done in ")
+
+
+def test_a_long_install_says_it_is_still_going_and_the_end_gives_the_real_duration(tmp_path):
+    started = time.monotonic()
+    done = run_setup(tmp_path, torch_s=3.5, tick_s=1)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    ticks = [line for line in lines if line.startswith("setup: still installing torch (")]
+    assert ticks[:3] == [
+        "setup: still installing torch (1 s)",
+        "setup: still installing torch (2 s)",
+        "setup: still installing torch (3 s)",
+    ], done.stdout
+    assert lines.index(ticks[0]) < next(i for i, line in enumerate(lines) if "kerneljudge (editable)" in line)
+    duration = re.fullmatch(r"setup: done in (\d+) s: .*", lines[-1])
+    assert duration is not None, lines[-1]
+    assert 3 <= int(duration[1]) <= took + 1
+    assert took < 10  # the ticker's sleep keeps no pipe open after the install ends
+
+
+def test_the_script_states_no_duration_it_cannot_keep():
+    assert not re.search(r"about \d+ ?s", SCRIPT.read_text())
 
 
 GPU_SUITE = SCRIPT.parent / "gpu_suite.sh"

@@ -52,6 +52,7 @@ def test_an_item_names_its_status_failure_kind_speedup_and_verified_runtime():
     rows = {re.search(r'<td class="text">(.*?)</td><td class="text">(.*?)</td>', r).group(2): r for r in items(page)}
     assert '<td class="status">PASS (verified)</td>' in rows["candidate &lt;0&gt;"]
     assert ">0.600x<" in rows["candidate &lt;0&gt;"] and ">1.000 ms<" in rows["candidate &lt;0&gt;"]
+    assert '<td class="text">CPU</td><td class="num">0.600x</td>' in rows["candidate &lt;0&gt;"]  # timed on the CPU
     assert ">tolerance<" in rows["sample_1"] and ">not timed<" in rows["sample_1"]  # failed: never timed
     assert ">SUSPICIOUS<" in rows["sample_3"] and ">KJ-R051<" in rows["sample_3"]  # its finding named
     assert ">1.050x<" in rows["sample_3"]  # timed, correct, not verified
@@ -90,3 +91,24 @@ def test_an_untimed_store_reads_not_timed_through_the_command(tmp_path, capsys):
     assert "| 1 | not timed | not timed |" in summary.read_text()
     assert "<td>1</td><td>not timed</td><td>not timed</td>" in page.read_text()
     assert "0.000" not in page.read_text().split("Best-of-K")[0].split("<th>p</th>")[1]
+
+
+def test_timings_measured_on_the_cpu_are_said_to_be_no_gpu_speedups(tmp_path, capsys):
+    records = mixed_store(12, timed=True)  # every record's device is "cpu"
+    summary, claims = summarize(records), best_of_k(records)
+    sentence = "measured on the CPU (Triton's interpreter): their speedups are not GPU speedups."
+    text = summary_markdown(summary, claims, records)
+    assert text.startswith(f"**Every timing here was {sentence}**")
+    page = render(records, summary, "synthetic.db", claims=claims)
+    assert page.count(f'<p class="note caveat">Every timing here was {html.escape(sentence)}</p>') == 2
+    assert "CPU timings (Triton's interpreter): not GPU speedups" in page  # the histogram's subtitle
+    for record in records[:3]:  # a store of GPU and CPU timings says how many of each
+        record.device = "cuda"
+    mixed = summary_markdown(summary, claims, records)
+    timed = sum(r.valid and r.timing.measured for r in records)
+    assert mixed.startswith(f"**{timed - 2} of {timed} timed judgment(s) were {sentence}**")
+    assert '<td class="text">GPU</td><td class="num">0.600x</td>' in render(records, summary, "synthetic.db")
+    gpu = [r for r in records if r.device == "cuda"]
+    assert "CPU" not in summary_markdown(summarize(gpu), best_of_k(gpu), gpu)
+    untimed = mixed_store(6, timed=False)
+    assert "CPU" not in summary_markdown(summarize(untimed), (), untimed)  # nothing timed: nothing to caveat

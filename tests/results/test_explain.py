@@ -94,6 +94,14 @@ def test_findings_come_with_their_remediation_and_notes_are_left_out():
     assert "KJ-N001" not in text
 
 
+def test_a_speedup_timed_on_the_cpu_is_said_to_be_no_gpu_speedup():
+    text = explain(make_record(speedup=0.003))  # the record's device: "cpu"
+    assert "0.00x the reference's speed, slower than it" in text
+    assert text.splitlines()[0].endswith("; measured on the CPU (Triton's interpreter): not a GPU speedup.")
+    assert "CPU" not in explain(make_record(speedup=0.003, device="cuda"))
+    assert "CPU" not in explain(make_record())  # not timed: no timing to caveat
+
+
 def test_a_pass_gives_the_speedup_and_a_slow_one_says_so():
     assert "2.00x faster than the reference (median 1 ms" in explain(make_record(speedup=2.0))
     assert "0.50x the reference's speed, slower than it" in explain(make_record(speedup=0.5))

@@ -1,5 +1,6 @@
 """The report's text: the summary and the per-task best-of-K claims as Markdown, and the figures' wording
-that the HTML page shares (a rate with its interval, a speedup, a runtime, "not timed")."""
+that the HTML page shares (a rate with its interval, a speedup, a runtime, "not timed", and the caveat on
+timings measured on the CPU)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import math
 from collections.abc import Sequence
 
 from kerneljudge.results.best_of_k import TaskClaim
+from kerneljudge.results.explain import CPU_MEASURED
 from kerneljudge.results.metrics import Rate, Summary
+from kerneljudge.results.verdict import Record
 
 NOT_TIMED = "not timed"
 
@@ -44,6 +47,21 @@ def timing_note(summary: Summary) -> str:
             "No judgment in the store was timed (a batch with --no-timing times none): fast_p above p = 0 is not timed."
         )
     return f"{summary.timed} of {summary.judged} valid judgment(s) timed; a correct one not timed counts at p = 0 only."
+
+
+def cpu_timed(record: Record) -> bool:
+    """The record's timing was measured on the CPU (its `device`), where a speedup is no GPU speedup."""
+    return record.valid and record.device == "cpu" and record.timing is not None and record.timing.measured
+
+
+def cpu_note(records: Sequence[Record]) -> str:
+    """One sentence when any valid timed record was timed on the CPU, saying how many; "" when none was."""
+    timed = [r for r in records if r.valid and r.timing is not None and r.timing.measured]
+    cpu = sum(cpu_timed(r) for r in timed)
+    if not cpu:
+        return ""
+    which = "Every timing here was" if cpu == len(timed) else f"{cpu} of {len(timed)} timed judgment(s) were"
+    return f"{which} {CPU_MEASURED}: their speedups are not GPU speedups."
 
 
 def headline_rows(summary: Summary) -> list[tuple[str, str]]:
@@ -108,9 +126,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def summary_markdown(summary: Summary, claims: Sequence[TaskClaim] = ()) -> str:
-    """The summary as Markdown: counts, fast_p and verified_fast_p side by side, then best-of-K per task."""
+def summary_markdown(summary: Summary, claims: Sequence[TaskClaim] = (), records: Sequence[Record] = ()) -> str:
+    """The summary as Markdown: counts, fast_p and verified_fast_p side by side, then best-of-K per task;
+    `records` (those summarized) say whether the timings were measured on the CPU, which is then said first."""
+    note = cpu_note(records)
     lines = [
+        *([f"**{note}**", ""] if note else []),
         f"Judgments: {summary.judged} valid, {summary.judge_failures} judge failure(s) left out. "
         + "Statuses: "
         + (", ".join(f"{k} {v}" for k, v in summary.statuses.items()) or "none")

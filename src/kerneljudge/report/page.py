@@ -1,5 +1,6 @@
 """A results store as one self-contained HTML page: the summary, fast_p and verified_fast_p per p, the
-best-of-K claim per task, every judged item, and the plots (report/plots.py) as inline SVG.
+best-of-K claim per task, every judged item, and the plots (report/plots.py) as inline SVG. Timings measured on
+the CPU are said to be so above the figures, over the items (whose "timed on" column says CPU or GPU) and in the plot.
 
 Every figure is computed from the records (`kerneljudge.results.metrics`, `kerneljudge.results.best_of_k`), never
 typed in.
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from kerneljudge.report.markdown import (
     BEST_OF_K_HEADER,
     best_of_k_rows,
+    cpu_note,
     fast_text,
     headline_rows,
     runtime_text,
@@ -42,6 +44,7 @@ tr.UNSUPPORTED td.status { color: #8a6d00; font-weight: bold; }
 figure { display: inline-block; margin: 0.5rem; vertical-align: top; }
 figure svg { max-width: 100%; height: auto; }
 p.note { color: #555; }
+p.caveat { color: #8a4b00; font-weight: bold; }
 """
 
 
@@ -80,6 +83,7 @@ ITEM_COLUMNS = (  # (header, cell class)
     ("failure kind", "text"),
     ("findings", "text"),
     ("correct", "text"),
+    ("timed on", "text"),  # "CPU": a timing there is no GPU speedup
     ("speedup", "num"),
     ("interval", "num"),
     ("verified_runtime", "num"),
@@ -87,7 +91,8 @@ ITEM_COLUMNS = (  # (header, cell class)
 
 
 def item_cells(record: Record, speedup: Callable[[Record], float | None]) -> tuple[str, ...]:
-    """One judgment's row; the interval only where the speedup is the record's own paired one (not a baseline's)."""
+    """One judgment's row; the interval only where the speedup is the record's own paired one (not a baseline's);
+    where it was timed (CPU or GPU) before the speedup."""
     r, value = record, speedup(record)
     interval = r.timing.speedup_interval if r.timing is not None and value == speedup_of(r) else None
     timed = r.timing is not None and r.timing.measured
@@ -98,6 +103,7 @@ def item_cells(record: Record, speedup: Callable[[Record], float | None]) -> tup
         r.failure_kind or "-",
         ", ".join(sorted({f.code for f in r.findings if f.severity != "info"})) or "-",
         "yes" if is_correct(r) else "no",
+        {"cpu": "CPU", "cuda": "GPU"}.get(r.device or "", "-") if timed else "-",
         speedup_text(value) if value is not None else ("-" if timed else "not timed"),
         f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval and value is not None else "",
         runtime_text(verified_runtime_ms(r)),
@@ -145,7 +151,15 @@ def render(
         ],
     )
     fast_plot = fast_p_plot(plt, summary)
-    plots = [fast_plot, speedup_plot(plt, records, speedup), findings_plot(plt, records), failures_plot(plt, records)]
+    note = cpu_note(records)
+    caveat = f'<p class="note caveat">{html.escape(note)}</p>' if note else ""
+    plot_note = "CPU timings (Triton's interpreter): not GPU speedups" if note else ""
+    plots = [
+        fast_plot,
+        speedup_plot(plt, records, speedup, plot_note),
+        findings_plot(plt, records),
+        failures_plot(plt, records),
+    ]
     figures = "".join(f"<figure>{svg}</figure>" for svg in plots if svg is not None)
     left_out = "" if fast_plot is not None else '<p class="note">The fast_p plot is left out: nothing was timed.</p>'
     best = (
@@ -169,11 +183,13 @@ def render(
 <p>{len(records)} record(s) from {html.escape(source)}, rendered {made}. fast_p is KernelBench's metric
 (correct and speedup &gt; p, out of every valid judgment); verified_fast_p counts verified records only.
 {html.escape(timing_note(summary))}</p>
+{caveat}
 <table>{headline}</table>
 {per_p}
 {left_out}{figures}
 {best}
 <h2>Every judgment ({len(records)})</h2>
+{caveat}
 {items_table(records, speedup)}
 </body></html>
 """

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kerneljudge.config import native_mode
+from kerneljudge.results.explain import CPU_CAVEAT
 from kerneljudge.results.verdict import Record
 
 STATUS_STYLE = {
@@ -38,6 +39,22 @@ def device_line(record: Record) -> str:
     return f"none: the judgment ended before any worker started (device asked: {asked})"
 
 
+def family_text(record: Record) -> str:
+    """The task's shape family in words, the same whatever the verdict: derived from which integers, declared,
+    none (the hidden-shapes stage ran and found none), or not reached (the judgment ended before that stage,
+    where a family the task does not declare is derived)."""
+    family = record.correctness.shape_family
+    if family is not None:
+        if family.get("derived"):
+            return "shape family derived from " + ", ".join(family.get("names", []))
+        return f"shape family declared by the task ({family.get('size', '?')} shape(s))"
+    if "hidden_shapes" in record.capabilities:
+        if record.config.get("shape_trials") == 0:
+            return "shape family not sought (shape_trials = 0)"
+        return "no shape family: none declared and none derived from the task's integers"
+    return "shape family not reached (the judgment ended before the hidden shapes)"
+
+
 def verdict_table(record: Record) -> Table:
     table = Table(
         title=f"kerneljudge {record.kerneljudge_version}: {record.task.name} / {record.candidate.name}",
@@ -65,10 +82,8 @@ def verdict_table(record: Record) -> Table:
             for k, word in words.items()
             if any(t.kind == k for t in c.trials)
         )
-        if c.shape_family is None and not native_mode(record.config.get("mode")):
-            kinds += "; no shape family declared"
-        elif c.shape_family is not None and c.shape_family.get("derived"):
-            kinds += "; shape family derived from " + ", ".join(c.shape_family.get("names", []))
+        if not native_mode(record.config.get("mode")):
+            kinds += "; " + family_text(record)
         row(
             "correctness",
             f"{passed}/{len(c.trials)} trials passed ({kinds}); "
@@ -104,7 +119,11 @@ def verdict_table(record: Record) -> Table:
             f"{_fmt_ms(t.reference.median_ms)} median (cv {t.reference.cv:.1%}, n={t.reference.count})",
         )
         interval = f" [{t.speedup_interval[0]:.3g}, {t.speedup_interval[1]:.3g}]" if t.speedup_interval else ""
-        row("speedup", (f"{t.speedup:.3g}x{interval}" if t.speedup else "-") + f"  ({t.method}; {t.stop_reason})")
+        cpu = f"; {CPU_CAVEAT}" if record.device == "cpu" else ""
+        row(
+            "speedup",
+            (f"{t.speedup:.3g}x{interval}" if t.speedup else "-") + f"  ({t.method}; {t.stop_reason}{cpu})",
+        )
         if t.compiled is not None and t.speedup_vs_compile:
             row("vs torch.compile", f"{t.speedup_vs_compile:.3g}x (compiled reference {_fmt_ms(t.compiled.median_ms)})")
         elif t.compile_error:

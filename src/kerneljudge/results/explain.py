@@ -3,7 +3,8 @@
 A trainer that feeds the judge's answer back into the next attempt needs what failed, where, by how much,
 and what to change, not a record of hundreds of fields. `explain(record)` writes, from the record alone:
 
-- the verdict and, for a correct candidate, its speedup (or why it was not timed);
+- the verdict and, for a correct candidate, its speedup (or why it was not timed), with `CPU_CAVEAT` where it
+  was timed on the CPU (the record's `device`): there a ratio says nothing of the kernel's speed on a GPU;
 - for a failure: its kind and phase, which trial (public, hidden and how its inputs were reshaped, or a
   hidden shape), the largest error with its index and the two values there, and the candidate's own line
   from a traceback (the judge's frames are left out);
@@ -23,6 +24,9 @@ from kerneljudge.results.verdict import Record, TrialRecord
 
 LIMIT = 1200  # characters: a few lines in a prompt, whatever the record holds
 FINDINGS_SHOWN = 4
+# Said wherever a timing measured on the CPU is shown (here and in the report, kerneljudge/report/).
+CPU_MEASURED = "measured on the CPU (Triton's interpreter)"
+CPU_CAVEAT = f"{CPU_MEASURED}: not a GPU speedup"
 CANDIDATE_FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+), in (\S+)\n\s*(.+)')
 
 
@@ -58,9 +62,10 @@ def speed_text(record: Record) -> str:
         ms = (
             f" (median {timing.candidate.median_ms:.4g} ms against the reference's {timing.reference.median_ms:.4g} ms)"
         )
+    cpu = f"; {CPU_CAVEAT}" if record.device == "cpu" else ""
     if timing.speedup < 1:
-        return f"{timing.speedup:.2f}x the reference's speed, slower than it{ms}"
-    return f"{timing.speedup:.2f}x faster than the reference{ms}"
+        return f"{timing.speedup:.2f}x the reference's speed, slower than it{ms}{cpu}"
+    return f"{timing.speedup:.2f}x faster than the reference{ms}{cpu}"
 
 
 def failure_lines(record: Record) -> list[str]:
