@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import CANDIDATES, EXAMPLES, FIXTURES, TASKS, run_judge
+from helpers import CANDIDATES, EXAMPLES, FIXTURES, TASKS, hello_frame, run_judge
 from kerneljudge import protocol
 from kerneljudge.checks import sanitizer
 from kerneljudge.config import JudgeConfig
@@ -321,7 +321,7 @@ class FakeWorker:
 
     def receive(self, timeout_s=None):
         self.log.append((self.tool, "hello"))
-        return {"type": "hello"}
+        return hello_frame().header()
 
     def request(self, request, placed=None, fetch=(), timeout_s=None):
         self.log.append((self.tool, request.op, placed))
