@@ -112,3 +112,15 @@ def test_timings_measured_on_the_cpu_are_said_to_be_no_gpu_speedups(tmp_path, ca
     assert "CPU" not in summary_markdown(summarize(gpu), best_of_k(gpu), gpu)
     untimed = mixed_store(6, timed=False)
     assert "CPU" not in summary_markdown(summarize(untimed), (), untimed)  # nothing timed: nothing to caveat
+
+
+def test_the_command_says_first_that_cpu_timings_are_cpu_timings(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    with Store(db) as store:
+        for record in mixed_store(10, timed=True):
+            store.put(record)
+    summary = tmp_path / "summary.md"
+    assert main(["report", "--store", str(db), "--markdown", str(summary)]) == 0
+    first = capsys.readouterr().out.strip().splitlines()[0]
+    assert "measured on the CPU" in first and "not GPU speedups" in first, first
+    assert summary.read_text().strip().splitlines()[0] == first

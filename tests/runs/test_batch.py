@@ -120,6 +120,8 @@ def test_a_killed_batch_resumes_where_it_stopped(resumed):
         "suspicious": 0,
         "unsupported": 0,
         "errors": 0,
+        "interrupted": 0,
+        "not_started": 0,
     }
 
 

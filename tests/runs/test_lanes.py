@@ -302,7 +302,7 @@ def test_a_judgment_short_of_memory_is_judged_again_at_once_alone(tmp_path, tiny
 def test_the_gate_is_held_to_measure_only_while_samples_are_taken(tiny_task, monkeypatch):
     """Staging the timing pool, each side's first calibration request and checking the kept outputs run beside
     the other lanes; only the rest of the calibration and the interleaved samples hold every other lane back
-    (issue 20's lever: the gate held for samples)."""
+    (the gate held for the samples alone)."""
     from kerneljudge.judgment.pipeline import judge
     from kerneljudge.judgment.stages import timed_calls
     from kerneljudge.judgment.stages import timing as timing_stage

@@ -141,6 +141,8 @@ def test_every_gpu_is_a_lane_and_the_records_come_back_to_one_store(undisturbed)
         "suspicious": 0,
         "unsupported": 0,
         "errors": 0,
+        "interrupted": 0,
+        "not_started": 0,
     }
     assert undisturbed.verdicts == {
         "honest_torch": ("PASS", None),

@@ -12,9 +12,8 @@ from typing import Any
 
 from kerneljudge.errors import UsageError
 from kerneljudge.results.store import Store
-from kerneljudge.results.verdict import Record
 from kerneljudge.runs.backends.machine import lanes_for
-from kerneljudge.runs.batch import BatchItem, read_manifest, run_batch
+from kerneljudge.runs.batch import Interrupt, read_manifest, run_batch, stop_on_signals
 from kerneljudge.runs.kernelbench_runs import kernelbench_results, problems_from_parquet, read_kernelbench_run
 
 
@@ -140,12 +139,6 @@ def cmd_batch(args: argparse.Namespace) -> int:
         items = read_kernelbench_run(args.kernelbench_run, problems)
     else:
         items = read_manifest(args.manifest)
-    tty = sys.stdout.isatty()
-
-    def log(item: BatchItem, record: Record) -> None:
-        if not tty:
-            print(f"{record.task.name}/{record.candidate.name}: {record.status} ({record.duration_s:.1f} s)")
-
     if args.backend == "ray" and args.gpus is not None:
         raise UsageError("--gpus picks GPUs of this machine; with --backend ray every GPU of the cluster judges")
     if args.backend != "ray" and args.address is not None:
@@ -155,26 +148,40 @@ def cmd_batch(args: argparse.Namespace) -> int:
     lanes = lanes_for(config.device, args.gpus, args.jobs) if args.backend == "local" else [None]
     if args.log is not None and not args.log.parent.is_dir():
         raise UsageError(f"cannot write {args.log}: directory {args.log.parent} does not exist")
-    with contextlib.ExitStack() as stack:
-        stages = stack.enter_context(args.log.open("a")) if args.log is not None else None
-        backend = None
-        if args.backend == "ray":  # Ray is imported only here
-            from kerneljudge.runs.backends.ray import RayBackend
+    # SIGINT or SIGTERM: nothing more starts, the judgments in flight are stopped and not stored, and the summary
+    # says what finished; a second signal ends the process at once (runs/batch.stop_on_signals).
+    stop = Interrupt()
+    with stop_on_signals(stop), contextlib.suppress(Stopped):
+        with contextlib.ExitStack() as stack:
+            stages = stack.enter_context(args.log.open("a")) if args.log is not None else None
+            backend = None
+            if args.backend == "ray":  # Ray is imported only here
+                from kerneljudge.runs.backends.ray import RayBackend
 
-            ray = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
-            backend = stack.enter_context(ray)
-        counts = run_batch(
-            items,
-            config,
-            args.store,
-            on_record=log,
-            lanes=lanes,
-            log=stages,
-            backend=backend,
-            spare_workers=args.spare_workers,
-        )
+                ray = RayBackend(args.address, jobs_per_gpu=args.jobs, cached_baselines=args.cached_baselines)
+                backend = stack.enter_context(ray)
+            counts = run_batch(
+                items,
+                config,
+                args.store,
+                lanes=lanes,
+                log=stages,
+                backend=backend,
+                spare_workers=args.spare_workers,
+                stop=stop,
+            )
+            if stop and backend is not None:
+                raise Stopped  # a backend's exit on an exception stops its jobs in flight instead of waiting for them
+    if stop:
+        print(f"stopped by {stop.name}: {counts.summary()}; store {args.store}")
+        print(f"kerneljudge: stopped by {stop.name}; the same command again judges the rest", file=sys.stderr)
+        return stop.exit_code
     print(f"{counts.summary()}; store {args.store}")
     return 1 if counts.errors else 0
+
+
+class Stopped(Exception):
+    """Raised out of a batch on a backend that was asked to stop, for the backend's exit to stop at once."""
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -242,7 +249,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except BaselineError as exc:
         raise UsageError(str(exc)) from None
     claims = best_of_k(records)
-    text = summary_markdown(summary, claims)
+    text = summary_markdown(summary, claims, records)
     print(text, end="")
     if args.markdown is not None:
         args.markdown.write_text(text)

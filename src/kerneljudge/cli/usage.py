@@ -77,6 +77,12 @@ EXIT_CODES_OF: dict[str, tuple[tuple[int, str], ...]] = {
     "batch": (
         (0, "every item judged or already in the store, whatever its verdict (the summary line counts them)"),
         (1, "a judgment ended in ERROR (no verdict on its candidate), an error or bad usage"),
+        (
+            130,
+            "stopped by SIGINT (Ctrl-C): nothing more started, the judgments in flight stopped and not stored, "
+            "the summary printed; the same command again judges the rest (a second signal ends it at once)",
+        ),
+        (143, "stopped by SIGTERM, as for SIGINT"),
     ),
     "export": ((0, "everything asked for written"), ERROR_ROW),
     "verify": ((0, "the bundle verifies: every hash and source as recorded"), (2, "it does not"), ERROR_ROW),

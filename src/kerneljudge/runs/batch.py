@@ -4,18 +4,23 @@ A manifest is JSONL: one `{"task": PATH, "candidate": PATH}` per line, paths
 relative to the manifest's folder. Every item's store key is known before it is
 judged (content hashes, configuration digest, this machine's environment
 digest), so items already in the store are skipped and a killed batch loses at
-most the judgment in flight.
+most the judgment in flight. A batch asked to stop (`Interrupt`: SIGINT or
+SIGTERM, through `stop_on_signals`) starts nothing more, stops the judgments in
+flight by killing their workers (each judgment then closes them and removes
+their workspaces, as it always does) and stores none of those.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -63,6 +68,8 @@ class BatchCounts:
     suspicious: int = 0
     unsupported: int = 0
     errors: int = 0
+    interrupted: int = 0  # judgments stopped by an `Interrupt`, not stored
+    not_started: int = 0  # items left when the batch stopped (an `Interrupt`, or its deadline)
 
     def add(self, record: Record) -> None:
         self.judged += 1
@@ -76,7 +83,134 @@ class BatchCounts:
         return (
             f"judged {self.judged}, skipped {self.skipped} (already stored): {self.passed} passed, "
             f"{self.failed} failed, {self.suspicious} suspicious, {self.unsupported} unsupported, {self.errors} errors"
+            + self.left()
         )
+
+    def left(self) -> str:
+        """What a rerun still has to judge, where the batch stopped before the end ("" where it did not)."""
+        if not (self.interrupted or self.not_started):
+            return ""
+        return (
+            f"; not judged: {self.interrupted} stopped in flight, {self.not_started} not started "
+            "(the same command again judges them)"
+        )
+
+
+class Interrupt:
+    """A batch asked to stop, by a signal (`stop_on_signals`) or by a caller (`ask`): no item starts after it and
+    the judgments in flight are stopped (`kill_workers`) and not stored; a rerun judges them."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        # Set by the signal handler, in the main thread, which never waits on it (a `Reaper`'s thread does).
+        self.asked = threading.Event()
+
+    def ask(self, signum: int = signal.SIGINT) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self.asked.set()
+
+    def __bool__(self) -> bool:
+        return self.asked.is_set()
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else "a request"
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a command ended by the signal: 128 + its number (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + (self.signum or signal.SIGINT)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Interrupt, signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[Interrupt]:
+    """Within the block, the first SIGINT or SIGTERM asks `stop` (the batch ends cleanly); a second one ends the
+    process at once, as the signal does by default (its workers die with it through their lifeline, and their
+    workspaces are removed by the next judge's sweep: sandbox/workspace.py). Only the main thread may set
+    handlers; elsewhere the block runs without them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    caught: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        caught.append(signum)
+        if len(caught) > 1:
+            for number in signals:
+                signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        stop.ask(signum)
+
+    before = {number: signal.signal(number, handler) for number in signals}
+    try:
+        yield stop
+    finally:
+        for number, old in before.items():
+            signal.signal(number, old)
+
+
+# A worker's argv names one of these modules (sandbox/process.py, sandbox/plan.wrap_argv): the processes an
+# `Interrupt` kills. Any other child of the batch (a Ray cluster, say) is left alone.
+WORKER_MODULES = (b"kerneljudge.worker.main", b"kerneljudge.sandbox.enter")
+
+
+def kill_workers() -> int:
+    """Kill every worker this process started that still runs, each with its whole process tree
+    (sandbox/ending.kill_tree); how many. Each judgment sees its workers' pipes close, ends at once and closes
+    them as it always does, which removes their workspaces."""
+    from kerneljudge.sandbox.ending import kill_tree
+
+    me, killed = os.getpid(), 0
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            parent = int(Path("/proc", entry, "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            argv = Path("/proc", entry, "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if any(module in argv for module in WORKER_MODULES):
+            kill_tree(int(entry), timeout_s=5.0)  # a worker is its own session's leader (start_new_session)
+            killed += 1
+    return killed
+
+
+class Reaper:
+    """Once `stop` is asked, kill this process's workers (`kill_workers`) every `every_s` until the lanes are
+    done: a judgment that starts another pair after the first kill has it killed too."""
+
+    def __init__(self, stop: Interrupt | None, every_s: float = 0.1) -> None:
+        self.stop = stop
+        self.every_s = every_s
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        assert self.stop is not None
+        while not self.done.is_set():
+            if self.stop.asked.wait(self.every_s * 5):
+                break
+        while not self.done.is_set():
+            kill_workers()
+            self.done.wait(self.every_s)
+
+    def __enter__(self) -> Reaper:
+        if self.stop is not None:
+            self.thread = threading.Thread(target=self._run, name="kerneljudge-stop", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join()
 
 
 @dataclass(frozen=True)
@@ -148,19 +282,25 @@ def run_batch(
     log: TextIO | None = None,
     backend: Backend | None = None,
     spare_workers: bool = False,
+    stop: Interrupt | None = None,
+    heartbeat_s: float | None = None,
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
     `deadline` (a time.monotonic() value): no judgment starts after it, nor goes on past waiting for device
     memory (`PastDeadline`); a rerun resumes the rest.
+    `stop`: once asked (`stop_on_signals` asks it on SIGINT or SIGTERM), no judgment starts, those in flight
+    are stopped (their workers killed: `Reaper`) and not stored, and the counts say how many were stopped
+    (`interrupted`) or never started (`not_started`); a rerun judges them.
     `lanes`: one judgment at a time per lane, side by side (`lanes_for`); more than one lane share a
     `LaneGate`, so no lane measures while another works. Each lane judges as every backend does
     (`backends.judge_on_lane`): a judgment that ran short of memory while other lanes were at work is judged
     again at once, alone on its GPU.
-    `progress`: live counts and an ETA (rich) on
-    stdout; None shows them when stdout is a terminal. `log`: every judgment's stages, a line each with the
-    time, written there as they start (a GPU run's record of where the time went). `on_record` is called
-    after each judged item's record is stored.
+    `progress`: live counts and an ETA (rich) on stderr, each item's outcome printed above them; False: nothing;
+    None: the live display where stderr is a terminal, else plain lines there (the batch's start, each item's
+    start and end, a heartbeat every `heartbeat_s` while judgments run: runs/progress.py). `log`: every
+    judgment's stages, a line each with the time, written there as they start (a GPU run's record of where the
+    time went). `on_record` is called after each judged item's record is stored.
     `backend`: judge on it instead of on `lanes` (`judge_on_backend`; e.g. `backends.ray.RayBackend`); the
     records still come back to this process's store. `spare_workers`: each lane's next judgment takes a
     worker pair started while the one before was judged (judgment/stages/spare_pairs.py).
@@ -185,10 +325,16 @@ def run_batch(
                 counts.skipped += 1
             else:
                 todo.put((entry, keys[0]))
-    show = sys.stdout.isatty() if progress is None else progress
+    live = sys.stderr.isatty() if progress is None else progress
+    lines = sys.stderr if progress is None and not live else None
+    count = backend.lanes if backend is not None else len(lanes)
+    where = f"{count} lane{'' if count == 1 else 's'}" + (" of its backend" if backend is not None else "")
+    about = f" ({counts.skipped} already stored, skipped), on {where}, --device {config.device}"
+    shown = {"lines": lines, "about": about, **({"heartbeat_s": heartbeat_s} if heartbeat_s is not None else {})}
     if backend is not None:
-        with BatchProgress(show, todo.qsize(), counts, log) as bar:
-            judge_on_backend(backend, todo, config, store_path, counts, bar, on_record, deadline)
+        with BatchProgress(live, todo.qsize(), counts, log, **shown) as bar:
+            judge_on_backend(backend, todo, config, store_path, counts, bar, on_record, deadline, stop)
+        counts.not_started = todo.qsize()
         return counts
     gate = LaneGate(list(lanes), deadline) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
@@ -198,7 +344,7 @@ def run_batch(
 
     def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
-            while not failures and (deadline is None or time.monotonic() < deadline):
+            while not failures and not stop and (deadline is None or time.monotonic() < deadline):
                 try:
                     entry, key = todo.get_nowait()
                 except queue.Empty:
@@ -206,7 +352,7 @@ def run_batch(
                 if own.has(key):  # a duplicate manifest line, or another writer, stored it meanwhile
                     with lock:
                         counts.skipped += 1
-                        bar.advance()
+                        bar.skip(entry)
                     continue
                 with lock:
                     bar.start(entry)
@@ -220,13 +366,19 @@ def run_batch(
                     record = judge_on_lane(job, gpu, gate, cache.for_task if cache is not None else None, stage, spares)
                 except PastDeadline as exc:  # never started: a rerun judges it
                     stage(f"not judged: {exc}")
+                    todo.put((entry, key))  # counted as not started
+                    return
+                if stop:  # its workers were killed under it: whatever it says is not about the candidate
+                    with lock:
+                        counts.interrupted += 1
+                        bar.stop(entry, f"stopped by {stop.name}, not stored; a rerun judges it")
                     return
                 # The record's own key is what is stored; it differs from `key` only when the
                 # judgment saw another environment (its reference worker failed before saying hello).
                 own.put(record)
                 with lock:
                     counts.add(record)
-                    bar.advance()
+                    bar.finish(entry, record)
                     if on_record is not None:
                         on_record(entry.item, record)
 
@@ -236,7 +388,11 @@ def run_batch(
         except BaseException as exc:  # stop the other lanes at their next item, and re-raise below
             failures.append(exc)
 
-    with BatchProgress(show, todo.qsize(), counts, log) as bar, spares or contextlib.nullcontext():
+    with (
+        BatchProgress(live, todo.qsize(), counts, log, **shown) as bar,
+        spares or contextlib.nullcontext(),
+        Reaper(stop),
+    ):
         if len(lanes) == 1:
             lane(0, lanes[0], bar)
         else:
@@ -247,6 +403,7 @@ def run_batch(
                 thread.start()
             for thread in threads:
                 thread.join()
+    counts.not_started = todo.qsize()
     if failures:
         raise failures[0]
     return counts
@@ -261,23 +418,25 @@ def judge_on_backend(
     bar: BatchProgress,
     on_record: Callable[[BatchItem, Record], None] | None,
     deadline: float | None,
+    stop: Interrupt | None = None,
 ) -> None:
     """`run_batch`'s loop over a backend's futures: up to two jobs a lane queued ahead, none submitted after
-    `deadline`. This process alone stores and counts, once per item, as each future resolves (a key already
-    stored is a no-op put). A job whose lanes were lost (`backends.ray.LaneLost`) counts as an error and is
-    not stored, so a rerun judges it; any other fault of the judge stops submitting and is raised once the
-    jobs in flight are stored."""
+    `deadline` or once `stop` is asked. This process alone stores and counts, once per item, as each future
+    resolves (a key already stored is a no-op put). A job whose lanes were lost (`backends.ray.LaneLost`) counts
+    as an error and is not stored, so a rerun judges it; any other fault of the judge stops submitting and is
+    raised once the jobs in flight are stored. Once `stop` is asked the jobs in flight are not waited for: they
+    count as `interrupted`, and the backend's exit on an exception stops them (cli/batch.py)."""
     from concurrent.futures import FIRST_COMPLETED, Future, wait
 
     from kerneljudge.runs.backends import Job
     from kerneljudge.runs.backends.ray import LaneLost
 
-    running: dict[Future[Record], Prepared] = {}
+    running: dict[Future[Record], tuple[Prepared, StoreKey]] = {}
     queued: set[StoreKey] = set()
     failure: BaseException | None = None
     with Store(store_path) as store:
         while True:
-            while failure is None and len(running) < 2 * max(backend.lanes, 1):
+            while failure is None and not stop and len(running) < 2 * max(backend.lanes, 1):
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 try:
@@ -286,30 +445,36 @@ def judge_on_backend(
                     break
                 if key in queued:  # a duplicate manifest line: judged once
                     counts.skipped += 1
-                    bar.advance()
+                    bar.skip(entry)
                     continue
                 queued.add(key)
                 name = f"{entry.task.name}/{entry.candidate.name}"
                 job = Job(entry.task, entry.candidate, config)
-                running[backend.submit(job, lambda text, name=name: bar.note(f"{name}: {text}"))] = entry
+                bar.start(entry)
+                running[backend.submit(job, lambda text, name=name: bar.note(f"{name}: {text}"))] = (entry, key)
             if not running:
                 break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            if stop:
+                for entry, _ in running.values():
+                    counts.interrupted += 1
+                    bar.stop(entry, f"stopped by {stop.name}, not stored; a rerun judges it")
+                break
+            # A bounded wait, so that a stop asked meanwhile is seen within it.
+            done, _ = wait(running, timeout=0.5 if stop is not None else None, return_when=FIRST_COMPLETED)
             for future in done:
-                entry = running.pop(future)
+                entry, _ = running.pop(future)
                 try:
                     record = future.result()
                 except LaneLost as exc:
-                    bar.note(f"{entry.task.name}/{entry.candidate.name}: {exc}; a rerun judges it")
                     counts.errors += 1
-                    bar.advance()
+                    bar.lost(entry, str(exc))
                     continue
                 except BaseException as exc:  # the judge's own fault: stop submitting, raise below
                     failure = failure or exc
                     continue
                 store.put(record)
                 counts.add(record)
-                bar.advance()
+                bar.finish(entry, record)
                 if on_record is not None:
                     on_record(entry.item, record)
     if failure is not None:
