@@ -1,7 +1,7 @@
 """The conformance ledger: what each judgment of the sweep came to, kept in the repository between machines.
 
-A sweep of every public problem takes more device time than one session has, and a GPU machine's stores
-do not outlive it. The ledger is a JSON-lines file of one row per judgment (the outcome, the reason, the
+A sweep of every public problem takes more device time than one GPU machine is lent for, and a GPU machine's
+stores do not outlive it. The ledger is a JSON-lines file of one row per judgment (the outcome, the reason, the
 seconds, and the keys below), with no source of any problem in it: a later run on another machine reads
 it, judges only what it does not hold, and writes it out again with the new rows (`--ledger IN`, written to
 `--out/ledger.jsonl`; the committed one is docs/data/conformance-ledger.jsonl).

@@ -13,12 +13,12 @@ uid, PID, mount and network namespaces, seccomp: sandbox/enter.py):
 - does any handle made from the genuine one by changing one 32-bit word by a little (+-1 to +-64, a forger's first
   guesses at the driver's object ids) open anything, in particular the exporter's second allocation, never
   exported: if it does, a candidate could make the reference compare memory of its choosing;
-- the way that works across the sandboxes (session z, H100): an allocation made to be shared, passed as a file
-  descriptor over a Unix socket, through the judge's own code for it (worker/device_crossing.py): how long an
-  import, map and copy take, whether a map shorter than the allocation is allowed, whether one a granule past its
-  end is refused (the reader maps its own expected size, so a writer that sent a smaller allocation must not make
-  it read past the end), whether an allocation its exporter released before the import is still read right, and
-  whether a descriptor that is no allocation's (/dev/null) is refused.
+- the way that works across the sandboxes (an H100, 2026-12-05, judge 0.3.5): an allocation made to be shared, passed as
+  a file descriptor over a Unix socket, through the judge's own code for it (worker/device_crossing.py): how long an
+  import, map and copy take, whether a map shorter than the allocation is allowed, whether one a granule past its end is
+  refused (the reader maps its own expected size, so a writer that sent a smaller allocation must not make it read past
+  the end), whether an allocation its exporter released before the import is still read right, and whether a descriptor
+  that is no allocation's (/dev/null) is refused.
 
     python benchmarks/cuda_ipc_probe.py [--mib 1024] [--out DIR]     (CUDA only; prints a JSON report)
 """

@@ -1,4 +1,4 @@
-"""How long one honest judgment takes on an idle machine, and where its time goes (issue 20's latency target).
+"""How long one honest judgment takes on an idle machine, and where its time goes.
 
 Judges honest candidates one at a time, nothing beside them, each with timing and without (enforce mode,
 the practical policy), and prints per judgment its wall time and `stages_s` (starting the workers and
@@ -21,9 +21,9 @@ outputs' crossings: the candidate's writes, the reference's reads and comparison
 timing stage's checks.
 
 `--early-triton no|both` judges with the checked pair's candidate worker not readying Triton as it starts
-(worker/prepare.py: Triton's import and installation key in a thread beside torch's import, before the
-hello), as before session t; a table splits the workers' start and the build: each worker's hello, the
-candidate's load by its parts (the task's source, the import, the build, the evidence) and its first call.
+(worker/prepare.py: Triton's import and installation key in a thread beside torch's import, before the hello), as
+workers started before 2026-12-04 (judge 0.3.2); a table splits the workers' start and the build: each worker's hello,
+the candidate's load by its parts (the task's source, the import, the build, the evidence) and its first call.
 
 `--timing-ahead yes|both` times with the fresh timing pair made ready while correctness runs (loaded, its pool
 staged, each side's first call made: judgment/stages/timing_ahead.py); a table shows what the thread spent, beside which
@@ -288,8 +288,8 @@ EARLY_TRITON = [True]  # whether the checked pair's candidate worker readies Tri
 
 
 def checked_pair_without_early_triton() -> None:
-    """The checked pair started as before session t, its candidate worker not readying Triton (worker/prepare.py);
-    the timing pair and spares as always."""
+    """The checked pair started as before 2026-12-04 (judge 0.3.2), its candidate worker not readying Triton
+    (worker/prepare.py); the timing pair and spares as always."""
     from kerneljudge.judgment import pipeline
     from kerneljudge.judgment.stages import workers
 

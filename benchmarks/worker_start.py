@@ -1,10 +1,11 @@
-"""Where a worker's start goes: the interpreter, torch, the device, the sandbox, and many at once (issue 20).
+"""Where a worker's start goes: the interpreter, torch, the device, the sandbox, and many at once.
 
 Every judgment starts two workers, and a timed one two more; a batch of twelve lanes starts up to 24 at once.
 This prints a Markdown table of
 
 - `import torch` in a fresh interpreter, reading the installed bytecode and with an empty bytecode cache of
-  its own (how workers started before session h: docs/process-model.md);
+  its own (how workers started before the judge kept a bytecode cache of its own: sandbox/bytecode.py,
+  docs/process-model.md);
 - the device's share, in one interpreter: torch imported, its first tensor on the device (the context),
   the first matmul (cuBLAS), the first synchronize;
 - a candidate's worker: its hello, and when it answers a first request;

@@ -136,8 +136,8 @@ run() {
   set +e
   local status=0 audit_status=0 enforce_status=0
   if asked tests; then
-    # KJ_GPU_TESTS_SHARD=i/n: every n-th GPU test from the i-th, so that the whole set (some 900 s on an H100 in
-    # session af) spans n calls of the device's limit; the examples' judgments go with the last shard.
+    # KJ_GPU_TESTS_SHARD=i/n: every n-th GPU test from the i-th, so that the whole set (some 900 s on an H100 on
+    # 2026-12-06, judge 0.3.11) spans n calls of the device's limit; the examples' judgments go with the last shard.
     local selected=(tests) shard="${KJ_GPU_TESTS_SHARD:-1/1}"
     if [ "$shard" != 1/1 ]; then
       # shellcheck disable=SC2207  # one node id a line, none with spaces
@@ -354,7 +354,7 @@ PY
   # One archive of the records and the stores, so that they come back from machines that return few files
   # (eight at most, seen on 2026-11-30: the stores of a run beyond that were left behind).
   # The stages' JSON reports and progress logs go in it too, the Markdown tables and the GPU tests' log staying
-  # beside it: with four stages (session aa) their loose files came to nine and the archive was the one left out.
+  # beside it: with four stages (2026-12-05) their loose files came to nine and the archive was the one left out.
   local packed=(records) file
   for folder in batch suite conformance latency serve chaos; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   for file in "$OUT"/*.json "$OUT"/*.log; do

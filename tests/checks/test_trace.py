@@ -71,7 +71,7 @@ def tail(start_us, stream=7):
 
 
 def test_a_short_side_stream_kernel_the_call_never_joined_is_an_escape_however_short():
-    """Issue 19: 20 us on a side stream, done long before the wait for the call's stream returned (the
+    """A short escape: 20 us on a side stream, done long before the wait for the call's stream returned (the
     return-time rule sees nothing), but still running when the call's stream reached the worker's tail."""
     events = ranges() + launch(102, 2) + kernel("bias_relu_kernel", 104, 20, 2, stream=13) + tail(113.0)
     summary, found = judge_events(events)

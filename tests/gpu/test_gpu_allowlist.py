@@ -1,4 +1,4 @@
-"""The allow-listed root for CUDA workers (issue 22): the sentinel test of tests/sandbox/test_allowlist.py on the GPU.
+"""The allow-listed root for CUDA workers: the sentinel test of tests/sandbox/test_allowlist.py on the GPU.
 
 The judgment runs on CUDA with `SandboxPolicy.allowlist_cuda` on (the default; set here whatever
 KJ_ALLOWLIST_CUDA says), so both workers initialize CUDA, run

@@ -1,4 +1,4 @@
-"""The checked pair closed beside the fresh timing pair's start (judgment/stages/workers.close_beside, issue 20): it
+"""The checked pair closed beside the fresh timing pair's start (judgment/stages/workers.close_beside): it
 ends while the fresh pair is greeted, loaded and staged, is gone before the measuring hold, and its logs
 still reach the record; where it may hold much device memory, or the carry needs its workspace, it is
 closed first, as before."""

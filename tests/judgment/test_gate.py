@@ -141,12 +141,12 @@ def test_the_need_counts_both_workers_copies_and_is_zero_when_the_inputs_are_unk
     assert unsized == int(1.1 * (4 * 2 + 15) * GIB) + 3 * GIB  # an output the meta device could not size: as the inputs
 
 
-# (I, O, A) and NVML's peaks of the reference's and the candidate's workers (GiB), on an H200 on 2026-12-02 once
-# the channels freed what they carried: KernelBench level 1's cumsum_exclusive, 19_ReLU, 63_conv_standard_2D,
-# 42_Max_Pooling_2D, 99_TripletMarginLoss, 9_Tall_skinny, and level 2's 90_Conv3d_LeakyReLU_Sum_Clamp_GELU
-# (session e); then level 1's 25_Swish, 34_InstanceNorm, 39_L2Norm, 45 and 46 (average pooling), 47 and
-# 49 (reductions), 76_conv_standard_1D, 87_conv_pointwise_2D, 94_MSELoss, 96_HuberLoss (whose meta working
-# set is 0 bytes) and 97_ScaledDotProductAttention (session f).
+# (I, O, A) and NVML's peaks of the reference's and the candidate's workers (GiB), on an H200 on 2026-12-02 (judge
+# 0.1.0) once the channels freed what they carried: KernelBench level 1's cumsum_exclusive, 19_ReLU,
+# 63_conv_standard_2D, 42_Max_Pooling_2D, 99_TripletMarginLoss, 9_Tall_skinny, and level 2's
+# 90_Conv3d_LeakyReLU_Sum_Clamp_GELU; then, in a later run that day, level 1's 25_Swish, 34_InstanceNorm, 39_L2Norm, 45
+# and 46 (average pooling), 47 and 49 (reductions), 76_conv_standard_1D, 87_conv_pointwise_2D, 94_MSELoss, 96_HuberLoss
+# (whose meta working set is 0 bytes) and 97_ScaledDotProductAttention.
 HELD = [
     ((4, 4, 12), 33.0, 24.7),
     ((6, 6, 6), 37.3, 36.7),

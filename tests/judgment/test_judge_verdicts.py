@@ -177,7 +177,7 @@ def judged_watching_the_timing_pair(task, candidate, monkeypatch):
 def test_the_timing_pair_boots_while_the_checked_pair_works(tiny_task, monkeypatch):
     record, booted, timed = judged_watching_the_timing_pair(tiny_task, CANDIDATES / "honest_torch.py", monkeypatch)
     assert record.status == "PASS" and record.timing.measured
-    # The timed calls' own time, both sides, and what part of the timing stage it was (issue 20's figure).
+    # The timed calls' own time, both sides, and what part of the timing stage it was (the latency benchmark's figure).
     timing = record.timing
     calls = timing.calls_per_sample
     own_s = sum(

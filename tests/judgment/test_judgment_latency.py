@@ -1,4 +1,4 @@
-"""The latency benchmark (issue 20): one judgment at a time, with timing and without, its time by stage."""
+"""The latency benchmark: one judgment at a time, with timing and without, its time by stage."""
 
 import json
 import sys

@@ -191,8 +191,9 @@ def test_an_open_seal_fails_the_candidate_and_is_a_finding():
 
 
 def test_a_timed_output_in_a_later_calls_storage_fails_the_candidate_and_is_kj_r022():
-    """The red team's `timing_cache` on an H100 (session ae): its cached answers were one storage for calls of a
-    sample that shared an input set, which its checked calls never were; the failure now carries KJ-R022."""
+    """The red team's `timing_cache` on an H100 (2026-12-06, judge 0.3.9, audit mode): its cached answers were one
+    storage for calls of a sample that shared an input set, which its checked calls never were; the failure now
+    carries KJ-R022."""
     from kerneljudge.judgment.stages.kept_call import OVERWRITTEN, kept_problem, sample_findings
 
     overwritten = protocol.Timed(times_ms=[], sealed_open=[], kept_overwritten=True)

@@ -1,4 +1,4 @@
-"""The timing pair made ready ahead (`timing_ahead`, judgment/stages/timing_ahead.py, issue 20): greeted, loaded, its
+"""The timing pair made ready ahead (`timing_ahead`, judgment/stages/timing_ahead.py): greeted, loaded, its
 pool staged on fresh hidden draws and each side's first call made in a thread while correctness still runs; the
 timing stage then starts at the calibration. A judgment that ends before timing stops the thread and keeps the
 pair's logs; what the thread raised is raised where timing takes the pair; in a batch no lane measures while it

@@ -48,9 +48,9 @@ def test_the_floor_holds_for_claims_of_nothing():
 
 
 def test_the_least_spans_are_set_against_each_other_so_load_widens_nothing():
-    """CI's 2-core machine under load (session ah): the reference's commits of 19 outputs took 1.5 ms in two of
-    five and 3.4-4.2 ms in three; `commit_window_worker`, fifty calls' work in each of its commits, passed verified
-    by their median (12.4 ms allowed for 11.7). Its least span sets the bound now."""
+    """CI's 2-core machine under load (2026-12-06, judge 0.3.14): the reference's commits of 19 outputs took 1.5 ms in
+    two of five and 3.4-4.2 ms in three; `commit_window_worker`, fifty calls' work in each of its commits, passed
+    verified by their median (12.4 ms allowed for 11.7). Its least span sets the bound now."""
     reference = [(w, 19) for w in (1.4804, 1.4863, 4.2095, 3.4241, 3.6364)]
     deferring = [(w, 19) for w in (11.5503, 21.2309, 11.7213, 11.8548, 11.6897)]
     check = bound_check({"candidate": deferring, "reference": reference}, 0.012, True, NOISE_SHARE["cpu"])

@@ -1,6 +1,6 @@
 """What the record and the terminal say about a candidate that never got as far as a trial: the device asked,
 a worker that exited by itself, a missing ModelNew found in the parent before any worker, an extracted
-response (issue 21, points 4 and 6)."""
+response."""
 
 import pytest
 from rich.console import Console

@@ -91,7 +91,8 @@ def test_every_layer_is_recorded_for_a_real_worker():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a judge that is not root keeps its own uid in a user namespace")
 def test_as_root_each_worker_runs_as_a_uid_of_its_own_given_back_when_it_is_gone():
-    # RLIMIT_NPROC counts per uid: with one uid for every worker, eight lanes ran out of threads (issue 8).
+    # RLIMIT_NPROC counts per uid: with one uid for every worker, eight lanes on two GPUs ran out of threads
+    # (2026-11-30, judge 0.1.0).
     workers = [WorkerProcess(role, "cpu", "", WorkerLimits(step_timeout_s=60)) for role in ("reference", "candidate")]
     try:
         details = [worker.sandbox_layers["unprivileged_user"]["detail"] for worker in workers]

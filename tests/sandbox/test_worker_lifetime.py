@@ -1,5 +1,5 @@
-"""Workers die with the judge, and the workspaces of a judge that was killed are removed at the next start
-(issue 21, point 9): a SIGKILL of the parent leaves no worker running and, after the next start, no workspace."""
+"""Workers die with the judge, and the workspaces of a judge that was killed are removed at the next start:
+a SIGKILL of the parent leaves no worker running and, after the next start, no workspace."""
 
 import os
 import signal

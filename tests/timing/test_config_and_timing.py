@@ -277,7 +277,7 @@ def judged_noting_where_kept_outputs_are_checked(task, candidate, monkeypatch):
 
 def test_kept_outputs_are_checked_after_the_samples_outside_the_measuring_hold(tiny_task, monkeypatch):
     """The measured requests' kept outputs wait in the candidate's worker and are checked, oldest first, once the
-    samples are taken, so that the hold that pauses every other lane holds no check (issue 20). Each is checked
+    samples are taken, so that the hold that pauses every other lane holds no check. Each is checked
     against the pool set it was drawn on: fetched out of order, an honest candidate's would fail."""
     from kerneljudge.redteam import FIXTURES_DIR
 

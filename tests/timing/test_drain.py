@@ -16,8 +16,8 @@ def test_an_honest_sample_drains_as_an_idle_device_does_and_keeps_its_time():
 
 
 def test_work_left_on_a_side_stream_is_added_to_each_sample_and_is_an_escape():
-    """Issue 19's case: 100 calls a sample, each leaving a 70 us kernel on a side stream, the events reading
-    0.3 us a call. The drain after each sample waits for the 7 ms of side-stream work."""
+    """The side-stream escape seen on an H200 (judge 0.1.0): 100 calls a sample, each leaving a 70 us kernel on a side
+    stream, the events reading 0.3 us a call. The drain after each sample waits for the 7 ms of side-stream work."""
     drains = [FLOOR_MS + 7.0 - 0.03] * 8
     left = left_behind(drains, FLOOR_MS)
     per_call = covered([0.0003] * 8, 100, left)
@@ -48,7 +48,7 @@ def test_a_long_honest_sample_that_drains_a_little_late_keeps_the_time_it_left_a
 
 @pytest.mark.parametrize("share", [0.5, 0.1])
 def test_a_side_stream_escape_of_part_of_the_work_is_still_an_escape(share):
-    """The variant of issue 19's escape that keeps part of its work on the timed stream: a 7 ms forward that
+    """The variant of that side-stream escape that keeps part of its work on the timed stream: a 7 ms forward that
     leaves `share` of it on a side stream; its events time the rest."""
     timed = 7.0 * (1 - share)
     drains = [FLOOR_MS + DRAIN_SLACK_MS + 7.0 * share] * 10

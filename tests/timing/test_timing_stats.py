@@ -130,9 +130,10 @@ def test_an_honest_worker_passes_the_clock_check_and_a_lying_one_does_not():
 
 
 def test_a_claim_far_below_what_the_parent_accounts_for_is_flagged_however_large_the_overhead():
-    """Issue 19: a short kernel left on a side stream (70 us of work a call, 0.3 us claimed) in requests that
-    are mostly overhead (600 ms each, both sides). The gap is a tenth of the requests' wall time at most, and
-    was let through; what the parent can account for, the wall less the reference's overhead, exposes it."""
+    """As seen on an H200 (judge 0.1.0): a short kernel left on a side stream (70 us of work a call, 0.3 us claimed) in
+    requests that are mostly overhead (600 ms each, both sides). The gap is a tenth of the requests' wall time at
+    most, and was let through; what the parent can account for, the wall less the reference's overhead, exposes
+    it."""
     clock = FakeClock()
     sides = {
         "candidate": NoisySide(clock, 0.07, 0.01, seed=1, claims=0.3 / 70, overhead_ms=600.0),

@@ -240,7 +240,7 @@ def restore_c_handler(number: int, old: bytes) -> None:
 
 @pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="glibc's x86-64 sigaction")
 def test_a_c_handler_outside_the_installed_libraries_is_a_door_and_a_librarys_own_is_not(seal):
-    """Triton's compiler sets handlers for nine signals at its first compile (an H100, session ae), in libtriton:
+    """Triton's compiler sets handlers for nine signals at its first compile (an H100, 2026-12-06), in libtriton:
     an honest candidate's first call. A ctypes callback set as a handler runs the candidate's Python code when
     its signal comes, and lies in no shared object."""
     callback = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda number: None)

@@ -162,8 +162,8 @@ def unjoined_capture(message: str) -> Finding | None:
     """KJ-R024 from a CUDA graph capture of the candidate's calls that failed because the capturing stream had
     unjoined work: the call forked work onto another stream and returned without making its own stream wait
     for it. The capture sees the missing join itself, however short the work, where the trace and the
-    re-read see only work that happens to outlive the call (an H200: a 70 us Triton softmax on a side stream
-    passed both, then read as 0.3 us when timed without graphs, issue 19)."""
+    re-read see only work that happens to outlive the call (an H200, judge 0.1.0: a 70 us Triton softmax on a
+    side stream passed both, then read as 0.3 us when timed without graphs)."""
     if not UNJOINED_CAPTURE.search(message):
         return None
     return finding(

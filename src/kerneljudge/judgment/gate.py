@@ -5,7 +5,7 @@ two rules:
 
 - **Measurement apart from work.** While a lane measures, no other lane works (starts workers, compiles,
   checks), nor measures on the same GPU: CPU load moves a timer's figures (an 18% shift of a speedup under
-  a concurrent build was seen on an H200, issue 6). A lane that asks to measure waits for the others'
+  a concurrent build was seen on an H200 on 2026-11-30, judge 0.1.0). A lane that asks to measure waits for the others'
   current steps: a working lane lets it go first between two correctness trials (`let_measure`).
 - **Device memory by reservation.** Before its first trial a judgment reserves the device memory it is
   likely to need (`memory_need`, from the reference worker's meta-device description of the task,
@@ -115,7 +115,7 @@ def lint_need(footprint: dict[str, Any] | None) -> int:
     model and the oracle's float64 copy (3P), the trial's inputs, the swap trial's other seed's and the
     inputs staged for timing (3I), two kept slots of outputs, the timed call's and a difference in float64
     (4O), and the oracle's forward in float64 (2A, A at least the inputs, as in `memory_need`). On an H200
-    (2026-12-02, session f), twelve lints side by side by the earlier rule (four times the inputs) ran two
+    (2026-12-02, judge 0.1.0), twelve lints side by side by the earlier rule (four times the inputs) ran two
     6 GiB elementwise problems out of memory at 36.7 and 48.7 GiB; this reserves 62 and 76 GiB for them.
     """
     sizes = footprint_sizes(footprint)

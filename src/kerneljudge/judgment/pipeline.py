@@ -187,7 +187,7 @@ class Judgment(JudgmentState):
                 self.results.timing.timing = Timing(measured=False, reason="timing disabled by configuration")
                 return
             # The fresh pair is loaded as work, beside the other lanes: only the measurement holds them back
-            # (on an H200 the load took about 4 s of each timed judgment's turn alone, session g).
+            # (on an H200 on 2026-12-02, judge 0.1.0, the load took about 4 s of each timed judgment's turn alone).
             with clocked(self, "timing"):
                 self.progress("starting a fresh worker pair for timing")
                 self._start_timing_pair()

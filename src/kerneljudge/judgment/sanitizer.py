@@ -312,7 +312,7 @@ def starter(
     sandbox, sharing the checked candidate's channels (through descriptors of its own), and the workspace and
     uid of the checked worker (`sharing`), with its own limits. In that workspace a torch extension the checked
     worker built is up to date: four builds of it again, side by side, took longer than a red-team run's whole
-    window on an H200 (session h)."""
+    window on an H200 (2026-12-02, judge 0.2.0)."""
     limits = replace(
         limits,
         step_timeout_s=timeout_s,

@@ -1,7 +1,7 @@
 """Whether a candidate's source can define `ModelNew` at all, read from its AST in the parent.
 
 An empty candidate, or one that never names `ModelNew`, used to fail only after both workers had started
-and the candidate's worker had imported torch and the candidate (17-20 s on the 2-core machine, issue 21).
+and the candidate's worker had imported torch and the candidate (17-20 s on the 2-core CPU machine, judge 0.3.1).
 The parent already parses the source, so it can tell at once. It says so only where the source leaves no
 way to bind the name: no identifier `ModelNew` anywhere (a class, a def, an assignment, an import alias,
 an attribute, a `global`) and none of the constructs that bind a name built at run time (`globals()`,

@@ -2,9 +2,9 @@
 
 A worker is a fresh interpreter that writes no bytecode (PYTHONDONTWRITEBYTECODE). It reads what the
 installed packages carry beside their sources; where they carry none, it compiles every module it imports
-again, each time. On the H200 machine torch's 2,141 modules have no bytecode installed (session h,
-benchmarks/worker_start.py): every worker compiled torch, and a candidate's worker torch._dynamo's Triton
-and sympy too, seconds of each start.
+again, each time. On the H200 machine torch's 2,141 modules have no bytecode installed (2026-12-02, judge 0.2.0,
+benchmarks/worker_start.py): every worker compiled torch, and a candidate's worker torch._dynamo's Triton and sympy too,
+seconds of each start.
 
 There, the judge keeps one cache of its own (`cache_root`, by Python's layout under PYTHONPYCACHEPREFIX),
 filled once per machine by a trusted interpreter that imports what workers import and nothing of a task's or

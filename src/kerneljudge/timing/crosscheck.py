@@ -17,9 +17,9 @@ CLAIM_FLOOR = 0.1
 # loaded 2-core machine an honest CPU judgment timed with one block of two samples claimed 1.37 ms where
 # the parent's clock implied 14.1 ms: one scheduler delay of a request), plus NOISE_SPREADS times the
 # spread of the trusted reference's per-request overhead, scaled to the candidate's number of requests.
-# The gap is never measured against the requests' whole wall time: on an H200 a short kernel left on a
-# side stream claimed 0.0004 of the time the parent could account for and passed, because its requests
-# were mostly overhead and a tenth of their wall time was the bar (issue 19).
+# The gap is never measured against the requests' whole wall time: on an H200 (judge 0.1.0) a short kernel left on a
+# side stream claimed 0.0004 of the time the parent could account for and passed, because its requests were mostly
+# overhead and a tenth of their wall time was the bar.
 NOISE_MS = 20.0
 NOISE_SPREADS = 4.0
 MIN_REQUESTS = 2  # per side, for the medians

@@ -1,8 +1,8 @@
 """The device-wide bracket of a timed sample: no timing reports less device time than every stream took.
 
 A CUDA event pair times the stream it is recorded on. A call that forks work onto another stream and
-returns without making its own stream wait for it (H20) leaves that work outside the pair: on an H200 a
-70 us Triton softmax on a side stream read as 0.3 us a call, a 460x speedup (issue 19). Timed in a CUDA
+returns without making its own stream wait for it (H20) leaves that work outside the pair: on an H200
+(judge 0.1.0) a 70 us Triton softmax on a side stream read as 0.3 us a call, a 460x speedup. Timed in a CUDA
 graph it cannot hide (a capture with unjoined work fails: checks/trace.py, `unjoined_capture`); timed
 without one, the worker drains each sample, waiting for the whole device after the sample's end event and
 recording an event after that, and measures once what draining an idle device takes (worker/timing/timer.py).

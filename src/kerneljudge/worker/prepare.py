@@ -25,8 +25,8 @@ before, after the hello and before the evidence's originals and baselines are ta
 The reference's worker imports torch._dynamo the same way, on a GPU, and waits for it before its hello: the
 task's footprint (worker/footprint.py), which a batch's admission and timing ahead ask at the reference's load,
 runs the task on torch's meta device, whose first op imports torch._dynamo through torch's Python meta kernels.
-That first op took 0.8-1.0 s on the 2-core machine and made the reference's load 1.3-1.5 s on an H100 (session z,
-2026-12-05) where it takes milliseconds without the footprint; after the import, 4 ms. Begun as the worker starts,
+That first op took 0.8-1.0 s on the 2-core machine and made the reference's load 1.3-1.5 s on an H100 (2026-12-05,
+judge 0.3.5) where it takes milliseconds without the footprint; after the import, 4 ms. Begun as the worker starts,
 beside CUDA's start, it is off the judgment's path, and both sides of a timing pair have it imported alike.
 
 Only Triton's and torch's own code runs here, as torch's does at every worker's start; the candidate's

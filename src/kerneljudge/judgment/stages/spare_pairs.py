@@ -1,4 +1,4 @@
-"""Spare worker pairs, started before the judgment that takes them (issue 20's latency).
+"""Spare worker pairs, started before the judgment that takes them (for a judgment's latency).
 
 A pair's start, two sandboxed interpreters importing torch and, on a GPU, starting CUDA, is most of a small
 judgment's build stage: 3 to 4 s of an 8 s judgment without timing on an H200 (docs/batch.md). A judge that

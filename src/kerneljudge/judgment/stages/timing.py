@@ -139,7 +139,7 @@ def measure(
 ) -> None:
     """Stage the pool and make the sides ready beside the other lanes, time them with every other lane
     paused, then check the kept outputs and read the findings beside the other lanes again: the gate is
-    held for the samples and their calibration, not for the staging, the checks (issue 20) or each side's
+    held for the samples and their calibration, not for the staging, the checks or each side's
     first calibration request, where a fresh worker's JIT compiles the kernel on its first call and whose
     figures only size the samples (the probes after it size them again, in the hold). `result.timing` is this
     measurement's, or why it did not measure."""

@@ -1,7 +1,7 @@
 """The timing pair made ready ahead (`JudgeConfig.timing_ahead`): while correctness still runs its trials, hidden
 shapes and the sanitizer, a thread greets and loads the fresh timing pair, stages its pool and makes each side's first
-call, so that the timing stage is the samples and their checks (issue 20: on an H200 the pair's load, the
-pool's staging and the candidate's first call, where Triton compiles, were 1.0-1.3 s of a 1.3-1.6 s stage).
+call, so that the timing stage is the samples and their checks (on an H200, 2026-12-04, judge 0.3.3, the pair's load,
+the pool's staging and the candidate's first call, where Triton compiles, were 1.0-1.3 s of a 1.3-1.6 s stage).
 
 What it changes for the candidate, and why that is safe (docs/batch.md, "Timing ahead"):
 - Its timing worker is loaded while its checked worker still runs. Each is confined on its own (docs/security.md:

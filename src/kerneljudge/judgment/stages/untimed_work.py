@@ -26,9 +26,10 @@ commits do the same work (`matched`): the candidate's may exceed the reference's
 NOISE_FLOOR_MS, and by nothing for its calls' claimed work. NOISE_SHARE is what two processes' least spans of the
 same work differ by: a quarter on a CUDA device, whose digests are fused kernels far cheaper than the work they
 cover (worker/seal/digest_kernels.py); the whole on the CPU, where two processes' commits of the same outputs differed
-by up to 56% (session af) and their least by up to 48% under load (session ah). There the digests cost tens of times
-the work, so half a call's work still hides in a commit (the red team's `commit_window_half` is for CUDA only).
-More is work done where no timer sees it (KJ-R027). docs/attacks.md (H03) says what is left.
+by up to 56% (the 2-core CPU machine, 2026-12-06, judge 0.3.12) and their least by up to 48% under load (the same
+machine and day, judge 0.3.15). There the digests cost tens of times the work, so half a call's work still hides in a
+commit (the red team's `commit_window_half` is for CUDA only). More is work done where no timer sees it (KJ-R027).
+docs/attacks.md (H03) says what is left.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from kerneljudge.results.verdict import Finding
 FLOOR_MS = 0.002
 # What an honest candidate's least span may exceed its bound by, as a share of it, by device: the two processes
 # differ besides their work (the allocator's state, the caches, a GPU's launch jitter on a few outputs). On CI's
-# 2-core machine under load honest commits' least spans came within 1.48 of the reference's (session ah).
+# 2-core machine under load honest commits' least spans came within 1.48 of the reference's (2026-12-06,
+# judge 0.3.15).
 NOISE_SHARE = {"cpu": 1.0, "cuda": 0.25}
 NOISE_FLOOR_MS = 0.25  # ... and in ms, on matched spans
 MIN_SPANS = 3  # per side, for a check at all

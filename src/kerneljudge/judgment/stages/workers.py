@@ -124,7 +124,7 @@ def let_others_measure(state: JudgmentState) -> None:
     """Between two steps of a stage that works: a lane waiting to measure goes first (gate.let_measure); the
     pause counts as waiting. Not while this judgment's timing pair is still starting: its interpreters
     importing torch would load the CPU under the other lane's measurement (an 18% shift of a speedup under a
-    concurrent build, issue 6); once both have said hello they wait, idle."""
+    concurrent build on an H200, 2026-11-30, judge 0.1.0); once both have said hello they wait, idle."""
     if state.ahead is None and any(not worker.has_answered() for worker in state.booting.values()):
         return  # (a pair made ready ahead has been greeted, or is being, under a hold of its own: timing_ahead.py)
     if state.spares is not None and state.spares.starting():  # the same for a spare pair still starting

@@ -2,7 +2,7 @@
 
 The tree over a tensor's words costs seven operators a level, and each is a kernel launch that costs the host
 microseconds whatever its size: one commit of the red team's small `bias_relu` output took 1.6-1.7 ms on an H100
-(session af, 0.3.11, benchmarks/kept_call_exchange.py) against 0.39 ms with 0.3.10's two linear sums, and the
+(2026-12-06, judge 0.3.11, benchmarks/kept_call_exchange.py) against 0.39 ms with 0.3.10's two linear sums, and the
 parent's clock allows work in the commit window in proportion to that span (judgment/stages/untimed_work.py, KJ-R027).
 Captured once per shape of words, a digest is one copy into the graph's input and one replay. The graph runs the
 same integer operators on the same words, so its values are the eager operators' exactly: the reference's worker,

@@ -2,10 +2,10 @@
 
 The tree's operators cost a kernel each, seven a level and some twenty levels for a 4 MiB output: even replayed from
 a CUDA graph (worker/seal/digest_graphs.py) a digest took 0.38 ms on an H100 against 0.024 ms for a kernel making that
-output (session ag, benchmarks/commit_digest_cost.py), and the room KJ-R027 leaves a candidate's commit grows with the
-reference's (docs/timing.md, "What the commit window still holds"). Here one kernel mixes four leaves, adds their
-words' weighted first sum and combines them two levels up; each further kernel combines eight nodes three levels up.
-A 4 MiB output is then seven kernels and one sum, its words read once.
+output (2026-12-06, judge 0.3.13, benchmarks/commit_digest_cost.py), and the room KJ-R027 leaves a candidate's commit
+grows with the reference's (docs/timing.md, "What the commit window still holds"). Here one kernel mixes four leaves,
+adds their words' weighted first sum and combines them two levels up; each further kernel combines eight nodes three
+levels up. A 4 MiB output is then seven kernels and one sum, its words read once.
 
 The kernels are compiled at run time by torch's jiterator (NVRTC), from the source below, into the process's own
 cache and the worker's private workspace (sandbox/workspace.py): nothing another process wrote is loaded. They compute

@@ -7,11 +7,11 @@ caught signals (`SigCgt` of /proc/self/status) with those before any candidate c
 handlers of its own for nine signals the first time it compiles a kernel in a process, inside the candidate's first
 call (`scripts/seal_signals_probe.py` on an H100: SIGHUP, SIGINT over Python's, SIGQUIT, SIGUSR1, SIGUSR2, SIGTERM,
 SIGXCPU, SIGXFSZ and SIGSYS, all in libtriton.so), and every honest Triton candidate whose kernel was not in the
-cache failed KJ-R026 (session ae). So each caught signal's handler is read (sigaction, nothing set) and a handler new
-since the seal was taken is a door unless its code lies in a shared object of the installed environment (dladdr): the
-interpreter's prefixes, the system's library folders, and the folders torch and Triton were loaded from, none of
-which a candidate's process can write in the sandbox (docs/security.md). A ctypes callback lies in no object; a
-candidate's compiled extension lies in its build folder."""
+cache failed KJ-R026 (the GPU tests on an H100, 2026-12-06). So each caught signal's handler is read (sigaction, nothing
+set) and a handler new since the seal was taken is a door unless its code lies in a shared object of the installed
+environment (dladdr): the interpreter's prefixes, the system's library folders, and the folders torch and Triton were
+loaded from, none of which a candidate's process can write in the sandbox (docs/security.md). A ctypes callback lies in
+no object; a candidate's compiled extension lies in its build folder."""
 
 from __future__ import annotations
 
