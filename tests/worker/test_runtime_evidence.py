@@ -298,6 +298,19 @@ def test_threads_the_judges_own_setup_starts_around_a_call_are_not_the_candidate
     assert 3 in evidence.NATIVE_BASELINE["tids"]  # a later load's evidence counts it as the worker's too
 
     under_copies = evidence.CallWatch([], {}, None)
-    under_copies.host_busy = True  # perturb.HOST_BUSY_KINDS: the judge's own copies go on past the return
+    under_copies.host_busy = True  # protocol.limits.HOST_BUSY_KINDS: the judge's own copies go on past the return
     under_copies.returned()
     assert under_copies.clocks is None
+
+
+def test_a_replay_under_the_judges_own_host_work_is_not_read_for_busy_threads_and_every_other_call_is():
+    """Under `copy_traffic` (protocol.limits.HOST_BUSY_KINDS) the worker clocks no thread after the return; the
+    parent, which asked for that replay, reads no busy threads there and takes the missing clocks as no fault.
+    Every other call's missing clocks are malformed evidence (KJ-R030), and its busy threads KJ-R012."""
+    unclocked = {**CLEAN, "busy_after_return": None}
+    busy = {**CLEAN, "busy_after_return": {"window_ms": 20.0, "threads": [{"name": "python3", "cpu_ms": 19.0}]}}
+    assert call_findings(unclocked, {}, "replay of trial 6 under copy_traffic", busy_read=False) == []
+    assert call_findings(busy, {}, "replay of trial 6 under copy_traffic", busy_read=False) == []
+    assert [f.code for f in call_findings(unclocked, {}, "trial 6")] == ["KJ-R030"]
+    assert [f.code for f in call_findings(busy, {}, "trial 6")] == ["KJ-R012"]
+    assert [f.code for f in call_findings({**CLEAN, "streams": None}, {}, "t", busy_read=False)] == ["KJ-R030"]

@@ -190,7 +190,12 @@ def timed_findings(evidence: Any, policy: str = "strict") -> list[Finding]:
 
 
 def call_findings(
-    evidence: Any, reference: Any, where: str, policy: str = "strict", inputs_writable: bool = False
+    evidence: Any,
+    reference: Any,
+    where: str,
+    policy: str = "strict",
+    inputs_writable: bool = False,
+    busy_read: bool = True,
 ) -> list[Finding]:
     """Findings from one call; `reference` is the reference worker's evidence for the same inputs.
 
@@ -200,12 +205,18 @@ def call_findings(
     (a stale output fails there). A task that declares its inputs writable (`INPUTS_WRITABLE = True`: GPU
     MODE's harness hands each call a copy, and some problems pass the output's buffer among the inputs)
     lets the candidate write into them and return them.
+
+    `busy_read` False: a replay under a kind whose own host work goes on past the return
+    (`protocol.limits.HOST_BUSY_KINDS`), after which the threads' CPU is neither clocked nor read.
     """
-    if not _well_formed(evidence, CALL_KEYS):
+    keys = CALL_KEYS if busy_read else {k: t for k, t in CALL_KEYS.items() if k != "busy_after_return"}
+    if not _well_formed(evidence, keys):
         return [finding("KJ-R030", "warning", f"{where}: evidence missing or malformed")]
     reference = reference if isinstance(reference, dict) else {}
     found = _common(evidence, where, policy)
-    found += stream_left(evidence["streams"], where) + busy_after_return(evidence["busy_after_return"], where)
+    found += stream_left(evidence["streams"], where)
+    if busy_read:
+        found += busy_after_return(evidence["busy_after_return"], where)
     if evidence["changed_after_return"]:
         found.append(
             finding(

@@ -3,6 +3,11 @@ does them; judge/stages/replays.py draws them) and the shapes a task's family ma
 reads them; tasks/shapes.py checks a family's description). Both sides import these, so they live here."""
 
 PERTURB_KINDS = ("gpu_load", "launch_order", "copy_traffic", "sm_hold", "staggered_release")
+# The kinds whose work of the judge's own goes on past the call's return on the host's side (pinned copies in
+# flight, served by CUDA's threads): the CPU those threads use after the return is the judge's, not work the call
+# left (KJ-R012). The worker does not clock the threads after such a replay (worker/evidence.CallWatch), and the
+# parent, which asked for the kind, does not read them (judgment/stages/calls.py); every other call is read.
+HOST_BUSY_KINDS = frozenset({"copy_traffic"})
 MIN_PRODUCTS, MAX_PRODUCTS = 4, 512
 MIN_COPIES, MAX_COPIES = 4, 256
 MIN_COPY_BYTES, MAX_COPY_BYTES = 1 << 20, 128 << 20  # each of the three buffers (two on the device, one pinned)

@@ -15,6 +15,7 @@ from typing import Any
 
 from kerneljudge import protocol
 from kerneljudge.protocol import channel, wire
+from kerneljudge.protocol.limits import HOST_BUSY_KINDS
 from kerneljudge.worker import evidence, trace
 from kerneljudge.worker.base import TEXT_CAP, Worker
 from kerneljudge.worker.correctness import perturb, seeded
@@ -214,7 +215,7 @@ class CandidateWorker(Worker):
                 if request.call_seed is not None:  # the random state the reference's call started from
                     self.set_seed(request.call_seed)
                 watch.judge_threads(evidence.native_thread_ids() - judges_before)
-                watch.host_busy = perturbed.get("applied") in perturb.HOST_BUSY_KINDS
+                watch.host_busy = perturbed.get("applied") in HOST_BUSY_KINDS
                 began = time.perf_counter()
                 watch.calling()  # the stream the call is made on, compared with the one it leaves (KJ-R028)
                 with torch.no_grad(), span("call"):

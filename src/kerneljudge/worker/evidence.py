@@ -439,7 +439,8 @@ class CallWatch:
         self.streams: StreamWatch | None = None
         self.clocks: ThreadClocks | None = None
         self.judges: set[int] = set()
-        self.host_busy = False  # the judge's own host-side work goes on past the return (perturb.HOST_BUSY_KINDS)
+        # The judge's own host-side work goes on past the return (protocol.limits.HOST_BUSY_KINDS).
+        self.host_busy = False
 
     def judge_threads(self, tids: set[int]) -> None:
         """The native threads the judge's own work around this call started (the kernel trace's profiler, a

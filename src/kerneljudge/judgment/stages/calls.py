@@ -20,7 +20,7 @@ from kerneljudge.judgment.stages.failures import CandidateFailed, JudgeFailed, e
 from kerneljudge.judgment.stages.integrity import keep_trace
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.workers import ask, ask_candidate, candidate_step
-from kerneljudge.protocol import wire
+from kerneljudge.protocol import limits, wire
 from kerneljudge.results.verdict import Capability, Failure, Finding
 
 
@@ -110,7 +110,12 @@ def call_candidate(
     if not state.native:
         state.add_findings(
             call_findings(
-                evidence, state.calls.reference_evidence, phase, state.config.policy, state.build.inputs_writable
+                evidence,
+                state.calls.reference_evidence,
+                phase,
+                state.config.policy,
+                state.build.inputs_writable,
+                busy_read=perturb is None or perturb.get("kind") not in limits.HOST_BUSY_KINDS,
             )
         )
     if trace:

@@ -49,10 +49,6 @@ from kerneljudge.protocol.limits import (
 )
 from kerneljudge.protocol.limits import PERTURB_KINDS as KINDS
 
-# The kinds whose work of the judge's own goes on past the call's return on the host's side (pinned copies in
-# flight, served by CUDA's threads): the CPU those threads use after the return is the judge's, not work the call
-# left (KJ-R012), so the replay under them is not read for it. Every other call still is.
-HOST_BUSY_KINDS = frozenset({"copy_traffic"})
 HOLD_THREADS = 1024
 HOLD_SOURCE = r"""
 extern "C" __global__ void kj_sm_hold(int cycles) {
