@@ -1,7 +1,7 @@
 """kerneljudge: a judge for AI-written GPU kernels that reward hacks cannot fool.
 
-The public surface (`judge`, `JudgeConfig`, `Record`, `Task`, `Candidate`) is re-exported lazily so that a worker
-process, which imports ``kerneljudge.worker``, loads nothing of the parent side. The layout, its order of
+The public surface (`judge`, `judge_group`, `JudgeConfig`, `Record`, `Task`, `Candidate`) is re-exported lazily so
+that a worker process, which imports ``kerneljudge.worker``, loads nothing of the parent side. The layout, its order of
 dependencies and its trust boundary: docs/architecture.md.
 
 - `config.py`, `errors.py`, `logs.py`: the foundations, at the bottom of the order: the configuration, the typed
@@ -53,10 +53,11 @@ PASSED_SAME_AS = {
     "0.3.3": "0.3.2",
 }
 
-__all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge"]
+__all__ = ["Candidate", "JudgeConfig", "Record", "Task", "__version__", "judge", "judge_group"]
 
 _EXPORTS = {
     "judge": "kerneljudge.judgment.pipeline",
+    "judge_group": "kerneljudge.judgment.group",
     "JudgeConfig": "kerneljudge.config",
     "Record": "kerneljudge.results.verdict",
     "Task": "kerneljudge.sources.task",

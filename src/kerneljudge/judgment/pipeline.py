@@ -48,6 +48,7 @@ from kerneljudge.judgment.stages.failures import (
 )
 from kerneljudge.judgment.stages.replays import perturbations
 from kerneljudge.judgment.stages.results import StageResults
+from kerneljudge.judgment.stages.shared_reference import SharedReference
 from kerneljudge.judgment.stages.spare_pairs import SparePairs
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.timed_calls import COMPILE_TIMEOUT_FACTOR, sample_list
@@ -104,6 +105,7 @@ class Judgment(JudgmentState):
         baselines: dict[str, CachedSide] | None = None,
         rng: random.Random | None = None,
         spares: SparePairs | None = None,
+        shared: SharedReference | None = None,
     ) -> None:
         super().__init__(
             task=task,
@@ -115,6 +117,7 @@ class Judgment(JudgmentState):
             baselines=baselines or {},
             source=rng if rng is not None else secrets.SystemRandom(),
             spares=spares,
+            shared=shared,
         )
         self.results = StageResults()
 
@@ -170,7 +173,7 @@ class Judgment(JudgmentState):
                 # to import the candidate once the reference has settled the device.
                 self.progress("starting workers")
                 # Triton's import and key beside torch's, in the candidate's worker (worker/prepare.py).
-                self.workers = new_pair(self, self.config.device, prepare_triton=self.readies_triton)
+                self.workers = new_pair(self, self.config.device, prepare_triton=self.readies_triton, checked=True)
                 build.start_reference(self, self._sanitizer_decision)
                 if self.unsupported():
                     return

@@ -46,13 +46,16 @@ class Load(Request):
     """Import the source and build its model after `seed` (KernelBench's convention); the reference at
     `shape`, a hidden shape of its family, and with `footprint` what one call holds (worker/footprint.py);
     the candidate's worker first loads `task`, the task's inputs-only source (tasks/inputs_source.py, never the
-    task's own text), where it makes the trials' inputs itself."""
+    task's own text), where it makes the trials' inputs itself. `fresh`: a judgment's first load of the reference,
+    which forgets the shape family an earlier judgment derived (a group's reference serves one judgment after
+    another: judgment/stages/shared_reference.py)."""
 
     op: ClassVar[str] = "load"
     seed: int
     shape: dict | None = None
     footprint: bool = False
     task: str | None = None
+    fresh: bool = False
 
 
 MAX_PROPOSED = 64  # a Derive request's values per integer, integers, and joint shapes, each at most

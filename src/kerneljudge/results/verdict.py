@@ -201,6 +201,24 @@ class WorkerLog(Model):
     workspace_changes: dict[str, Any] | None = None
 
 
+class GroupPlace(Model):
+    """A judgment's place in a group of candidates of one task judged together (judgment/group.py)."""
+
+    id: str  # the group's id: random, one per group
+    index: int  # the candidate's place in the group, from 0
+    size: int  # the candidates in the group
+
+
+class WorkerPairs(Model):
+    """Where a judgment's worker pairs came from: started for it, a spare started ahead (`--spare-workers`), or,
+    for the checked pair of a judgment in a group, the group's reference worker lent with a fresh candidate worker;
+    the timing pairs (one, or two after a failed graph capture) are always fresh to it, started or spare."""
+
+    checked: Literal["started", "spare", "group"] = "started"
+    timing: list[Literal["started", "spare"]] = Field(default_factory=list)
+    group: GroupPlace | None = None
+
+
 class Record(Model):
     schema_version: Literal["1.0"] = SCHEMA_VERSION
     kerneljudge_version: str
@@ -223,6 +241,7 @@ class Record(Model):
     rewards: list[Reward] = Field(default_factory=list)
     environment: dict[str, Any] = Field(default_factory=dict)
     logs: dict[str, WorkerLog] = Field(default_factory=dict)
+    workers: WorkerPairs = Field(default_factory=WorkerPairs)
     duration_s: float
     # Wall seconds per stage: waiting (for a batch's other lanes), build, correctness (shape trials included)
     # and timing (its fresh worker pair included)

@@ -37,6 +37,14 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        self.start_task()
+
+    def start_task(self) -> None:
+        """What the worker knows of its task, as before its first load: everything of it is set again at the next
+        load, the module imported anew. A `fresh` load (a judgment's first) of a worker that has served another
+        judgment comes here first (a group's reference: judgment/stages/shared_reference.py)."""
+        self.module = None
+        self.model = None
         self.oracle: Any = None
         self.oracle_dtype: str | None = None
         self.family: dict[str, Any] = {}  # the task's shape family as described to the parent
@@ -56,6 +64,8 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
         """Import the task (once), set its globals to the hidden shape `shape` names (or back to the public
         one), and build the model after the seed; the first answer describes the shape family."""
         self.take_seal()  # as the candidate's worker does (worker/timing/timer.py)
+        if request.fresh and self.module is not None:
+            self.start_task()
         if self.module is None:
             if not self.import_source("kj_reference"):
                 return

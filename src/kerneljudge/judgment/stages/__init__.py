@@ -11,6 +11,7 @@ and those results (`record.py`); where each mechanism lives:
 - `failures.py`: the candidate's failure, the judge's, the task's; an error response as a failure;
 - `workers.py`: the worker pair: starting it, requests and their round trips per stage, closing it;
 - `spare_pairs.py`: worker pairs started before the judgment that takes them, for a judge that lives on;
+- `shared_reference.py`: a group's reference worker, lent to each of its judgments with a fresh candidate worker;
 - `build.py`: preflight's hook-up, the reference's hello and load (the gate's memory admission), the
   candidate's import and build, the capabilities known at the start (the OS sandbox's among them);
 - `calls.py`: one call on each side: the reference's trial (the call seed drawn there), the candidate's

@@ -159,12 +159,17 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
     # Whether both pairs fit the GPU side by side, for a timing pair to be made ready ahead
     # (judgment/stages/timing_ahead.py)
     room = state.readies_ahead and shape is None and state.build.device == "cuda" and state.admission.ahead_fits is None
-    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room)
+    fresh = shape is None and not state.build.family_read  # the judgment's first load (a group's reference: Load)
+    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room, fresh=fresh)
     loaded, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""
     if not isinstance(loaded, protocol.Loaded):
         phase = loaded.phase if isinstance(loaded, protocol.Failed) else loaded.kind
         task_failed(state, loaded, f"the task failed to {phase}{where}")
+    if fresh and state.shared is not None and state.pair_log.checked_from == "group":
+        differs = state.shared.check_fresh(loaded)
+        if differs:
+            raise JudgeFailed(f"the group's reference described its task otherwise than at its first load: {differs}")
     total = state.build.gpu_memory_bytes
     footprint = loaded.footprint
     if shape is None and footprint:

@@ -16,7 +16,16 @@ from kerneljudge.judgment.stages.failures import integrity_failure
 from kerneljudge.judgment.stages.results import StageResults
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.results.reward import rewards_for
-from kerneljudge.results.verdict import Capability, Correctness, Identity, Record, Timing, WorkerLog, decide_status
+from kerneljudge.results.verdict import (
+    Capability,
+    Correctness,
+    Identity,
+    Record,
+    Timing,
+    WorkerLog,
+    WorkerPairs,
+    decide_status,
+)
 
 
 def assemble(
@@ -90,6 +99,7 @@ def assemble(
         timing=timing,
         environment=environment,
         logs=logs,
+        workers=WorkerPairs(checked=state.pair_log.checked_from, timing=state.pair_log.timing_from),
         duration_s=round(duration_s, 3),
         stages_s=state.stages_s,
     )

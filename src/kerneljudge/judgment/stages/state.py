@@ -24,6 +24,7 @@ from kerneljudge.checks.trace import CallTrace
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment import hidden_plan
 from kerneljudge.judgment.gate import POOL_SETS, Gate
+from kerneljudge.judgment.stages.shared_reference import SharedReference
 from kerneljudge.judgment.stages.spare_pairs import SparePairs
 from kerneljudge.results.verdict import Capability, Failure, Finding, TrialRecord, WorkerLog
 from kerneljudge.sandbox import confine
@@ -149,10 +150,13 @@ class TraceLog:
 @dataclass
 class PairLog:
     """The fresh worker pairs started for timing (judgment/stages/timing_pair.py; a second after a failed graph
-    capture), and what the compiler-cache carry took to the timing worker."""
+    capture), what the compiler-cache carry took to the timing worker, and where each pair came from
+    (judgment/stages/workers.new_pair: started, a spare, or the group's reference lent)."""
 
     started: int = 0
     carried: dict[str, Any] | None = None
+    checked_from: str = "started"
+    timing_from: list[str] = field(default_factory=list)
 
 
 # Which modules of judgment/ may write each group of `JudgmentState` (tests/judgment/test_state_ownership.py reads
@@ -164,8 +168,18 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "checked": ("trials", "correctness"),
     "timed": ("timed_calls", "timing"),
     "trace_log": ("integrity",),
-    "pair_log": ("timing_pair",),
+    "pair_log": ("timing_pair", "workers"),
 }
+
+
+def worker_limits(config: JudgeConfig) -> WorkerLimits:
+    """The limits a judgment's workers run under, from its configuration."""
+    return WorkerLimits(
+        step_timeout_s=config.timeout_s,
+        lifetime_s=max(1800.0, 20 * config.timeout_s),
+        log_cap_bytes=config.log_cap_bytes,
+        max_message_bytes=config.max_message_bytes,
+    )
 
 
 @dataclass(eq=False)
@@ -189,6 +203,8 @@ class JudgmentState:
     limits: WorkerLimits = field(init=False)
     sandbox: SandboxPolicy = field(init=False)
     spares: SparePairs | None = None  # worker pairs started ahead, for a judge that keeps them (spare_pairs.py)
+    # The reference worker of a group's checked pairs, lent to this judgment (shared_reference.py); None: its own.
+    shared: SharedReference | None = None
     plan: hidden_plan.HiddenPlan | None = None  # drawn as correctness starts
     # The worker handles: the pair at work, the timing pair started early, a pair being closed in a thread
     # (judgment/stages/workers.close_beside), the logs of the checked pair once replaced, and the timing pair made
@@ -220,12 +236,7 @@ class JudgmentState:
 
     def __post_init__(self) -> None:
         config = self.config
-        self.limits = WorkerLimits(
-            step_timeout_s=config.timeout_s,
-            lifetime_s=max(1800.0, 20 * config.timeout_s),
-            log_cap_bytes=config.log_cap_bytes,
-            max_message_bytes=config.max_message_bytes,
-        )
+        self.limits = worker_limits(config)
         self.sandbox = confine.policy_for(config.sandbox)
         self.inputs = {"made": "reference worker" if self.native else "each worker"}
 

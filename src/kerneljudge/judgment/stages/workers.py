@@ -26,19 +26,33 @@ from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerChannels, WorkerFailure
 
 
-def new_pair(state: JudgmentState, device: str, prepare_triton: bool = False) -> dict[str, WorkerProcess]:
-    """A reference and a candidate worker for this judgment: a spare one where the judge keeps spares
-    (judgment/stages/spare_pairs.py), given its sources now, or else one started here. `prepare_triton`: the
-    candidate's worker readies Triton as it starts (`PREPARE_TRITON_ENV`), for a pair started ahead of its
-    use; spares, started ahead too, always do off the CPU (a worker that finds itself on the CPU skips it)."""
+def new_pair(
+    state: JudgmentState, device: str, prepare_triton: bool = False, checked: bool = False
+) -> dict[str, WorkerProcess]:
+    """A reference and a candidate worker for this judgment: for the `checked` pair of a judgment in a group, the
+    group's reference lent with a fresh candidate worker (judgment/stages/shared_reference.py); else a spare one
+    where the judge keeps spares (judgment/stages/spare_pairs.py), given its sources now, or else one started
+    here. `prepare_triton`: the candidate's worker readies Triton as it starts (`PREPARE_TRITON_ENV`), for a pair
+    started ahead of its use; spares, started ahead too, always do off the CPU (a worker that finds itself on the
+    CPU skips it)."""
+    shared, kind = state.shared, (device, state.gpu, state.sandbox, state.limits)
+    if checked and shared is not None and shared.kind == kind:
+        state.pair_log.checked_from = "group"
+        return shared.lend(state.candidate.text, prepare_triton=prepare_triton)
     start = partial(start_pair, device, state.gpu, state.sandbox, state.limits, prepare_triton=device != "cpu")
-    pair = state.spares.take((device, state.gpu, state.sandbox, state.limits), start) if state.spares else None
+    pair = state.spares.take(kind, start) if state.spares else None
+    came_from = "started" if pair is None else "spare"
     if pair is not None:
         pair["reference"].assign(state.task.text)
         pair["candidate"].assign(state.candidate.text)
-        return pair
-    texts = (state.task.text, state.candidate.text)
-    return start_pair(device, state.gpu, state.sandbox, state.limits, *texts, prepare_triton=prepare_triton)
+    else:
+        texts = (state.task.text, state.candidate.text)
+        pair = start_pair(device, state.gpu, state.sandbox, state.limits, *texts, prepare_triton=prepare_triton)
+    if checked:
+        state.pair_log.checked_from = came_from
+    else:
+        state.pair_log.timing_from.append(came_from)
+    return pair
 
 
 def start_pair(
