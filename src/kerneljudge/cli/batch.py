@@ -24,7 +24,13 @@ def add_batch_commands(sub: Any) -> None:
     from kerneljudge.cli.usage import positive_int
 
     b = sub.add_parser("batch", help="judge every item of a JSONL manifest into a results store; reruns resume")
-    b.add_argument("manifest", type=Path, nargs="?", help='JSONL, one {"task": PATH, "candidate": PATH} a line')
+    b.add_argument(
+        "manifest",
+        type=Path,
+        nargs="?",
+        help='JSONL, one {"task": PATH, "candidate": PATH} a line, or a group: {"task": PATH, "candidates": '
+        "[PATH, ...]}",
+    )
     b.add_argument(
         "--kernelbench-run",
         type=Path,
@@ -81,6 +87,13 @@ def add_batch_commands(sub: Any) -> None:
         "candidates, instead of timing it in every judgment",
     )
     add_lane_options(b)
+    b.add_argument(
+        "--group-size",
+        type=positive_int,
+        metavar="N",
+        help="judge every item with the others of its task, in groups of at most N (one hidden plan and one "
+        "reference worker per group; docs/batch.md); default: a manifest line's group together, other items alone",
+    )
     b.add_argument(
         "--log",
         type=Path,
@@ -169,6 +182,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 backend=backend,
                 spare_workers=args.spare_workers,
                 stop=stop,
+                group_size=args.group_size,
             )
             if stop and backend is not None:
                 raise Stopped  # a backend's exit on an exception stops its jobs in flight instead of waiting for them

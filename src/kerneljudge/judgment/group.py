@@ -109,6 +109,7 @@ def judge_group(
     candidate_texts: Sequence[str] | None = None,
     key: bytes | None = None,
     on_record: Callable[[int, Record], None] | None = None,
+    stop: Callable[[], bool] | None = None,
     **overrides: Any,
 ) -> list[Record]:
     """Judge a group of candidates of one task (module docstring); their records, in the group's order.
@@ -117,7 +118,8 @@ def judge_group(
     or a model response's text, as `judge(candidate_text=...)` reads one); exactly one of them. `config`,
     `overrides`, `progress`, `gpu`, `gate`, `baselines` and `spares` are `judge`'s. `key` replaces the key drawn
     from the operating system (`new_group_key`): for tests only, since a candidate that knows it knows the plan.
-    `on_record(index, record)` is called as each record is made (a batch stores it at once).
+    `on_record(index, record)` is called as each record is made (a batch stores it at once); where `stop()` says so
+    before a candidate's judgment, the group ends there and the records so far come back (a batch asked to stop).
     """
     config = (config or JudgeConfig()).with_(**overrides) if overrides else (config or JudgeConfig())
     task = task if isinstance(task, Task) else load_task(task)
@@ -137,6 +139,8 @@ def judge_group(
     records: list[Record] = []
     with shared, progress_of(progress, "judging a group") as update:
         for index, candidate in enumerate(loaded):
+            if stop is not None and stop():
+                break
             said = None if update is None else partial(tell, update, f"candidate {index + 1}/{len(loaded)}")
             judgment = Judgment(
                 task, candidate, config, said, gpu, gate, baselines, GroupSource(key), spares, shared=shared

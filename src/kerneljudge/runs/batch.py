@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from kerneljudge.sources.task import Task
 
 MANIFEST_KEYS = ("task", "candidate")
+GROUP_KEYS = ("task", "candidates")  # a group: one task, many candidates (judgment/group.py)
+MAX_GROUP_CANDIDATES = 1024
 # A line holds two paths (PATH_MAX is 4 KiB each); 64 MiB is a million such items at 64 bytes.
 MAX_MANIFEST_LINE_CHARS = 16 * 1024
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
@@ -57,6 +59,7 @@ class BatchItem:
     task: Path
     candidate: Path
     where: str = ""  # "manifest.jsonl line 3", for error messages
+    group: str | None = None  # the manifest line of a group's candidates: judged together (judgment/group.py)
 
 
 @dataclass
@@ -239,15 +242,55 @@ def read_manifest(path: str | Path) -> list[BatchItem]:
             raise ManifestError(f"{where}: not an item (JSON nested too deeply)") from None
         if not isinstance(entry, dict):
             raise ManifestError(f'{where}: expected an object {{"task": PATH, "candidate": PATH}}')
-        unknown = sorted(set(entry) - set(MANIFEST_KEYS))
+        grouped = "candidates" in entry
+        keys = GROUP_KEYS if grouped else MANIFEST_KEYS
+        unknown = sorted(set(entry) - set(keys))
         if unknown:
-            raise ManifestError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; only task and candidate")
-        for key in MANIFEST_KEYS:
-            if not isinstance(entry.get(key), str) or not entry[key]:
-                raise ManifestError(f"{where}: {key!r} must be a path (a non-empty string)")
+            raise ManifestError(
+                f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; only task and candidate, or task and "
+                "candidates (a group)"
+            )
+        if not isinstance(entry.get("task"), str) or not entry["task"]:
+            raise ManifestError(f"{where}: 'task' must be a path (a non-empty string)")
         task = Path(entry["task"]) if entry["task"].startswith("builtin:") else path.parent / entry["task"]
-        items.append(BatchItem(task, path.parent / entry["candidate"], where))
+        if not grouped:
+            if not isinstance(entry.get("candidate"), str) or not entry["candidate"]:
+                raise ManifestError(f"{where}: 'candidate' must be a path (a non-empty string)")
+            items.append(BatchItem(task, path.parent / entry["candidate"], where))
+            continue
+        candidates = entry["candidates"]
+        if not isinstance(candidates, list) or not candidates or len(candidates) > MAX_GROUP_CANDIDATES:
+            raise ManifestError(f"{where}: 'candidates' must be a list of 1 to {MAX_GROUP_CANDIDATES} paths")
+        if not all(isinstance(c, str) and c for c in candidates):
+            raise ManifestError(f"{where}: 'candidates' must be paths (non-empty strings)")
+        items += [
+            BatchItem(task, path.parent / c, f"{where} candidate {i + 1}", where) for i, c in enumerate(candidates)
+        ]
     return items
+
+
+def units_of(entries: list[tuple[Prepared, StoreKey]], group_size: int | None) -> list[list[tuple[Prepared, StoreKey]]]:
+    """The batch's units of work, in the manifest's order: with `group_size` None, a manifest line's group as one
+    unit and every other item alone; with a number, every item with the others of its task (and configuration)
+    in groups of at most that many (1: every item alone)."""
+    units: list[list[tuple[Prepared, StoreKey]]] = []
+    open_units: dict[Any, list[tuple[Prepared, StoreKey]]] = {}
+    for entry in entries:
+        prepared = entry[0]
+        if group_size is None:
+            name = prepared.item.group
+            if name is None:
+                units.append([entry])
+                continue
+            unit_key: Any = name
+        else:
+            unit_key = prepared.task.sha256
+        unit = open_units.get(unit_key)
+        if unit is None or (group_size is not None and len(unit) >= group_size):
+            unit = open_units[unit_key] = []
+            units.append(unit)
+        unit.append(entry)
+    return units
 
 
 def prepare(items: Sequence[BatchItem]) -> list[Prepared]:
@@ -284,6 +327,7 @@ def run_batch(
     spare_workers: bool = False,
     stop: Interrupt | None = None,
     heartbeat_s: float | None = None,
+    group_size: int | None = None,
 ) -> BatchCounts:
     """Judge every item not already in the store, storing each record as it completes.
 
@@ -304,11 +348,17 @@ def run_batch(
     `backend`: judge on it instead of on `lanes` (`judge_on_backend`; e.g. `backends.ray.RayBackend`); the
     records still come back to this process's store. `spare_workers`: each lane's next judgment takes a
     worker pair started while the one before was judged (judgment/stages/spare_pairs.py).
+    `group_size`: how items are judged together as groups (judgment/group.py: one hidden plan and one reference
+    worker per group, each candidate in a fresh worker of its own): None, a manifest line's group as one, every
+    other item alone; a number, every item with the others of its task in groups of at most that many (1: none).
+    A group's items are judged in turn on one lane, each stored as its record is made.
     """
-    from kerneljudge.runs.backends import Job, judge_on_lane
+    from kerneljudge.runs.backends import GroupJob, Job, judge_group_on_lane, judge_on_lane
 
     if not lanes:
         raise UsageError("a batch needs at least one lane")
+    if group_size is not None and group_size < 1:
+        raise UsageError(f"a group holds at least one candidate, not {group_size}")
     if backend is not None and list(lanes) != [None]:
         raise UsageError("a batch runs on lanes of this machine or on a backend, not both")
     prepared = prepare(items)
@@ -318,13 +368,17 @@ def run_batch(
         environments = backend.machine_environments(config) if backend else [machine_environment(config, gpu)]
         env_digests = list(dict.fromkeys(environment_digest(environment) for environment in environments))
         digest = config_digest(config.to_dict())
-        todo: queue.SimpleQueue[tuple[Prepared, StoreKey]] = queue.SimpleQueue()
+        todo: queue.SimpleQueue[list[tuple[Prepared, StoreKey]]] = queue.SimpleQueue()
+        entries = []
         for entry in prepared:
             keys = [StoreKey(entry.task.sha256, entry.candidate.sha256, digest, env) for env in env_digests]
             if any(store.has(key) for key in keys):
                 counts.skipped += 1
             else:
-                todo.put((entry, keys[0]))
+                entries.append((entry, keys[0]))
+        for unit in units_of(entries, group_size):
+            todo.put(unit)
+    total = len(entries)
     live = sys.stderr.isatty() if progress is None else progress
     lines = sys.stderr if progress is None and not live else None
     count = backend.lanes if backend is not None else len(lanes)
@@ -332,9 +386,9 @@ def run_batch(
     about = f" ({counts.skipped} already stored, skipped), on {where}, --device {config.device}"
     shown = {"lines": lines, "about": about, **({"heartbeat_s": heartbeat_s} if heartbeat_s is not None else {})}
     if backend is not None:
-        with BatchProgress(live, todo.qsize(), counts, log, **shown) as bar:
+        with BatchProgress(live, total, counts, log, **shown) as bar:
             judge_on_backend(backend, todo, config, store_path, counts, bar, on_record, deadline, stop)
-        counts.not_started = todo.qsize()
+        counts.not_started = items_left(todo)
         return counts
     gate = LaneGate(list(lanes), deadline) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
@@ -346,41 +400,85 @@ def run_batch(
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side
             while not failures and not stop and (deadline is None or time.monotonic() < deadline):
                 try:
-                    entry, key = todo.get_nowait()
+                    unit = todo.get_nowait()
                 except queue.Empty:
                     return
-                if own.has(key):  # a duplicate manifest line, or another writer, stored it meanwhile
-                    with lock:
-                        counts.skipped += 1
-                        bar.skip(entry)
+                fresh = []
+                for entry, key in unit:
+                    if own.has(key):  # a duplicate manifest line, or another writer, stored it meanwhile
+                        with lock:
+                            counts.skipped += 1
+                            bar.skip(entry)
+                    else:
+                        fresh.append((entry, key))
+                if not fresh:
                     continue
-                with lock:
-                    bar.start(entry)
                 if len(lanes) == 1:
                     stage = bar.stage
                 else:
-                    name = f"lane {gpu if gpu is not None else index}: {entry.task.name}/{entry.candidate.name}"
+                    first = fresh[0][0]
+                    name = f"lane {gpu if gpu is not None else index}: {first.task.name}"
+                    name += f"/{first.candidate.name}" if len(fresh) == 1 else f" (a group of {len(fresh)})"
                     stage = lambda text, name=name: bar.note(f"{name}: {text}")  # noqa: E731
+                grouped = len(fresh) > 1 or fresh[0][0].item.group is not None
                 try:
-                    job = Job(entry.task, entry.candidate, config)
-                    record = judge_on_lane(job, gpu, gate, cache.for_task if cache is not None else None, stage, spares)
+                    if grouped:
+                        judged_group(fresh, gpu, own, stage, bar)
+                    else:
+                        judged_alone(fresh[0][0], gpu, own, stage, bar)
                 except PastDeadline as exc:  # never started: a rerun judges it
                     stage(f"not judged: {exc}")
-                    todo.put((entry, key))  # counted as not started
+                    todo.put([entry for entry in fresh if not own.has(entry[1])])  # counted as not started
                     return
-                if stop:  # its workers were killed under it: whatever it says is not about the candidate
-                    with lock:
-                        counts.interrupted += 1
-                        bar.stop(entry, f"stopped by {stop.name}, not stored; a rerun judges it")
+                if stop:
                     return
-                # The record's own key is what is stored; it differs from `key` only when the
-                # judgment saw another environment (its reference worker failed before saying hello).
-                own.put(record)
+
+    def filed(entry: Prepared, record: Record, own: Store, bar: BatchProgress) -> None:
+        """Store a record and count it; one whose workers were killed under it (a stop asked) is neither."""
+        if stop:  # its workers were killed under it: whatever it says is not about the candidate
+            with lock:
+                counts.interrupted += 1
+                bar.stop(entry, f"stopped by {stop.name}, not stored; a rerun judges it")
+            return
+        # The record's own key is what is stored; it differs from the item's only when the
+        # judgment saw another environment (its reference worker failed before saying hello).
+        own.put(record)
+        with lock:
+            counts.add(record)
+            bar.finish(entry, record)
+            if on_record is not None:
+                on_record(entry.item, record)
+
+    def judged_alone(entry: Prepared, gpu: str | None, own: Store, stage: Any, bar: BatchProgress) -> None:
+        with lock:
+            bar.start(entry)
+        job = Job(entry.task, entry.candidate, config)
+        record = judge_on_lane(job, gpu, gate, cache.for_task if cache is not None else None, stage, spares)
+        filed(entry, record, own, bar)
+
+    def judged_group(
+        unit: list[tuple[Prepared, StoreKey]], gpu: str | None, own: Store, stage: Any, bar: BatchProgress
+    ) -> None:
+        group = GroupJob(unit[0][0].task, tuple(entry.candidate for entry, _ in unit), config)
+        with lock:
+            bar.start(unit[0][0])
+        done: set[int] = set()
+
+        def made(index: int, record: Record) -> None:
+            done.add(index)
+            filed(unit[index][0], record, own, bar)
+            following = next((i for i in range(len(unit)) if i not in done), None)
+            if following is not None and not stop:
                 with lock:
-                    counts.add(record)
-                    bar.finish(entry, record)
-                    if on_record is not None:
-                        on_record(entry.item, record)
+                    bar.start(unit[following][0])
+
+        def stopping() -> bool:
+            return bool(stop) or (deadline is not None and time.monotonic() >= deadline)
+
+        baselines = cache.for_task if cache is not None else None
+        judge_group_on_lane(group, gpu, gate, baselines, stage, spares, on_record=made, stop=stopping)
+        with lock:  # a group ended before its last candidate (asked to stop, or past the deadline): a rerun goes on
+            counts.not_started += len(unit) - len(done)
 
     def guarded(index: int, gpu: str | None, bar: BatchProgress) -> None:
         try:
@@ -389,7 +487,7 @@ def run_batch(
             failures.append(exc)
 
     with (
-        BatchProgress(live, todo.qsize(), counts, log, **shown) as bar,
+        BatchProgress(live, total, counts, log, **shown) as bar,
         spares or contextlib.nullcontext(),
         Reaper(stop),
     ):
@@ -403,15 +501,25 @@ def run_batch(
                 thread.start()
             for thread in threads:
                 thread.join()
-    counts.not_started = todo.qsize()
+    counts.not_started += items_left(todo)
     if failures:
         raise failures[0]
     return counts
 
 
+def items_left(todo: queue.SimpleQueue[list[tuple[Prepared, StoreKey]]]) -> int:
+    """The items of the units no lane took (the queue emptied)."""
+    left = 0
+    while True:
+        try:
+            left += len(todo.get_nowait())
+        except queue.Empty:
+            return left
+
+
 def judge_on_backend(
     backend: Backend,
-    todo: queue.SimpleQueue[tuple[Prepared, StoreKey]],
+    todo: queue.SimpleQueue[list[tuple[Prepared, StoreKey]]],
     config: JudgeConfig,
     store_path: str | Path,
     counts: BatchCounts,
@@ -420,7 +528,8 @@ def judge_on_backend(
     deadline: float | None,
     stop: Interrupt | None = None,
 ) -> None:
-    """`run_batch`'s loop over a backend's futures: up to two jobs a lane queued ahead, none submitted after
+    """`run_batch`'s loop over a backend's futures: up to two jobs a lane queued ahead (a group's unit as one
+    `GroupJob`, `Backend.submit_group`), none submitted after
     `deadline` or once `stop` is asked. This process alone stores and counts, once per item, as each future
     resolves (a key already stored is a no-op put). A job whose lanes were lost (`backends.ray.LaneLost`) counts
     as an error and is not stored, so a rerun judges it; any other fault of the judge stops submitting and is
@@ -428,7 +537,7 @@ def judge_on_backend(
     count as `interrupted`, and the backend's exit on an exception stops them (cli/batch.py)."""
     from concurrent.futures import FIRST_COMPLETED, Future, wait
 
-    from kerneljudge.runs.backends import Job
+    from kerneljudge.runs.backends import GroupJob, Job
     from kerneljudge.runs.backends.ray import LaneLost
 
     running: dict[Future[Record], tuple[Prepared, StoreKey]] = {}
@@ -440,18 +549,32 @@ def judge_on_backend(
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 try:
-                    entry, key = todo.get_nowait()
+                    unit = todo.get_nowait()
                 except queue.Empty:
                     break
-                if key in queued:  # a duplicate manifest line: judged once
-                    counts.skipped += 1
-                    bar.skip(entry)
+                fresh = []
+                for entry, key in unit:
+                    if key in queued:  # a duplicate manifest line: judged once
+                        counts.skipped += 1
+                        bar.skip(entry)
+                    else:
+                        queued.add(key)
+                        fresh.append((entry, key))
+                if not fresh:
                     continue
-                queued.add(key)
-                name = f"{entry.task.name}/{entry.candidate.name}"
-                job = Job(entry.task, entry.candidate, config)
-                bar.start(entry)
-                running[backend.submit(job, lambda text, name=name: bar.note(f"{name}: {text}"))] = (entry, key)
+                first = fresh[0][0]
+                name = f"{first.task.name}/{first.candidate.name}"
+                for entry, _ in fresh:
+                    bar.start(entry)
+                if len(fresh) == 1 and first.item.group is None:
+                    job = Job(first.task, first.candidate, config)
+                    futures = [backend.submit(job, lambda text, name=name: bar.note(f"{name}: {text}"))]
+                else:
+                    group = GroupJob(first.task, tuple(entry.candidate for entry, _ in fresh), config)
+                    name = f"{first.task.name} (a group of {len(fresh)})"
+                    futures = backend.submit_group(group, lambda text, name=name: bar.note(f"{name}: {text}"))
+                for future, entry_key in zip(futures, fresh, strict=True):
+                    running[future] = entry_key
             if not running:
                 break
             if stop:

@@ -1,11 +1,12 @@
 """Where judgments run: a backend's lanes each judge one candidate at a time (docs/serve.md, docs/batch.md).
 
 A `Job` is one judgment asked for (task, candidate, configuration); `Backend.submit` answers it with a
-future of its verdict `Record`. Every backend judges through `judge_on_lane`, the one lane step `batch`
-also takes: cached baselines when asked for, and a judgment that ran short of memory beside other lanes
-judged again alone on its GPU.
+future of its verdict `Record`; a `GroupJob` is several candidates of one task, judged as a group where the
+backend can (`Backend.submit_group`: the local backend does, judgment/group.py). Every backend judges through
+`judge_on_lane` (or `judge_group_on_lane`), the lane step `batch` also takes: cached baselines when asked for, and
+a judgment that ran short of memory beside other lanes judged again alone on its GPU.
 
-- `lane.py`: a lane's step: one judgment on one lane (`judge_on_lane`);
+- `lane.py`: a lane's step: one judgment on one lane (`judge_on_lane`), or a group's (`judge_group_on_lane`);
 - `machine.py`: where lanes are: the GPUs a worker could be given, the lanes on them, the machine's fingerprint;
 - `local.py`: `LocalBackend`, lanes as threads of this process (`lanes_for`) sharing one `LaneGate`; the default;
 - `ray.py`: `RayBackend`, a Ray actor per GPU of a cluster, each a `LocalBackend` over its GPU (docs/ray.md);
@@ -43,12 +44,30 @@ class Job:
     config: JudgeConfig
 
 
+@dataclass(frozen=True)
+class GroupJob:
+    """Judgments of several candidates of one task, to run as a group (judgment/group.py): one hidden plan, one
+    reference worker lent to each candidate's judgment in turn."""
+
+    task: Task
+    candidates: tuple[Candidate, ...]
+    config: JudgeConfig
+
+    def jobs(self) -> list[Job]:
+        return [Job(self.task, candidate, self.config) for candidate in self.candidates]
+
+
 class Backend(ABC):
     """Lanes that judge jobs, one at a time each; `submit` never blocks on judging."""
 
     @abstractmethod
     def submit(self, job: Job, progress: Stage | None = None) -> Future[Record]:
         """Queue `job`; the future holds its record, or the judge's own fault as an exception."""
+
+    def submit_group(self, group: GroupJob, progress: Stage | None = None) -> list[Future[Record]]:
+        """Queue a group; a future per candidate, in its order. A backend that cannot judge groups judges each
+        candidate alone (its record's `workers.group` is then None)."""
+        return [self.submit(job, progress) for job in group.jobs()]
 
     @property
     @abstractmethod
@@ -79,6 +98,9 @@ class Backend(ABC):
         self.close()
 
 
-from kerneljudge.runs.backends.lane import judge_on_lane  # noqa: E402  (the lane step needs Job and Stage above)
+from kerneljudge.runs.backends.lane import (  # noqa: E402  (the lane step needs Job and Stage above)
+    judge_group_on_lane,
+    judge_on_lane,
+)
 
-__all__ = ["Backend", "Job", "Stage", "judge_on_lane"]
+__all__ = ["Backend", "GroupJob", "Job", "Stage", "judge_group_on_lane", "judge_on_lane"]

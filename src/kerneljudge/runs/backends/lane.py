@@ -1,7 +1,9 @@
 """A lane's step: one judgment on one lane, as `batch` and every backend take it (docs/batch.md, docs/serve.md).
 
 - `judge_on_lane`: the judgment, with the batch's cached baselines when asked for; one that ran short of
-  memory beside other lanes (`short_of_memory`) is judged again at once, alone on its GPU (`Alone`).
+  memory beside other lanes (`short_of_memory`) is judged again at once, alone on its GPU (`Alone`);
+- `judge_group_on_lane`: a group's judgments on one lane (judgment/group.py), each record handed on as it is made;
+  one that ran short of memory is judged again alone once the group's reference worker has ended.
 - `BaselineCache`: each task's reference timed once per device, in an A/A judgment, shared by its
   candidates (`--cached-baselines`).
 """
@@ -21,7 +23,7 @@ from kerneljudge.timing.sides import CachedSide
 
 if TYPE_CHECKING:
     from kerneljudge.judgment.stages.spare_pairs import SparePairs
-    from kerneljudge.runs.backends import Job, Stage
+    from kerneljudge.runs.backends import GroupJob, Job, Stage
     from kerneljudge.sources.task import Task
 
 A_A_CANDIDATE = "\n\nclass ModelNew(Model):\n    pass\n"  # the task's own model, as a candidate
@@ -137,3 +139,54 @@ def judge_on_lane(
         stage(f"short of memory ({why}); judged again, alone on its GPU")
         record = judge(job.task, job.candidate, job.config, progress=stage, gpu=gpu, gate=Alone(gate), spares=spares)
     return record
+
+
+def judge_group_on_lane(
+    group: GroupJob,
+    gpu: str | None,
+    gate: Any = None,
+    baselines: Callable[[Task, str | None, Any, Stage], dict[str, CachedSide]] | None = None,
+    progress: Stage | None = None,
+    spares: SparePairs | None = None,
+    on_record: Callable[[int, Record], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> list[Record]:
+    """A group's judgments on one lane (`judge_on_lane`'s, for `judgment.group.judge_group`): its records in the
+    group's order, each also handed to `on_record(index, record)` as it is final. A judgment that ran short of
+    memory beside other lanes is judged again alone on its GPU, as a single judgment, once the group's reference
+    worker has ended (it holds device memory while it waits); `stop()` ends the group before its next candidate."""
+    from kerneljudge.judgment.group import judge_group
+    from kerneljudge.judgment.pipeline import judge
+
+    stage = progress or (lambda text: None)
+    cached = baselines(group.task, gpu, gate, stage) if baselines is not None else None
+    again: list[int] = []
+
+    def filed(index: int, record: Record) -> None:
+        if gate is not None and short_of_memory(record):
+            again.append(index)
+        elif on_record is not None:
+            on_record(index, record)
+
+    records = judge_group(
+        group.task,
+        list(group.candidates),
+        group.config,
+        progress=stage,
+        gpu=gpu,
+        gate=gate,
+        baselines=cached,
+        spares=spares,
+        on_record=filed,
+        stop=stop,
+    )
+    for index in again:
+        if stop is not None and stop():
+            break
+        stage(f"candidate {index + 1}: short of memory beside other lanes; judged again, alone on its GPU")
+        records[index] = judge(
+            group.task, group.candidates[index], group.config, progress=stage, gpu=gpu, gate=Alone(gate), spares=spares
+        )
+        if on_record is not None:
+            on_record(index, records[index])
+    return records

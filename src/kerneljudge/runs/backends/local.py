@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kerneljudge.config import JudgeConfig
 from kerneljudge.judgment.gate import LaneGate
 from kerneljudge.judgment.stages.spare_pairs import SparePairs, pairs_taken
-from kerneljudge.runs.backends import Backend, Job, Stage, judge_on_lane
+from kerneljudge.runs.backends import Backend, GroupJob, Job, Stage, judge_group_on_lane, judge_on_lane
 
 if TYPE_CHECKING:
     from kerneljudge.results.verdict import Record
@@ -40,7 +40,7 @@ class LocalBackend(Backend):
         self.gate = LaneGate(self._lanes) if len(self._lanes) > 1 else None
         self.cached_baselines = cached_baselines
         self._caches: dict[str, object] = {}  # a BaselineCache per configuration digest
-        self._queue: queue.SimpleQueue[tuple[Job, Stage | None, Future[Record]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Any, Stage | None, Any] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._busy = 0
         self._closed = False
@@ -74,6 +74,15 @@ class LocalBackend(Backend):
             self._queue.put((job, progress, future))
         return future
 
+    def submit_group(self, group: GroupJob, progress: Stage | None = None) -> list[Future[Record]]:
+        """The group judged on one lane (`judge_group_on_lane`); each future resolves as its record is made."""
+        futures: list[Future[Record]] = [Future() for _ in group.candidates]
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the backend is closed")
+            self._queue.put((group, progress, futures))
+        return futures
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -103,6 +112,9 @@ class LocalBackend(Backend):
             if entry is _STOP:
                 return
             job, progress, future = entry
+            if isinstance(job, GroupJob):
+                self._group(job, progress, future, gpu)
+                continue
             if not future.set_running_or_notify_cancel():
                 continue
             with self._lock:
@@ -114,3 +126,25 @@ class LocalBackend(Backend):
             finally:
                 with self._lock:
                     self._busy -= 1
+
+    def _group(self, group: GroupJob, progress: Stage | None, futures: list[Future[Record]], gpu: str | None) -> None:
+        running = [future.set_running_or_notify_cancel() for future in futures]
+        if not any(running):
+            return
+        with self._lock:
+            self._busy += 1
+        baselines = self._baselines(group.jobs()[0])
+
+        def filed(index: int, record: Record) -> None:
+            if running[index]:
+                futures[index].set_result(record)
+
+        try:
+            judge_group_on_lane(group, gpu, self.gate, baselines, progress, self.spares, on_record=filed)
+        except BaseException as exc:  # the judge's own fault, for every candidate it left without a record
+            for index, future in enumerate(futures):
+                if running[index] and not future.done():
+                    future.set_exception(exc)
+        finally:
+            with self._lock:
+                self._busy -= 1
