@@ -14,18 +14,20 @@ candidate in the scoring process; here the rubric sends each completion to kerne
 is `kerneljudge generate`'s KernelBench-style prompt (kerneljudge/generate/prompts.py) and its `answer` the
 task (an id, or the task's source for a task file). A rubric needs a number, so a judgment without reward
 (the judge's own fault, or UNSUPPORTED) scores `no_reward_score`; the whole outcome is kept in
-`state["kerneljudge"]`. The blocking judge runs in a thread, so rollouts keep being scored concurrently.
+`state["kerneljudge"]`. The rollouts whose rewards are asked within `batch_window_s` of each other go to the
+judge in one request (adapters/batching.py), from a thread, so rollouts keep being scored concurrently and a
+judge that groups a request's samples of one task judges a step's rollouts as groups.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kerneljudge.api.outcomes import Judge, as_options, response_text, score
+from kerneljudge.adapters.batching import batcher_for
+from kerneljudge.api.outcomes import Judge, as_options, response_text
 from kerneljudge.client import default_judge
 from kerneljudge.errors import UsageError
 from kerneljudge.results.reward import REWARD_V2
@@ -40,6 +42,7 @@ def load_environment(
     options: Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
     judge: Judge | None = None,
+    batch_window_s: float = 0.05,
     **env_args: Any,
 ) -> Any:
     """A `vf.SingleTurnEnv` over `tasks`: `builtin:NAME` ids or KernelBench task files (default: the whole
@@ -54,10 +57,10 @@ def load_environment(
     chosen = as_options(options, reward_spec)
 
     async def kernel_reward(completion: Any, answer: str, state: dict, **kwargs: Any) -> float:
-        """The judge's reward for this completion against the row's task."""
-        (outcome,) = await asyncio.to_thread(
-            score, judge or default_judge(judge_url), [answer], [response_text(completion)], chosen
-        )
+        """The judge's reward for this completion against the row's task, judged in one request with the rollouts
+        that finish with it (adapters/batching.py)."""
+        batcher = batcher_for(judge or default_judge(judge_url), chosen, batch_window_s)
+        outcome = await batcher.score(answer, response_text(completion))
         state["kerneljudge"] = dataclasses.asdict(outcome)
         return no_reward_score if outcome.reward is None else outcome.reward
 

@@ -8,16 +8,16 @@ package exporting its `vf.Taskset` subclass in `__all__`, whose `load()` yields 
 `kerneljudge_verifiers` re-exports `KernelTaskset`): verifiers 0.4's loader takes an id's last part as one
 module name, so a dotted path into kerneljudge cannot name it.
 
-A task's prompt is `kerneljudge generate`'s KernelBench-style prompt and its `task` field the task sent to
-the judge, as in the classic environment (`verifiers_env.task_row`). The reward, `kerneljudge`, sends the
-trace's last reply to the judge (a server at `task.judge_url`, else `KJ_JUDGE_URL`, else a judge in this
-process) in a worker thread; a judgment without reward scores `no_reward_score`; the whole outcome is kept
-in `trace.info["kerneljudge"]` and `kerneljudge_verified` / `kerneljudge_rewarded` are recorded as metrics.
+A task's prompt is `kerneljudge generate`'s KernelBench-style prompt and its `task` field the task sent to the
+judge, as in the classic environment (`verifiers_env.task_row`). The reward, `kerneljudge`, sends the trace's last
+reply to the judge (a server at `task.judge_url`, else `KJ_JUDGE_URL`, else a judge in this process) in one request
+with the replies whose rewards are asked within `task.batch_window_s` (adapters/batching.py), from a worker thread;
+a judgment without reward scores `no_reward_score`; the whole outcome is kept in `trace.info["kerneljudge"]` and
+`kerneljudge_verified` / `kerneljudge_rewarded` are recorded as metrics.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Iterator
 from typing import Any
@@ -25,8 +25,9 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
+from kerneljudge.adapters.batching import batcher_for
 from kerneljudge.adapters.verifiers_env import builtin_ids, task_row
-from kerneljudge.api.outcomes import as_options, score
+from kerneljudge.api.outcomes import as_options
 from kerneljudge.client import default_judge
 from kerneljudge.results.reward import REWARD_V2
 
@@ -48,6 +49,8 @@ class KernelTaskConfig(vf.TaskConfig):
     """The reward of a judgment that gives none (the judge's own fault, or UNSUPPORTED)."""
     options: dict[str, Any] = Field(default_factory=dict)
     """Judge options for every item: mode, policy, timing."""
+    batch_window_s: float = 0.05
+    """Rewards asked within this many seconds of each other go to the judge in one request (adapters/batching.py)."""
 
 
 class KernelTask(vf.Task[KernelData, vf.State, KernelTaskConfig]):
@@ -55,8 +58,8 @@ class KernelTask(vf.Task[KernelData, vf.State, KernelTaskConfig]):
     async def kerneljudge(self, trace: vf.Trace) -> float:
         """The judge's reward for the trace's last reply against this task."""
         chosen = as_options(self.config.options, self.config.reward_spec)
-        judge = default_judge(self.config.judge_url)
-        (outcome,) = await asyncio.to_thread(score, judge, [self.data.task], [trace.last_reply], chosen)
+        batcher = batcher_for(default_judge(self.config.judge_url), chosen, self.config.batch_window_s)
+        outcome = await batcher.score(self.data.task, trace.last_reply)
         trace.info["kerneljudge"] = dataclasses.asdict(outcome)
         trace.record_metrics(
             {"kerneljudge_verified": outcome.verified, "kerneljudge_rewarded": outcome.reward is not None}

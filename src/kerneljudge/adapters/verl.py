@@ -28,13 +28,11 @@ This file imports only kerneljudge: verl loads it as `pkg://kerneljudge.adapters
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kerneljudge.adapters.batching import batcher_for
 from kerneljudge.api.outcomes import Judge, Outcome, as_options, score
-from kerneljudge.api.schema import Options
 from kerneljudge.client import default_judge
 from kerneljudge.results.reward import REWARD_V2
 
@@ -84,7 +82,7 @@ async def compute_score_async(
     """`compute_score` as a coroutine: this response joins the others that reach this event loop within
     `batch_window_s` (a reward worker's samples, or rollouts finishing together) in one judge request."""
     chosen = as_options(options, reward_spec)
-    batcher = _batcher(judge or default_judge(url), chosen, batch_window_s)
+    batcher = batcher_for(judge or default_judge(url), chosen, batch_window_s)
     outcome = await batcher.score(ground_truth, str(solution_str))
     return score_dict(outcome, no_reward_score)
 
@@ -126,54 +124,3 @@ def score_dict(outcome: Outcome, no_reward_score: float) -> dict[str, Any]:
         "record_id": outcome.record_id or "",
         "explanation": outcome.explanation,
     }
-
-
-class RequestBatcher:
-    """Responses awaited on one event loop, sent to `judge` together: the first to arrive opens a window of
-    `window_s`; when it closes, everything gathered is judged in one request in a worker thread (the judge
-    blocks), and each caller gets its own outcome. A request that fails fails every caller in it."""
-
-    def __init__(self, judge: Judge, options: Options, window_s: float) -> None:
-        self.judge, self.options, self.window_s = judge, options, window_s
-        self._waiting: list[tuple[Any, str, asyncio.Future[Outcome]]] = []
-        self._flushes: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references to tasks
-
-    async def score(self, task: Any, response: str) -> Outcome:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Outcome] = loop.create_future()
-        self._waiting.append((task, response, future))
-        if len(self._waiting) == 1:
-            flush = loop.create_task(self._flush_after_window())
-            self._flushes.add(flush)
-            flush.add_done_callback(self._flushes.discard)
-        return await future
-
-    async def _flush_after_window(self) -> None:
-        await asyncio.sleep(self.window_s)
-        batch, self._waiting = self._waiting, []
-        tasks, responses = [task for task, _, _ in batch], [response for _, response, _ in batch]
-        try:
-            outcomes = await asyncio.to_thread(score, self.judge, tasks, responses, self.options)
-        except Exception as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_, _, future), outcome in zip(batch, outcomes, strict=True):
-            if not future.done():
-                future.set_result(outcome)
-
-
-_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, RequestBatcher]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _batcher(judge: Judge, options: Options, window_s: float) -> RequestBatcher:
-    """The running loop's batcher for this judge, these options and this window (one per combination:
-    a request carries one set of options)."""
-    per_loop = _batchers.setdefault(asyncio.get_running_loop(), {})
-    key = (id(judge), options.model_dump_json(), window_s)
-    if key not in per_loop or per_loop[key].judge is not judge:
-        per_loop[key] = RequestBatcher(judge, options, window_s)
-    return per_loop[key]

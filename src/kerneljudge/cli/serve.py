@@ -43,6 +43,13 @@ def add_serve_parser(sub: Any) -> None:
         help="judgments that may wait for a lane; beyond them a request is refused at once (429, Retry-After)",
     )
     s.add_argument(
+        "--group-size",
+        type=positive_int,
+        metavar="N",
+        help="judge a request's items of one task as groups of at most N: one hidden plan and one reference worker "
+        "per group, each candidate in a fresh worker (a training step's samples; docs/serve.md); default: each alone",
+    )
+    s.add_argument(
         "--backend",
         choices=BACKENDS,
         default="local",
@@ -164,7 +171,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--store {args.store}: directory {args.store.parent} does not exist")
     tasks = TaskCatalog(args.tasks)
     backend, environment = make_backend(args, config)
-    service = Service(backend, args.store, config, tasks, queue=args.queue, environment=environment)
+    service = Service(
+        backend, args.store, config, tasks, queue=args.queue, environment=environment, group_size=args.group_size
+    )
     # The lanes are up before the port opens (make_backend returns once they are): a client that connects
     # finds /healthz ready (docs/serve.md, "Readiness").
     logger.info(

@@ -1,7 +1,7 @@
 """The judge a trainer adapter reaches: the server at an explicit url or `KJ_JUDGE_URL` (`RemoteJudge`), else
 `LocalJudge`, the same `Service` the server runs, in this process and without HTTP, with no bound on its queue
 (the caller's own items are all it holds), storing records in `KJ_JUDGE_STORE`
-(default ~/.cache/kerneljudge/adapters.db)."""
+(default ~/.cache/kerneljudge/adapters.db) and grouping a call's items of one task by `KJ_JUDGE_GROUP_SIZE`."""
 
 from __future__ import annotations
 
@@ -16,17 +16,20 @@ from kerneljudge.api.outcomes import Judge
 from kerneljudge.api.schema import Answer
 from kerneljudge.client.remote import ItemLike, RemoteJudge, as_items
 from kerneljudge.config import JudgeConfig
+from kerneljudge.errors import UsageError
 from kerneljudge.results.store import Store
 from kerneljudge.runs.backends import Backend
 
 URL_ENV = "KJ_JUDGE_URL"
 STORE_ENV = "KJ_JUDGE_STORE"
+GROUP_SIZE_ENV = "KJ_JUDGE_GROUP_SIZE"  # the local judge's group size (LocalJudge's `group_size`); unset: none
 DEFAULT_STORE = Path.home() / ".cache" / "kerneljudge" / "adapters.db"
 
 
 class LocalJudge:
     """Judges in this process through `backend` (which it owns) into the store at `store` (a path or an open
-    `Store`, of which the path is taken). `config`: the judge configuration items' options start from."""
+    `Store`, of which the path is taken). `config`: the judge configuration items' options start from.
+    `group_size`: a call's items of one task judged as groups of at most that many (`Service`'s)."""
 
     def __init__(
         self,
@@ -34,11 +37,12 @@ class LocalJudge:
         store: str | Path | Store,
         config: JudgeConfig | None = None,
         tasks: TaskCatalog | None = None,
+        group_size: int | None = None,
     ) -> None:
         from kerneljudge.serve.service import Service
 
         path = store.path if isinstance(store, Store) else store
-        self.service = Service(backend, path, config or JudgeConfig(), tasks, queue=None)
+        self.service = Service(backend, path, config or JudgeConfig(), tasks, queue=None, group_size=group_size)
 
     def judge(self, items: Sequence[ItemLike]) -> list[Answer]:
         """The answers to `items`; a bad item raises `service.BadRequest` (or `Conflict`) before any is judged."""
@@ -74,6 +78,17 @@ def _local_judge() -> Judge:
 
     store = Path(os.environ.get(STORE_ENV) or DEFAULT_STORE)
     store.parent.mkdir(parents=True, exist_ok=True)
-    judge = LocalJudge(LocalBackend(), store)
+    judge = LocalJudge(LocalBackend(), store, group_size=group_size_from_env())
     atexit.register(judge.close)
     return judge
+
+
+def group_size_from_env() -> int | None:
+    """`KJ_JUDGE_GROUP_SIZE` as a group size: unset or empty, None; anything but a positive integer, a one-line
+    error naming the variable."""
+    text = os.environ.get(GROUP_SIZE_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"{GROUP_SIZE_ENV} must be a positive integer (a group's most candidates), not {text!r}")
+    return int(text)

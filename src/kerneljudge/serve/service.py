@@ -36,7 +36,7 @@ from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.results.store import StoreKey, config_digest
 from kerneljudge.results.verdict import Record
-from kerneljudge.runs.backends import Backend, Job
+from kerneljudge.runs.backends import Backend, GroupJob, Job
 from kerneljudge.serve.answers import answer_for
 from kerneljudge.serve.ledger import Ledger, LedgerSession, content_digest, record_id
 from kerneljudge.serve.metrics import ServeMetrics
@@ -129,7 +129,9 @@ class Service:
     `config`: the server's judge configuration; an item's options change its mode, policy and timing.
     `queue`: judgments that may wait for a lane beyond those the lanes run (None: no bound, for in-process
     use). `environment`: the environment digest of the machines the backend judges on; None asks the backend
-    (`Backend.machine_environments`).
+    (`Backend.machine_environments`). `group_size`: a request's new judgments of one task (and configuration) are
+    judged as groups of at most that many (judgment/group.py: one hidden plan and one reference worker per
+    group; `Backend.submit_group`); None or 1: each alone.
     """
 
     def __init__(
@@ -140,11 +142,15 @@ class Service:
         tasks: TaskCatalog | None = None,
         queue: int | None = 64,
         environment: str | None = None,
+        group_size: int | None = None,
     ) -> None:
         from kerneljudge.results.store import environment_digest
 
         if queue is not None and queue < 0:
             raise UsageError(f"--queue must be 0 or more, got {queue}")
+        if group_size is not None and group_size < 1:
+            raise UsageError(f"--group-size must be 1 or more, got {group_size}")
+        self.group_size = group_size
         self.backend = backend
         self.config = config
         self.tasks = tasks or TaskCatalog()
@@ -225,7 +231,9 @@ class Service:
                     new.setdefault(digest, (job, predicted))
                     found.append(digest)
             self._admit(len(new), count_refusal)
-            launched = {digest: self._launch(digest, job, predicted) for digest, (job, predicted) in new.items()}
+            launched: dict[str, Flight] = {}
+            for group in self._groups(new):
+                launched.update(self._launch(group))
             for item, (_, predicted) in zip(items, jobs, strict=True):
                 if item.request_id is not None:
                     ledger.claim_request(item.request_id, content_digest(predicted))
@@ -296,15 +304,38 @@ class Service:
         seconds = DEFAULT_RETRY_S if math.isnan(typical) else typical / max(self.backend.lanes, 1)
         return int(min(300, max(1, math.ceil(seconds))))
 
-    def _launch(self, digest: str, job: Job, predicted: StoreKey) -> Flight:
+    def _groups(self, new: dict[str, tuple[Job, StoreKey]]) -> list[list[tuple[str, Job, StoreKey]]]:
+        """The new judgments of a request as the backend is given them: each alone, or with `group_size`, those of
+        one task and configuration together, in groups of at most that many, in the request's order."""
+        size = self.group_size or 1
+        groups: list[list[tuple[str, Job, StoreKey]]] = []
+        open_groups: dict[tuple[str, str], list[tuple[str, Job, StoreKey]]] = {}
+        for digest, (job, predicted) in new.items():
+            kind = (predicted.task_sha256, predicted.config_digest)
+            group = open_groups.get(kind)
+            if group is None or len(group) >= size:
+                group = open_groups[kind] = []
+                groups.append(group)
+            group.append((digest, job, predicted))
+        return groups
+
+    def _launch(self, group: list[tuple[str, Job, StoreKey]]) -> dict[str, Flight]:
+        """Submit one judgment, or a group of one task's (`Backend.submit_group`); their flights by digest."""
         try:
-            backend_future = self.backend.submit(job)
+            if len(group) == 1:
+                futures = [self.backend.submit(group[0][1])]
+            else:
+                first = group[0][1]
+                candidates = tuple(job.candidate for _, job, _ in group)
+                futures = self.backend.submit_group(GroupJob(first.task, candidates, first.config))
         except RuntimeError as exc:  # the backend is closed
             raise Unavailable(f"the judging backend refused the job: {exc}") from None
-        flight = Flight(predicted, backend_future, time.monotonic())
-        self._flights[digest] = flight
-        backend_future.add_done_callback(lambda future: self._finish(digest, flight))
-        return flight
+        flights = {}
+        for (digest, _, predicted), backend_future in zip(group, futures, strict=True):
+            flight = flights[digest] = Flight(predicted, backend_future, time.monotonic())
+            self._flights[digest] = flight
+            backend_future.add_done_callback(lambda future, digest=digest, flight=flight: self._finish(digest, flight))
+        return flights
 
     def _finish(self, digest: str, flight: Flight) -> None:
         """Store the record before the flight is forgotten, so a duplicate finds one or the other."""
