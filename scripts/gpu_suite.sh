@@ -4,11 +4,11 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch step suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
-#                                bench, start, copies, latency, batch, ipc, teardown, exchange, digest, generate) that many seconds after the script's start, which then still packs what
+#                                bench, start, copies, latency, batch, step, ipc, teardown, exchange, digest, generate) that many seconds after the script's start, which then still packs what
 #                                came back (set it under the device call's limit); the records, the stores and the
 #                                stages' JSON reports and logs come back packed in $OUT/results.tar.gz, the Markdown
 #                                tables, gpu.txt and gpu_tests.log beside it
@@ -29,6 +29,10 @@
 #                                "--jobs 4 --limit 32"; "--manifest real --kernelbench ext/KernelBench --modes enforce
 #                                --jobs 8 --limit 28" measures against upstream, "--jobs 1 2 4 8" lane scaling; it
 #                                ends at KJ_LIMIT_S);
+#                                `step`: benchmarks/training_step.py, a GRPO-shaped step (16 tasks x 8 samples, real
+#                                sizes) judged as groups and as single candidates, and by upstream's evaluator with
+#                                "--kernelbench ext/KernelBench" in KJ_STEP_ARGS (default "--jobs 8"; its table in
+#                                $OUT/training_step.md, its stores in results.tar.gz as step/);
 #                                `suite`: benchmarks/suite_candidates.py, the built-in suite's reference Triton
 #                                candidates judged (its table in $OUT/suite_candidates.md, its store in $OUT/suite/;
 #                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"; KJ_SUITE_LIMIT_S stops it after
@@ -202,6 +206,13 @@ run() {
       2> "$OUT/batch_throughput.log" | tee "$OUT/batch_throughput.md"
     status=${PIPESTATUS[0]}
   fi
+  if asked step; then
+    # shellcheck disable=SC2086  # KJ_STEP_ARGS holds several arguments
+    timeout "$(stage_left)" python3 benchmarks/training_step.py --device cuda --out "$OUT/step" \
+      ${KJ_STEP_ARGS:---jobs 8} \
+      2> "$OUT/training_step.log" | tee "$OUT/training_step.md"
+    status=${PIPESTATUS[0]}
+  fi
   if asked suite; then
     # A store carried from an earlier call (KJ_SUITE_RESUME: a results.tar.gz, or a folder holding suite.db)
     # is resumed; KJ_SUITE_LIMIT_S stops the judging after that many seconds (the store keeps what finished).
@@ -356,7 +367,7 @@ PY
   # The stages' JSON reports and progress logs go in it too, the Markdown tables and the GPU tests' log staying
   # beside it: with four stages (2026-12-05) their loose files came to nine and the archive was the one left out.
   local packed=(records) file
-  for folder in batch suite conformance latency serve chaos; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for folder in batch step suite conformance latency serve chaos; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   for file in "$OUT"/*.json "$OUT"/*.log; do
     [ -f "$file" ] && [ "$(basename "$file")" != gpu_tests.log ] && packed+=("$(basename "$file")")
   done

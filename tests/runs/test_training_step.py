@@ -1,0 +1,48 @@
+"""The training-step benchmark (benchmarks/training_step.py): its GRPO-shaped manifest, and a step judged on the CPU
+as groups and as single candidates, with the same verdicts."""
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import training_step  # noqa: E402  (a script of benchmarks/, not a package)
+
+from kerneljudge.results.store import Store  # noqa: E402
+
+
+def test_a_step_is_sixteen_tasks_of_eight_distinct_samples_mixed_as_an_early_policy_writes_them(tmp_path):
+    lines = training_step.step_lines(tmp_path, 16, 8, seed=1)
+    by_task = Counter(line["task"] for line in lines)
+    assert len(by_task) == 16 and set(by_task.values()) == {8}
+    names = {Path(line["task"]).parent.name for line in lines}
+    assert {name.rsplit("_", 1)[1] for name in names} == {"fp32", "fp16"}
+    for task in by_task:
+        kinds = Counter(line["kind"] for line in lines if line["task"] == task)
+        assert (kinds["honest_triton"], kinds["honest_torch"], kinds["tail_zeroed"]) == (2, 2, 1)
+        assert sum(kinds[k] for k in training_step.HACK_KINDS) == 3
+    texts = [open(line["candidate"]).read() for line in lines]
+    assert len(set(texts)) == len(texts)  # no two samples are one judgment
+    assert training_step.step_lines(tmp_path / "again", 16, 8, seed=1)[5]["kind"] == lines[5]["kind"]
+
+
+def test_a_small_step_on_the_cpu_judges_groups_as_single_candidates_judge_them(tmp_path, capsys):
+    out = tmp_path / "step"
+    argv = ["--device", "cpu", "--tasks", "1", "--samples", "3", "--small", "--no-timing", "--jobs", "1"]
+    assert training_step.main([*argv, "--out", str(out)]) == 0
+    report = json.loads((out / "step.json").read_text())
+    groups, single = report["rows"]
+    assert groups["candidates"] == single["candidates"] == 3
+    assert groups["passed"] == single["passed"] == 2  # the bug fails; the honest Triton and torch kernels pass
+    agreement = report["agreement"]
+    assert (agreement["items"], agreement["status_differs"], agreement["failure_kind_differs"]) == (3, [], [])
+    with Store(out / "groups.db") as store:
+        assert {r.workers.checked for r in store} == {"group"}
+    with Store(out / "single.db") as store:
+        assert {r.workers.checked for r in store} == {"started"}
+    table = capsys.readouterr().out
+    assert "| groups | 1 | 3 |" in table and "| single candidates | 1 | 3 |" in table
+    assert "Groups against single candidates: 3 items, status differs on 0, failure kind on 0" in table
