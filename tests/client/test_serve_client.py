@@ -134,3 +134,18 @@ def test_a_batch_larger_than_the_server_admits_goes_in_parts_and_a_413_in_halves
     judge, slept = judge_of(script)
     assert [a.record_id for a in judge.judge(ITEMS)] == [f"r-{n}" for n in range(10)]
     assert [len(body) for body in script.bodies] == [10, 5, 2, 3, 5] and slept == []
+
+
+def test_a_tasks_items_go_in_the_same_parts_and_come_back_in_the_items_order():
+    """A server that groups a request's items of one task (serve --group-size) gets a task's items together."""
+    items = [
+        {"task": f"builtin:{name}", "candidate": f"class ModelNew: pass  # {n}"}
+        for n, name in enumerate(
+            ["softmax_fp32", "rmsnorm_fp32", "softmax_fp32", "rmsnorm_fp32", "softmax_fp32", "rmsnorm_fp32"]
+        )
+    ]
+    script = Script(health={"status": "ok", "lanes": 3, "capacity": 9, "busy": 0, "waiting": 0, "version": "x"})
+    judge, _ = judge_of(script)
+    answers = judge.judge(items)
+    assert sorted({item["task"] for item in body} == {body[0]["task"]} for body in script.bodies) == [True, True]
+    assert [a.record_id for a in answers] == [f"r-{n}" for n in range(6)]  # in the items' order

@@ -112,12 +112,19 @@ class RemoteJudge:
         given = as_items(items)
         sent = [self._identified(item) for item in given]
         size, side_by_side = self.parts()
-        parts = [sent[start : start + size] for start in range(0, len(sent), size)] or [[]]
+        # A task's items side by side in the parts (the trainer's order kept within a task), so that a server that
+        # groups a request's items of one task (serve --group-size) gets whole groups where they fit in a part.
+        order = sorted(range(len(sent)), key=lambda i: (sent[i].task or "", sent[i].task_source or ""))
+        ordered = [sent[i] for i in order]
+        parts = [ordered[start : start + size] for start in range(0, len(ordered), size)] or [[]]
         if len(parts) == 1:
-            answers = self._judge_part(parts[0])
+            in_order = self._judge_part(parts[0])
         else:
             with ThreadPoolExecutor(min(len(parts), side_by_side), thread_name_prefix="kerneljudge-part") as pool:
-                answers = [answer for part in pool.map(self._judge_part, parts) for answer in part]
+                in_order = [answer for part in pool.map(self._judge_part, parts) for answer in part]
+        answers = [in_order[0]] * len(sent) if sent else []
+        for place, index in enumerate(order):
+            answers[index] = in_order[place]
         # The ids this client made up are its own business: each answer names the request id its item had.
         return [a.model_copy(update={"request_id": item.request_id}) for a, item in zip(answers, given, strict=True)]
 

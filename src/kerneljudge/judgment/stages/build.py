@@ -178,7 +178,9 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         state.admission.ahead_fits = ahead_fits(footprint, total, timing_pool_sets(footprint, total))
     if admit:  # asked even for no need: a gate may hold a judgment to run alone (batch.py)
         state.admission.pool_sets = timing_pool_sets(footprint, total)
-        timed, beside = state.config.timing, bool(state.admission.ahead_fits)
+        # A group's reference waits, idle, with its model and last outputs while the candidate is timed on a fresh
+        # pair (judgment/stages/shared_reference.py): reserved as two pairs side by side, as timing ahead is.
+        timed, beside = state.config.timing, bool(state.admission.ahead_fits) or state.shared is not None
         state.admission.reserved_bytes = memory_need(footprint, timed, state.admission.pool_sets, beside=beside)
         if state.admission.reserved_bytes:
             state.progress(f"waiting for {state.admission.reserved_bytes / 2**30:.1f} GiB of device memory")
