@@ -119,20 +119,23 @@ def spied(monkeypatch):
 
 
 def test_every_record_of_a_group_is_the_candidates_single_judgment(tmp_path, spied):
-    candidates = written(tmp_path, honest=HONEST, public_width_only=PUBLIC_WIDTH_ONLY, capped=CAPPED, again=HONEST)
+    # The first derives the task's family and fails at a hidden shape, leaving the reference there; the second fails
+    # at the first trial, before any family is derived; the third goes through every stage.
+    candidates = written(tmp_path, public_width_only=PUBLIC_WIDTH_ONLY, capped=CAPPED, honest=HONEST)
     grouped = judge_group(TASK, candidates, CONFIG, key=KEY)
     singles = [judge(TASK, candidate, CONFIG, rng=GroupSource(KEY)) for candidate in candidates]
-    assert [r.status for r in grouped] == ["PASS", "FAIL", "FAIL", "PASS"]
-    assert [r.failure_kind for r in grouped] == [None, "tolerance", "tolerance", None]
-    assert grouped[1].failure.phase.startswith("correctness (shape trial")  # it reached the hidden shapes
+    assert [r.status for r in grouped] == ["FAIL", "FAIL", "PASS"]
+    assert [r.failure_kind for r in grouped] == ["tolerance", "tolerance", None]
+    assert grouped[0].failure.phase.startswith("correctness (shape trial")  # it reached the hidden shapes
+    assert grouped[0].correctness.shape_family is not None and grouped[1].correctness.shape_family is None
     for one, alone in zip(grouped, singles, strict=True):
         validate_record(one)
         assert differences(comparable(one), comparable(alone)) == [], one.candidate.name
         assert one.workers.checked == "group" and alone.workers.checked == "started"
-    assert [r.workers.group.index for r in grouped] == [0, 1, 2, 3]
-    assert len({r.workers.group.id for r in grouped}) == 1 and grouped[0].workers.group.size == 4
+    assert [r.workers.group.index for r in grouped] == [0, 1, 2]
+    assert len({r.workers.group.id for r in grouped}) == 1 and grouped[0].workers.group.size == 3
     (shared,) = spied
-    assert (shared.started, shared.lends, shared.retired) == (1, 4, [])  # one reference, greeted once
+    assert (shared.started, shared.lends, shared.retired) == (1, 3, [])  # one reference, greeted once
     assert shared.worker is None  # ended with the group
     for later in grouped[1:]:  # its start and hello were the first judgment's
         assert later.stages_s["build.reference.hello"] < 0.1 < grouped[0].stages_s["build.reference.hello"]
