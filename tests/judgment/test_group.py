@@ -245,3 +245,17 @@ def test_a_group_takes_candidates_or_texts_and_each_group_draws_its_own_plan(tmp
     assert from_text.workers.group.id != from_path.workers.group.id
     seeds = [[t.seed for t in r.correctness.trials if t.kind == "hidden"] for r in (from_text, from_path)]
     assert seeds[0] != seeds[1]  # a key per group, from the operating system
+
+
+def test_a_worker_that_cannot_be_sandboxed_is_the_judges_failure_as_in_a_single_judgment():
+    from kerneljudge.judgment.stages.failures import JudgeFailed
+    from kerneljudge.sandbox.confine import SandboxUnavailable
+    from kerneljudge.sandbox.process import WorkerLimits
+
+    def refused(*args, **kwargs):
+        raise SandboxUnavailable("no user namespace")
+
+    shared = shared_reference.SharedReference("", "cpu", None, None, WorkerLimits(max_message_bytes=1 << 20), refused)
+    with pytest.raises(JudgeFailed, match="a worker cannot be sandboxed as required: no user namespace"):
+        shared.lend("candidate text")
+    assert shared.worker is None and shared.channels is None and shared.lent is None

@@ -30,9 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kerneljudge.judgment.stages.failures import JudgeFailed
 from kerneljudge.protocol import channel
 from kerneljudge.protocol.environment import PREPARE_TRITON_ENV
-from kerneljudge.sandbox.confine import SandboxPolicy
+from kerneljudge.sandbox.confine import SandboxPolicy, SandboxUnavailable
 from kerneljudge.sandbox.process import WorkerLimits, WorkerProcess
 from kerneljudge.sandbox.talk import WorkerChannels
 
@@ -112,32 +113,36 @@ class SharedReference:
             raise RuntimeError("the group's reference is lent to a judgment already")
         if self.worker is not None and (self.worker.dead or self.worker.proc.poll() is not None):
             self.retire("it ended while it waited for the next judgment")
-        if self.worker is None:
-            self.channels = WorkerChannels("candidate", self.limits.max_message_bytes)
-            self.worker = self.start(
-                "reference",
+        try:
+            if self.worker is None:
+                self.channels = WorkerChannels("candidate", self.limits.max_message_bytes)
+                self.worker = self.start(
+                    "reference",
+                    self.device,
+                    self.task_text,
+                    self.limits,
+                    policy=self.policy,
+                    gpu=self.gpu,
+                    peer=self.channels,
+                )
+                self.started += 1
+            assert self.channels is not None
+            for endpoint in (self.channels.inbox, self.channels.outbox):
+                self.wiped_bytes += wipe(endpoint)
+            ready = {PREPARE_TRITON_ENV: "1"} if prepare_triton else {}
+            candidate = self.start(
+                "candidate",
                 self.device,
-                self.task_text,
+                candidate_text,
                 self.limits,
-                policy=self.policy,
-                gpu=self.gpu,
-                peer=self.channels,
+                self.policy,
+                self.gpu,
+                channels=self.channels.duplicate(),
+                extra_env=ready,
             )
-            self.started += 1
-        assert self.channels is not None
-        for endpoint in (self.channels.inbox, self.channels.outbox):
-            self.wiped_bytes += wipe(endpoint)
-        ready = {PREPARE_TRITON_ENV: "1"} if prepare_triton else {}
-        candidate = self.start(
-            "candidate",
-            self.device,
-            candidate_text,
-            self.limits,
-            self.policy,
-            self.gpu,
-            channels=self.channels.duplicate(),
-            extra_env=ready,
-        )
+        except SandboxUnavailable as exc:  # as workers.start_pair says it
+            self.retire("a worker could not be sandboxed")
+            raise JudgeFailed(f"a worker cannot be sandboxed as required: {exc}") from None
         self.lent = LentReference(self, self.worker)
         self.lends += 1
         return {"reference": self.lent, "candidate": candidate}  # type: ignore[dict-item]
