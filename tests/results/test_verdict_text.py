@@ -25,9 +25,9 @@ def workers_started(monkeypatch):
     started = []
     real = pipeline.new_pair
 
-    def recording(state, device, prepare_triton=False):
+    def recording(state, device, prepare_triton=False, checked=False):
         started.append(device)
-        return real(state, device, prepare_triton)
+        return real(state, device, prepare_triton, checked)
 
     monkeypatch.setattr(pipeline, "new_pair", recording)
     return started

@@ -254,7 +254,8 @@ def test_the_checked_pair_readies_triton_for_a_triton_candidate(monkeypatch, can
 
     asked: list[bool] = []
 
-    def new_pair(state, device, prepare_triton=False):
+    def new_pair(state, device, prepare_triton=False, checked=False):
+        assert checked  # the judgment's first pair: the one a group's reference is lent to
         asked.append(prepare_triton)
         raise pipeline.JudgeFailed("stopped here")
 
