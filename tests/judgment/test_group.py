@@ -150,7 +150,7 @@ def test_a_candidate_finds_nothing_the_one_before_it_left_in_their_channels(tmp_
 
 def test_without_the_wipe_the_marker_would_be_found(tmp_path, monkeypatch):
     """The control of the test above: the channels not wiped between the candidates, the marker is found."""
-    monkeypatch.setattr(shared_reference, "wipe", lambda endpoint: 0)
+    monkeypatch.setattr(shared_reference, "wipe", lambda endpoints: 0)
     candidates = written(tmp_path, leaves=LEAVES_A_MARKER, looks=LOOKS_FOR_THE_MARKER)
     _, looks = judge_group(TASK, candidates, CONFIG.with_(mode="audit"), key=KEY)
     assert not looks.correctness.passed and looks.failure_kind == "tolerance"
@@ -213,11 +213,13 @@ def test_the_wipe_leaves_zeros_where_data_was_and_holes_where_there_was_none():
     try:
         os.pwrite(endpoint.fd, b"\x01" * 4096, 0)
         os.pwrite(endpoint.fd, MARKER, 100 * 1024 * 1024)
-        written_bytes = shared_reference.wipe(endpoint)
+        assert shared_reference.wipe([endpoint], limit_bytes=4095) is None  # past the bound: nothing written
+        assert os.pread(endpoint.fd, 1, 0) == b"\x01"
+        written_bytes = shared_reference.wipe([endpoint])
         assert 4096 <= written_bytes <= 2 * 1024 * 1024  # the pages that held data, not the capacity
         assert os.pread(endpoint.fd, 4096, 0) == bytes(4096)
         assert os.pread(endpoint.fd, len(MARKER), 100 * 1024 * 1024) == bytes(len(MARKER))
-        assert shared_reference.wipe(endpoint) == written_bytes  # the same pages again, nothing more
+        assert shared_reference.wipe([endpoint]) == written_bytes  # the same pages again, nothing more
     finally:
         os.close(endpoint.fd)
 
@@ -259,3 +261,16 @@ def test_a_worker_that_cannot_be_sandboxed_is_the_judges_failure_as_in_a_single_
     with pytest.raises(JudgeFailed, match="a worker cannot be sandboxed as required: no user namespace"):
         shared.lend("candidate text")
     assert shared.worker is None and shared.channels is None and shared.lent is None
+
+
+def test_a_candidate_that_filled_its_channels_past_the_bound_costs_the_group_its_reference(
+    tmp_path, monkeypatch, spied
+):
+    """What a candidate leaves in its outbox is its choice: past what is wiped, the next lend gets fresh channels
+    and a fresh reference, which hold nothing, instead of the parent writing zeros for as long as it wrote data."""
+    monkeypatch.setattr(shared_reference, "WIPE_LIMIT_BYTES", 1024)  # the marker's page is past it
+    candidates = written(tmp_path, leaves=LEAVES_A_MARKER, looks=LOOKS_FOR_THE_MARKER)
+    _, looks = judge_group(TASK, candidates, CONFIG.with_(mode="audit"), key=KEY)
+    assert looks.correctness.passed, looks.failure
+    (shared,) = spied
+    assert shared.started == 2 and shared.retired == ["the last candidate left more in its channels than is wiped"]

@@ -122,9 +122,7 @@ class RemoteJudge:
         else:
             with ThreadPoolExecutor(min(len(parts), side_by_side), thread_name_prefix="kerneljudge-part") as pool:
                 in_order = [answer for part in pool.map(self._judge_part, parts) for answer in part]
-        answers = [in_order[0]] * len(sent) if sent else []
-        for place, index in enumerate(order):
-            answers[index] = in_order[place]
+        answers: list[Answer] = [in_order[place] for place in sorted(range(len(order)), key=order.__getitem__)]
         # The ids this client made up are its own business: each answer names the request id its item had.
         return [a.model_copy(update={"request_id": item.request_id}) for a, item in zip(answers, given, strict=True)]
 

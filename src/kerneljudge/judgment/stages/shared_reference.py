@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,15 @@ TASK_DESCRIPTION = (
 )
 
 
-def wipe(endpoint: channel.Endpoint) -> int:
-    """Write zeros over every extent of a channel that holds data (a sparse file's holes read as zeros already);
-    the bytes written. Through the parent's read-write descriptor, so a mapping or registered head of the channel
-    in a worker stays valid (nothing is punched out from under it)."""
-    fd, position, written = endpoint.fd, 0, 0
-    zeros = memoryview(bytes(WIPE_CHUNK_BYTES))
+# At most this many bytes of a channel are wiped; a candidate that left more data in its channels (it decides how
+# much of its outbox it touches) costs the group its reference and channels instead: fresh ones hold nothing.
+WIPE_LIMIT_BYTES = 4 * 1024**3
+
+
+def extents(endpoint: channel.Endpoint, limit_bytes: int) -> list[tuple[int, int]] | None:
+    """The (start, end) byte ranges of a channel that hold data (a sparse file's holes read as zeros already), or
+    None as soon as they come to more than `limit_bytes`."""
+    fd, position, found, total = endpoint.fd, 0, [], 0
     while position < endpoint.capacity_bytes:
         try:
             start = os.lseek(fd, position, os.SEEK_DATA)
@@ -64,10 +67,32 @@ def wipe(endpoint: channel.Endpoint) -> int:
                 break
             raise
         end = min(os.lseek(fd, start, os.SEEK_HOLE), endpoint.capacity_bytes)
+        total += end - start
+        if total > limit_bytes:
+            return None
+        found.append((start, end))
+        position = end
+    return found
+
+
+def wipe(endpoints: Sequence[channel.Endpoint], limit_bytes: int | None = None) -> int | None:
+    """Write zeros over every extent of the channels that holds data; the bytes written, or None (and nothing
+    written) where that is more than `limit_bytes` (default `WIPE_LIMIT_BYTES`) in all. Through the parent's
+    read-write descriptors, so a mapping or registered head of a channel in a worker stays valid (nothing is
+    punched out from under it)."""
+    left = WIPE_LIMIT_BYTES if limit_bytes is None else limit_bytes
+    ranges = []
+    for endpoint in endpoints:
+        found = extents(endpoint, left)
+        if found is None:
+            return None
+        left -= sum(end - start for start, end in found)
+        ranges += [(endpoint.fd, start, end) for start, end in found]
+    zeros, written = memoryview(bytes(WIPE_CHUNK_BYTES)), 0
+    for fd, start, end in ranges:
         while start < end:
             written += os.pwrite(fd, zeros[: min(WIPE_CHUNK_BYTES, end - start)], start)
             start += min(WIPE_CHUNK_BYTES, end - start)
-        position = end
     return written
 
 
@@ -114,6 +139,11 @@ class SharedReference:
         if self.worker is not None and (self.worker.dead or self.worker.proc.poll() is not None):
             self.retire("it ended while it waited for the next judgment")
         try:
+            if self.channels is not None:
+                wiped = wipe((self.channels.inbox, self.channels.outbox))
+                if wiped is None:
+                    self.retire("the last candidate left more in its channels than is wiped")
+                self.wiped_bytes += wiped or 0
             if self.worker is None:
                 self.channels = WorkerChannels("candidate", self.limits.max_message_bytes)
                 self.worker = self.start(
@@ -127,8 +157,6 @@ class SharedReference:
                 )
                 self.started += 1
             assert self.channels is not None
-            for endpoint in (self.channels.inbox, self.channels.outbox):
-                self.wiped_bytes += wipe(endpoint)
             ready = {PREPARE_TRITON_ENV: "1"} if prepare_triton else {}
             candidate = self.start(
                 "candidate",
@@ -178,11 +206,13 @@ class SharedReference:
         if why is not None:
             self.retire(why)
 
-    def retire(self, why: str) -> None:
-        """Close the reference and its channels; the next lend starts another."""
+    def retire(self, why: str | None) -> None:
+        """Close the reference and its channels, for `why` (None: the group is judged); the next lend starts
+        another."""
         worker, channels, self.worker, self.channels, self.hello_frame = self.worker, self.channels, None, None, None
         if worker is not None:
-            self.retired.append(why)
+            if why is not None:
+                self.retired.append(why)
             worker.ask_exit()
             worker.close()
         if channels is not None:
@@ -190,9 +220,7 @@ class SharedReference:
 
     def close(self) -> None:
         """End the group's reference (once the group is judged)."""
-        if self.worker is not None:
-            self.retire("the group was judged")
-            self.retired.pop()
+        self.retire(None)
 
     def __enter__(self) -> SharedReference:
         return self
