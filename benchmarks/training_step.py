@@ -19,6 +19,10 @@ interval).
     python benchmarks/training_step.py --device cuda --jobs 8 --out step [--kernelbench ext/KernelBench] > step.md
     python benchmarks/training_step.py --device cpu --tasks 1 --samples 3 --small --no-timing --jobs 1 --out step-cpu
 
+On a machine lent for limited calls the ways can be split (`--ways groups` in one call, then `--ways single
+--kernelbench ... --upstream-limit 32 --join <the first call's --out>`): the manifest is drawn from `--seed` alike
+in each, so the stores' items are the same and the agreement joins them.
+
 Prints a Markdown table and writes the same figures to `--out/step.json` after each way.
 """
 
@@ -151,13 +155,24 @@ def judged(key: str, args: argparse.Namespace, manifest: Path, lanes: list[str |
     }
 
 
+def spread(lines: list[dict[str, str]], limit: int | None) -> list[dict[str, str]]:
+    """At most `limit` of the step's lines, evenly spaced through it (every task's share alike when `limit`
+    divides the step); all of them without a limit."""
+    if limit is None or limit >= len(lines):
+        return lines
+    stride = len(lines) / limit
+    return [lines[int(i * stride)] for i in range(limit)]
+
+
 def upstream(args: argparse.Namespace, lines: list[dict[str, str]]) -> dict[str, Any]:
-    """Upstream KernelBench's evaluator on every sample, one fresh process each, one after another."""
+    """Upstream KernelBench's evaluator on the step's samples (`--upstream-limit` of them, evenly spaced), one
+    fresh process each, one after another: its rate is the same on a share of the step, since nothing is shared
+    between its candidates."""
     folder = args.out / "upstream"
     folder.mkdir(exist_ok=True)
     began = time.monotonic()
     with BusySampler() as busy:
-        results = batch_throughput.upstream_each(args, lines, folder, began)
+        results = batch_throughput.upstream_each(args, spread(lines, args.upstream_limit), folder, began)
     wall_s = time.monotonic() - began
     (folder / "results.json").write_text(json.dumps(results, indent=1))
     seconds = [r.get("seconds", 0.0) for r in results]
@@ -258,11 +273,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the suite's small shapes (a run on the CPU)")
     parser.add_argument("--spare-workers", action="store_true", help="the lanes keep spare worker pairs")
     parser.add_argument(
-        "--ways", nargs="+", default=["groups", "single"], choices=("groups", "single"), help="this judge's ways"
+        "--ways", nargs="*", default=["groups", "single"], choices=("groups", "single"), help="this judge's ways"
     )
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout: also upstream's evaluator")
+    parser.add_argument(
+        "--upstream-limit", type=int, help="upstream's evaluator on this many samples, evenly spaced (its rate)"
+    )
+    parser.add_argument(
+        "--join",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="--out folders of earlier runs of the same step (tasks, samples, seed): their rows and stores join "
+        "this run's table and agreement (a step split over calls of a limited machine)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="a new or empty folder: manifest, stores, JSON")
     args = parser.parse_args(argv)
+    if args.upstream_limit is not None and args.upstream_limit < 1:
+        parser.error("--upstream-limit must be at least 1")
+    for folder in args.join:
+        if not (folder / "step.json").is_file():
+            parser.error(f"--join {folder}: no step.json there")
     args.out.mkdir(parents=True, exist_ok=True)
     lines = step_lines(args.out / "step", args.tasks, args.samples, args.seed, args.small)
     kinds = {line["candidate"]: line.pop("kind") for line in lines}
@@ -270,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
     (args.out / "kinds.json").write_text(json.dumps(kinds, indent=1))
     lanes = lanes_for(args.device, args.gpus, args.jobs)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = [
+        row for folder in args.join for row in json.loads((folder / "step.json").read_text())["rows"]
+    ]
     report = args.out / "step.json"
     for key in args.ways:
         rows.append(judged(key, args, manifest, lanes, args.samples if key == "groups" else 1))
@@ -279,9 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(upstream(args, lines))
         report.write_text(json.dumps({"rows": rows}, indent=1))
     agreement = None
-    if {"groups", "single"} <= set(args.ways):
-        agreement = batch_throughput.agreement(args.out / "groups.db", args.out / "single.db")
-        agreement["failure_kind_differs"] = failure_kinds_differ(args.out / "groups.db", args.out / "single.db")
+    stores = {
+        key: next((f / f"{key}.db" for f in [args.out, *args.join] if (f / f"{key}.db").is_file()), None)
+        for key in WAYS
+    }
+    if stores["groups"] is not None and stores["single"] is not None:
+        agreement = batch_throughput.agreement(stores["groups"], stores["single"])
+        agreement["failure_kind_differs"] = failure_kinds_differ(stores["groups"], stores["single"])
     report.write_text(json.dumps({"rows": rows, "agreement": agreement}, indent=1))
     print(markdown(rows, agreement, machine_name(args.device)))
     return 0

@@ -6,6 +6,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -29,20 +31,39 @@ def test_a_step_is_sixteen_tasks_of_eight_distinct_samples_mixed_as_an_early_pol
     assert training_step.step_lines(tmp_path / "again", 16, 8, seed=1)[5]["kind"] == lines[5]["kind"]
 
 
+def test_upstreams_share_of_the_step_is_spaced_evenly_through_it(tmp_path):
+    lines = training_step.step_lines(tmp_path, 16, 8, seed=1)
+    share = training_step.spread(lines, 32)
+    assert len(share) == 32
+    assert set(Counter(line["task"] for line in share).values()) == {2}  # every task alike
+    assert training_step.spread(lines, None) == lines == training_step.spread(lines, 500)
+
+
 def test_a_small_step_on_the_cpu_judges_groups_as_single_candidates_judge_them(tmp_path, capsys):
-    out = tmp_path / "step"
+    # Split as on a machine lent for limited calls: the groups in one run, the single candidates in a second that
+    # joins the first's rows and store.
+    first, second = tmp_path / "groups", tmp_path / "single"
     argv = ["--device", "cpu", "--tasks", "1", "--samples", "2", "--small", "--no-timing", "--jobs", "1"]
-    assert training_step.main([*argv, "--out", str(out)]) == 0
-    report = json.loads((out / "step.json").read_text())
+    assert training_step.main([*argv, "--ways", "groups", "--out", str(first)]) == 0
+    capsys.readouterr()
+    assert training_step.main([*argv, "--ways", "single", "--join", str(first), "--out", str(second)]) == 0
+    report = json.loads((second / "step.json").read_text())
     groups, single = report["rows"]
     assert groups["candidates"] == single["candidates"] == 2
     assert groups["passed"] == single["passed"] == 1  # the honest Triton kernel passes, the bug fails
     agreement = report["agreement"]
     assert (agreement["items"], agreement["status_differs"], agreement["failure_kind_differs"]) == (2, [], [])
-    with Store(out / "groups.db") as store:
+    with Store(first / "groups.db") as store:
         assert {r.workers.checked for r in store} == {"group"}
-    with Store(out / "single.db") as store:
+    with Store(second / "single.db") as store:
         assert {r.workers.checked for r in store} == {"started"}
     table = capsys.readouterr().out
     assert "| groups | 1 | 2 |" in table and "| single candidates | 1 | 2 |" in table
     assert "Groups against single candidates: 2 items, status differs on 0, failure kind on 0" in table
+
+
+def test_a_join_of_a_folder_without_a_step_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        training_step.main(["--device", "cpu", "--join", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    assert "no step.json there" in capsys.readouterr().err
