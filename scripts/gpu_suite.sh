@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch step suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch step noise suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
@@ -33,6 +33,10 @@
 #                                sizes) judged as groups and as single candidates, and by upstream's evaluator with
 #                                "--kernelbench ext/KernelBench" in KJ_STEP_ARGS (default "--jobs 8"; its table in
 #                                $OUT/training_step.md, its stores in results.tar.gz as step/);
+#                                `noise`: benchmarks/commit_noise.py, honest torch candidates (the reference in both
+#                                processes) judged by 8 lanes, how far the two sides' commit spans differ (KJ_NOISE_ARGS,
+#                                default "--jobs 8 --samples 2"; KJ_NOISE_WRAP a command to run it under; its table in
+#                                $OUT/commit_noise.md, its store in results.tar.gz as noise/);
 #                                `suite`: benchmarks/suite_candidates.py, the built-in suite's reference Triton
 #                                candidates judged (its table in $OUT/suite_candidates.md, its store in $OUT/suite/;
 #                                KJ_SUITE_ARGS adds arguments, default "--jobs 4"; KJ_SUITE_LIMIT_S stops it after
@@ -213,6 +217,13 @@ run() {
       2> "$OUT/training_step.log" | tee "$OUT/training_step.md"
     status=${PIPESTATUS[0]}
   fi
+  if asked noise; then
+    # KJ_NOISE_WRAP: a command the benchmark runs under (e.g. "numactl --cpunodebind=0 --membind=0"), for an A/B
+    # shellcheck disable=SC2086  # KJ_NOISE_ARGS and KJ_NOISE_WRAP hold several words
+    timeout "$(stage_left)" ${KJ_NOISE_WRAP:-} python3 benchmarks/commit_noise.py --device cuda --out "$OUT/noise" \
+      ${KJ_NOISE_ARGS:---jobs 8 --samples 2} 2> "$OUT/commit_noise.log" | tee "$OUT/commit_noise.md"
+    status=${PIPESTATUS[0]}
+  fi
   if asked suite; then
     # A store carried from an earlier call (KJ_SUITE_RESUME: a results.tar.gz, or a folder holding suite.db)
     # is resumed; KJ_SUITE_LIMIT_S stops the judging after that many seconds (the store keeps what finished).
@@ -367,7 +378,7 @@ PY
   # The stages' JSON reports and progress logs go in it too, the Markdown tables and the GPU tests' log staying
   # beside it: with four stages (2026-12-05) their loose files came to nine and the archive was the one left out.
   local packed=(records) file
-  for folder in batch step suite conformance latency serve chaos; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
+  for folder in batch step noise suite conformance latency serve chaos; do [ -d "$OUT/$folder" ] && packed+=("$folder"); done
   for file in "$OUT"/*.json "$OUT"/*.log; do
     [ -f "$file" ] && [ "$(basename "$file")" != gpu_tests.log ] && packed+=("$(basename "$file")")
   done
