@@ -389,6 +389,6 @@ PY
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch step suite conformance sandbox ipc teardown exchange digest generate serve chaos all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch step noise suite conformance sandbox ipc teardown exchange digest generate serve chaos all)" >&2
      exit 1 ;;
 esac

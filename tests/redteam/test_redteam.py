@@ -7,33 +7,12 @@ import pytest
 from helpers import make_record
 from kerneljudge.cli import main
 from kerneljudge.redteam import FIXTURES_DIR
-from kerneljudge.redteam.runner import codes_not_raised, inert_in_graph_timing, run_suite
+from kerneljudge.redteam.runner import inert_in_graph_timing, run_suite
 from kerneljudge.redteam.suite import FIXTURES
-
-# Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
-CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R028", "KJ-R040", "KJ-R041", "KJ-R051"}
-# compute-sanitizer's, which need CUDA and the tool (docs/sanitizer.md).
-CUDA_ONLY_CODES |= {"KJ-R060", "KJ-R061", "KJ-R062", "KJ-R063"}
-# Notes about the task, not a candidate's attack: raised where those tasks are judged (a reference that draws
-# random numbers in its forward, tests/tasks/test_task_kinds.py; a problem's own check disagreeing with the oracle,
-# tests/tasks/test_gpumode.py).
-TASK_NOTE_CODES = {"KJ-T002", "KJ-C002"}
 
 
 def test_every_fixture_file_is_registered_and_every_entry_has_a_file():
     assert {f.name for f in FIXTURES} == {p.stem for p in FIXTURES_DIR.glob("*.py")}
-
-
-@pytest.mark.parametrize("mode", ["audit", "enforce"])
-def test_suite_matches_every_expectation_on_cpu(mode):
-    outcomes, skipped = run_suite("cpu", mode, jobs=2)
-    mismatched = [o for o in outcomes if not o.matched]
-    assert not mismatched, mismatched
-    assert set(skipped) == {f.name for f in FIXTURES if f.cuda_only}
-    assert all(o.status == "PASS" for o in outcomes if o.attack == "honest")
-    assert not any(o.verified for o in outcomes if o.attack != "honest")
-    if mode == "audit":  # every catalog code is raised by some fixture (enforce rejects many before they run)
-        assert set(codes_not_raised(outcomes)) <= CUDA_ONLY_CODES | TASK_NOTE_CODES, codes_not_raised(outcomes)
 
 
 def test_every_attack_class_has_a_fixture():
