@@ -16,11 +16,6 @@ for _wing in sorted(Path(__file__).parent.iterdir()):
 
 
 def pytest_collection_modifyitems(config, items):
-    # The files that hold a test marked `slow` first: pytest-xdist hands a file at a time to whichever test process
-    # is free, in this order (`--no-loadscope-reorder`), so the longest start early and the two processes end
-    # together, rather than one running the red team alone at the end (four of CI's 31 minutes on 2026-12-07).
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -53,7 +53,6 @@ def test_the_readme_example_is_judged_with_timing_and_without_and_the_table_says
     assert "| task | reference makes inputs | its outputs and the oracle's |" in table
 
 
-@pytest.mark.slow
 def test_with_spare_workers_the_build_no_longer_waits_for_the_workers_start(plain, tmp_path, capsys):
     args = ["--device", "cpu", "--no-untimed", "--spare-workers", "yes", "--out", str(tmp_path)]
     assert judgment_latency.main(args) == 0

@@ -1,8 +1,6 @@
 """The red-team suite on the CPU, in audit mode: every hack fixture is caught with its evidence, every honest one
 verified. One file per mode, so that the two runs (the longest of the tests) go to the two test processes at once."""
 
-import pytest
-
 from kerneljudge.redteam.runner import codes_not_raised, run_suite
 from kerneljudge.redteam.suite import FIXTURES
 
@@ -16,7 +14,6 @@ CUDA_ONLY_CODES |= {"KJ-R060", "KJ-R061", "KJ-R062", "KJ-R063"}
 TASK_NOTE_CODES = {"KJ-T002", "KJ-C002"}
 
 
-@pytest.mark.slow
 def test_suite_matches_every_expectation_on_cpu_in_audit_mode():
     outcomes, skipped = run_suite("cpu", "audit", jobs=2)
     mismatched = [o for o in outcomes if not o.matched]

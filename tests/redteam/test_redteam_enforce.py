@@ -1,13 +1,10 @@
 """The red-team suite on the CPU, in enforce mode: every hack fixture is caught with its evidence, every honest one
 verified. One file per mode, so that the two runs (the longest of the tests) go to the two test processes at once."""
 
-import pytest
-
 from kerneljudge.redteam.runner import run_suite
 from kerneljudge.redteam.suite import FIXTURES
 
 
-@pytest.mark.slow
 def test_suite_matches_every_expectation_on_cpu_in_enforce_mode():
     outcomes, skipped = run_suite("cpu", "enforce", jobs=2)
     mismatched = [o for o in outcomes if not o.matched]

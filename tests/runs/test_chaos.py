@@ -99,7 +99,6 @@ def chaos_batch(tmp_path_factory):
     remove_tree(folder)
 
 
-@pytest.mark.slow
 def test_a_batch_of_hostile_workspaces_records_every_item_and_leaves_nothing(chaos_batch):
     """Killed in the middle and run again: every item has a record, none is the judge's ERROR, honest ones PASS."""
     assert chaos_batch["killed"], "the batch ended before it could be killed; the rerun proves nothing"

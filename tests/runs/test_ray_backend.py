@@ -132,7 +132,6 @@ def undisturbed(cluster, manifest, tmp_path_factory) -> Run:
     return batch(manifest, tmp_path_factory.mktemp("undisturbed") / "results.db", Log())
 
 
-@pytest.mark.slow
 def test_every_gpu_is_a_lane_and_the_records_come_back_to_one_store(undisturbed):
     assert undisturbed.counts.to_dict() == {
         "judged": 3,

@@ -159,7 +159,6 @@ def test_the_record_lists_the_layers_around_every_worker(tiny_task, layers):
     assert applied <= {"gpu_memory_cap"}  # the parent's watcher: not applicable on the CPU
 
 
-@pytest.mark.slow
 def test_a_mixed_batch_of_honest_and_fault_candidates_gets_every_honest_verdict_right(tiny_task):
     batch = [
         ("honest_torch.py", "PASS"),

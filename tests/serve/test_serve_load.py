@@ -16,7 +16,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import serve_load  # noqa: E402  (a script of benchmarks/, not a package)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("spares", [[], ["--spare-workers"]], ids=["own-pairs", "spare-workers"])
 def test_a_small_load_is_answered_once_each_with_every_kind_judged_as_it_should(tmp_path, capsys, spares):
     argv = ["--requests", "12", "--clients", "4", "--lanes", "2", "--queue", "1", "--timeout", "8", *spares]

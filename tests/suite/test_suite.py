@@ -108,7 +108,6 @@ def test_a_candidate_that_ignores_the_tail_or_the_max_fails_its_edge_case(tmp_pa
     assert record.status == "FAIL" and record.failure_kind in ("non_finite", "tolerance"), record.failure
 
 
-@pytest.mark.slow
 def test_tasks_lint_passes_the_builtin_suite_clean():
     # Small shapes: the flags that need the public shape (memory, the timer floor) need a GPU to mean anything.
     flagged = {}

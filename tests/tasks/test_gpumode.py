@@ -52,7 +52,6 @@ def test_a_submission_becomes_a_candidate_and_anything_else_is_left_alone():
     assert gpumode.adapt_candidate(kernelbench, submission) is submission
 
 
-@pytest.mark.slow
 def test_an_honest_submission_passes_and_a_wrong_one_fails():
     record = run_judge(PROBLEM, PROBLEM / "submission.py", mode="audit")
     assert record.status == "PASS" and record.verified, (record.failure, [f.code for f in record.findings])
