@@ -131,3 +131,18 @@ def allow_descriptors_past(number: int) -> None:
     if hard != resource.RLIM_INFINITY and hard <= number:
         pytest.skip(f"descriptors limited to {hard}")
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(2048, number + 1), hard))
+
+
+def cpu_red_team(mode: str) -> list:
+    """The red-team suite judged on the CPU in `mode` (two lanes), with what every mode must show: each fixture's
+    expectation matched, the CUDA-only fixtures skipped, every honest one passing and no hack verified."""
+    from kerneljudge.redteam.runner import run_suite
+    from kerneljudge.redteam.suite import FIXTURES
+
+    outcomes, skipped = run_suite("cpu", mode, jobs=2)
+    mismatched = [o for o in outcomes if not o.matched]
+    assert not mismatched, mismatched
+    assert set(skipped) == {f.name for f in FIXTURES if f.cuda_only}
+    assert all(o.status == "PASS" for o in outcomes if o.attack == "honest")
+    assert not any(o.verified for o in outcomes if o.attack != "honest")
+    return outcomes

@@ -1,8 +1,8 @@
 """The red-team suite on the CPU, in audit mode: every hack fixture is caught with its evidence, every honest one
 verified. One file per mode, so that the two runs (the longest of the tests) go to the two test processes at once."""
 
-from kerneljudge.redteam.runner import codes_not_raised, run_suite
-from kerneljudge.redteam.suite import FIXTURES
+from helpers import cpu_red_team
+from kerneljudge.redteam.runner import codes_not_raised
 
 # Codes only a CUDA run can raise: the kernel trace's, and the static ones of the CUDA-only fixtures.
 CUDA_ONLY_CODES = {"KJ-S020", "KJ-S021", "KJ-R024", "KJ-R025", "KJ-R028", "KJ-R040", "KJ-R041", "KJ-R051"}
@@ -15,11 +15,6 @@ TASK_NOTE_CODES = {"KJ-T002", "KJ-C002"}
 
 
 def test_suite_matches_every_expectation_on_cpu_in_audit_mode():
-    outcomes, skipped = run_suite("cpu", "audit", jobs=2)
-    mismatched = [o for o in outcomes if not o.matched]
-    assert not mismatched, mismatched
-    assert set(skipped) == {f.name for f in FIXTURES if f.cuda_only}
-    assert all(o.status == "PASS" for o in outcomes if o.attack == "honest")
-    assert not any(o.verified for o in outcomes if o.attack != "honest")
+    outcomes = cpu_red_team("audit")
     # every catalog code is raised by some fixture (enforce rejects many before they run)
     assert set(codes_not_raised(outcomes)) <= CUDA_ONLY_CODES | TASK_NOTE_CODES, codes_not_raised(outcomes)
