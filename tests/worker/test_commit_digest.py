@@ -121,3 +121,18 @@ def test_off_a_cuda_device_the_digest_runs_eagerly_and_captures_nothing(monkeypa
         commit_digest.tree_root(commit_digest.packed(evidence.digest_words(t))).item(),
     ]
     assert not digest_graphs._graphs
+
+
+def test_digests_left_on_the_device_and_read_at_once_are_each_tensors_own(monkeypatch):
+    """The commit reads every output's digest in one copy to the host (commit_digest.settled): a mixed lot (no
+    bytes, a large tensor's pieces, a stack of small ones, two dtypes) settles to what each tensor's own digest is."""
+    large, empty = torch.randn(1000), torch.zeros(0, dtype=torch.float16)
+    small = [torch.randn(7, 5) * i for i in range(3)]
+    half = torch.randn(9).to(torch.float16)
+    monkeypatch.setattr(evidence, "DIGEST_BYTES", 4 * 300)
+    expected = [commit_digest.digest(t) for t in (large, empty, *small, half)]
+    lot = [commit_digest.pending(large), commit_digest.pending(empty), *commit_digest.stacked_pending(small)]
+    lot.append(commit_digest.pending(half))
+    assert commit_digest.settled(lot) == expected
+    assert expected[1] == (0, "torch.float16", 0, commit_digest.EMPTY)
+    assert commit_digest.settled([]) == []

@@ -38,14 +38,17 @@ def test_each_calls_digests_are_commit_digests_of_its_tensors(make):
 def test_outputs_past_one_stack_are_digested_in_several_and_alone_where_each_is_larger(monkeypatch):
     outputs = [torch.randn(64) * i for i in range(7)]
     expected = single(outputs)
-    stacked = []
-    real = commit_digest.stacked
-    monkeypatch.setattr(commit_digest, "stacked", lambda group: stacked.append(len(group)) or real(group))
+    stacked, reads = [], []
+    real, real_settled = commit_digest.stacked_pending, commit_digest.settled
+    monkeypatch.setattr(commit_digest, "stacked_pending", lambda group: stacked.append(len(group)) or real(group))
+    monkeypatch.setattr(commit_digest, "settled", lambda items: reads.append(len(items)) or real_settled(items))
     monkeypatch.setattr(sample_commit, "STACK_BYTES", 3 * 64 * 4)
     assert sample_commit.commit_digests(outputs) == expected and stacked == [3, 3, 1]
+    assert reads == [7]  # every output's digest read from the device at once
     stacked.clear()
-    monkeypatch.setattr(sample_commit, "STACK_BYTES", 100)  # each output larger: commit_digest.digest alone
-    assert sample_commit.commit_digests(outputs) == expected and stacked == []
+    reads.clear()
+    monkeypatch.setattr(sample_commit, "STACK_BYTES", 100)  # each output larger: commit_digest.pending alone
+    assert sample_commit.commit_digests(outputs) == expected and stacked == [] and reads == [7]
 
 
 def test_a_changed_word_in_any_call_changes_that_calls_digest_only():

@@ -150,5 +150,5 @@ class Comparisons:
             slot["kept"] = outputs
         reply = {"type": "compared", "results": json_safe(results), "task_check": checked}
         if method == "timed":  # set against the digests the candidate's worker committed (worker/seal/commit.py)
-            reply["digests"] = [list(commit_digest.digest(c)) for c in outputs]
+            reply["digests"] = [list(d) for d in commit_digest.settled([commit_digest.pending(c) for c in outputs])]
         self.send(reply)

@@ -39,24 +39,26 @@ def tensors_of(value: Any) -> list[torch.Tensor]:
 
 def commit_digests(outputs: list[Any]) -> list[list[list[Any]]]:
     """The digests of each call's output (a list per call, one digest per tensor of its nest), as commit_digest.digest
-    takes them of one tensor: outputs alike and small are digested a stack at a time."""
+    takes them of one tensor: outputs alike and small are digested a stack at a time, and all are read with one wait
+    for the device (commit_digest.settled)."""
     flat = [(call, t) for call, value in enumerate(outputs) for t in tensors_of(value)]
-    found: dict[int, tuple[Any, ...]] = {}
+    found: dict[int, Any] = {}
     groups: dict[tuple[Any, ...], list[int]] = {}
     for position, (_, t) in enumerate(flat):
         nbytes = t.numel() * t.element_size()
         if nbytes == 0 or nbytes > STACK_BYTES:
-            found[position] = commit_digest.digest(t)
+            found[position] = commit_digest.pending(t)
         else:
             groups.setdefault((t.dtype, t.numel(), t.device), []).append(position)
     for positions in groups.values():
         per_stack = max(1, STACK_BYTES // (flat[positions[0]][1].numel() * flat[positions[0]][1].element_size()))
         for start in range(0, len(positions), per_stack):
             chunk = positions[start : start + per_stack]
-            found.update(zip(chunk, commit_digest.stacked([flat[p][1] for p in chunk]), strict=True))
+            found.update(zip(chunk, commit_digest.stacked_pending([flat[p][1] for p in chunk]), strict=True))
+    digests = commit_digest.settled([found[position] for position in range(len(flat))])
     per_call: list[list[list[Any]]] = [[] for _ in outputs]
-    for position, (call, _) in enumerate(flat):
-        per_call[call].append(list(found[position]))
+    for (call, _), taken in zip(flat, digests, strict=True):
+        per_call[call].append(list(taken))
     return per_call
 
 

@@ -169,26 +169,61 @@ def stack_sums(rows: torch.Tensor) -> torch.Tensor:
     return torch.stack(sums(rows), 1)
 
 
-def digest(t: torch.Tensor) -> tuple[Any, ...]:
-    """(bytes, dtype, first sum, tree root) of one tensor, a piece of evidence.DIGEST_BYTES at a time: a large
-    tensor's pieces' roots are the leaves of one more tree. On a CUDA device each piece's sums replay a graph
-    (worker/seal/digest_graphs.py)."""
+Pending = tuple[int, str, "torch.Tensor | None"]  # bytes, dtype, the figures on the device (None: no bytes)
+
+
+def pending(t: torch.Tensor) -> Pending:
+    """`digest` of one tensor left on its device: (bytes, dtype, int64 tensor of each piece's first sum and then the
+    root, None for no bytes), no wait for the device. A large tensor's pieces' roots are the leaves of one more tree. On a CUDA device
+    each piece's sums replay a graph (worker/seal/digest_graphs.py); the stack copies them out of the graphs' own
+    outputs, so a later digest of the same shape does not overwrite them."""
     words = evidence.digest_words(t)
     step = evidence.DIGEST_BYTES // words.element_size()
     starts = range(0, words.numel(), step)
     if not starts:
-        return (0, str(t.dtype), 0, EMPTY)
+        return (0, str(t.dtype), None)
     # Each piece's graph is its own (its first sum starts at its own word), so the pairs stand until stacked.
     sums = torch.stack([digest_graphs.replayed(("piece", s), piece_sums(s), words[s : s + step]) for s in starts])
     root = sums[0, 1] if len(starts) == 1 else tree_root(sums[:, 1], PIECES)
-    total = sum(int(first) for first, _ in sums.tolist())
-    return (t.numel() * t.element_size(), str(t.dtype), total % 2**64, int(root) % 2**64)
+    return (t.numel() * t.element_size(), str(t.dtype), torch.cat([sums[:, 0], root.reshape(1)]))
+
+
+def stacked_pending(group: list[torch.Tensor]) -> list[Pending]:
+    """`pending` of each of `group` (tensors of one dtype and size, on one device, each within one piece), taken
+    together: one stack (on a CUDA device, one graph's replay, its output cloned)."""
+    rows = torch.stack([evidence.digest_words(t) for t in group])
+    found = digest_graphs.replayed("stack", stack_sums, rows).clone()
+    nbytes = group[0].numel() * group[0].element_size()
+    return [(nbytes, str(group[0].dtype), found[row]) for row in range(len(group))]
+
+
+def settled(items: list[Pending]) -> list[tuple[Any, ...]]:
+    """The digests (bytes, dtype, first sum, tree root) of `pending` ones, with one wait for the device: their
+    figures read in one copy to the host, not one each (each wait would put the host's launches and the device's
+    work end to end, a commit's span the longer and the more the process's own host speed; docs/timing.md)."""
+    host: dict[int, list[int]] = {}
+    by_device: dict[torch.device, list[tuple[int, torch.Tensor]]] = {}
+    for index, (_, _, figures) in enumerate(items):
+        if figures is None:
+            host[index] = [0, EMPTY]
+        else:
+            by_device.setdefault(figures.device, []).append((index, figures))
+    for parts in by_device.values():
+        flat, at = torch.cat([figures.reshape(-1) for _, figures in parts]).tolist(), 0
+        for index, figures in parts:
+            host[index], at = flat[at : at + figures.numel()], at + figures.numel()
+    return [
+        (nbytes, dtype, sum(host[i][:-1]) % 2**64, host[i][-1] % 2**64)
+        for i, (nbytes, dtype, _) in enumerate(items)
+    ]
+
+
+def digest(t: torch.Tensor) -> tuple[Any, ...]:
+    """(bytes, dtype, first sum, tree root) of one tensor, a piece of evidence.DIGEST_BYTES at a time."""
+    return settled([pending(t)])[0]
 
 
 def stacked(group: list[torch.Tensor]) -> list[tuple[Any, ...]]:
     """`digest` of each of `group` (tensors of one dtype and size, on one device, each within one piece), taken
-    together: one stack, one wait for the sums and roots (on a CUDA device, one graph's replay)."""
-    rows = torch.stack([evidence.digest_words(t) for t in group])
-    found = digest_graphs.replayed("stack", stack_sums, rows)
-    nbytes = group[0].numel() * group[0].element_size()
-    return [(nbytes, str(group[0].dtype), a % 2**64, b % 2**64) for a, b in found.tolist()]
+    together: one stack, one wait for the sums and roots."""
+    return settled(stacked_pending(group))
