@@ -99,6 +99,7 @@ def percentile(values: list[float], share: float) -> float:
 
 
 WAYS = {"groups": "groups", "single": "single candidates"}
+START = time.monotonic()  # --stop-after counts from here
 
 
 def judged(key: str, args: argparse.Namespace, manifest: Path, lanes: list[str | None], group_size: int) -> dict:
@@ -128,6 +129,7 @@ def judged(key: str, args: argparse.Namespace, manifest: Path, lanes: list[str |
             False,
             rewarded,
             lanes,
+            deadline=None if args.stop_after is None else START + args.stop_after,
             spare_workers=args.spare_workers,
             group_size=group_size,
         )
@@ -135,7 +137,8 @@ def judged(key: str, args: argparse.Namespace, manifest: Path, lanes: list[str |
     with Store(store_path) as store:
         records = list(store)
     gpus = len({lane for lane in lanes if lane is not None}) or 1
-    work_s = sum(r.duration_s for r in records)
+    waiting_s = sum(r.stages_s.get("waiting", 0.0) for r in records)
+    work_s = sum(r.duration_s for r in records) - waiting_s  # the candidates' own work: their time less the gate's
     return {
         "way": way,
         "lanes": len(lanes),
@@ -146,7 +149,10 @@ def judged(key: str, args: argparse.Namespace, manifest: Path, lanes: list[str |
         "gpu_busy_pct": busy.percent(),
         "latency_p50_s": round(percentile(latencies, 0.5), 1),
         "latency_p99_s": round(percentile(latencies, 0.99), 1),
-        "wall_over_work": round(wall_s / (work_s / len(lanes)), 2) if work_s else None,
+        "wall_over_work": round(wall_s / (work_s / len(lanes)), 2) if work_s > 0 else None,
+        "work_s": round(work_s, 1),
+        "waiting_s": round(waiting_s, 1),
+        "not_started": counts.not_started,
         "passed": sum(r.status == "PASS" for r in records),
         "verified": sum(r.verified for r in records),
         "timed": sum(bool(r.timing and r.timing.measured) for r in records),
@@ -274,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spare-workers", action="store_true", help="the lanes keep spare worker pairs")
     parser.add_argument(
         "--ways", nargs="*", default=["groups", "single"], choices=("groups", "single"), help="this judge's ways"
+    )
+    parser.add_argument(
+        "--stop-after",
+        type=float,
+        help="seconds from the start: no judgment of this judge's ways starts later (the counts say how many did not)",
     )
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout: also upstream's evaluator")
     parser.add_argument(

@@ -7,9 +7,11 @@ import time
 
 from helpers import CANDIDATES, validate_record
 from kerneljudge.config import JudgeConfig
+from kerneljudge.judgment.gate import LaneGate
 from kerneljudge.judgment.pipeline import judge
 from kerneljudge.judgment.stages.spare_pairs import SparePairs
 from kerneljudge.redteam import FIXTURES_DIR, TASKS_DIR
+from kerneljudge.sandbox.process import WorkerLimits
 
 CONFIG = JudgeConfig(device="cpu", timing=False, timeout_s=60.0, policy="practical")
 
@@ -92,8 +94,17 @@ def test_a_batch_with_spare_workers_judges_as_without_and_leaves_no_worker_behin
 
 
 class FakeWorker:
+    limits = WorkerLimits(start_timeout_s=20)
+
     def __init__(self, started: bool = True) -> None:
-        self.closed, self.started = False, started
+        self.closed, self.started, self.asked = False, started, False
+        self.stops = 0
+
+    def stop(self) -> None:
+        self.stops += 1
+
+    def go(self) -> None:
+        pass
 
     def has_answered(self) -> bool:  # its hello waits to be read once it has started
         return self.started
@@ -149,10 +160,41 @@ def test_a_spare_still_starting_is_seen_as_starting_until_both_workers_said_hell
         assert spares.take(("cpu",), start) is None
         assert spares.starting()  # its start is still running
         gate.set()
-        spares.waiting()
+        while not pairs:
+            time.sleep(0.01)
         assert spares.starting()  # started, but one worker has not said hello yet
         pairs[0]["candidate"].started = True
+        spares.waiting()
         assert not spares.starting()
+
+
+def test_a_spare_starting_is_lent_to_a_measurement_and_a_lane_waiting_for_it_keeps_none_back():
+    lanes = LaneGate(["0", "0"])
+    pairs: list[dict] = []
+
+    def start():
+        pairs.append({"reference": FakeWorker(), "candidate": FakeWorker(started=False)})
+        return pairs[-1]
+
+    with SparePairs(gate=lanes) as spares:
+        assert spares.take(("cuda", "0"), start) is None  # the next judgment's pair starts now
+        while not pairs:
+            time.sleep(0.01)
+
+        taken: list = []
+
+        def lane():  # waits for the spare still starting: its hold lent to the measurement meanwhile
+            with lanes.work():
+                taken.append(spares.take(("cuda", "0"), start))
+
+        thread = threading.Thread(target=lane)
+        thread.start()
+        time.sleep(0.1)
+        with lanes.measure("0"):  # not held back by the lane waiting for its spare
+            assert [w.stops for w in pairs[0].values()] == [1, 1]  # both stopped while this lane measures
+            pairs[0]["candidate"].started = True
+        thread.join(10)
+        assert taken == [pairs[0]]
 
 
 def test_a_judge_that_times_keeps_two_of_a_kind_started_and_a_take_starts_one_more():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import threading
@@ -131,13 +132,23 @@ class RecordingGate(LaneGate):
 
         return Span()
 
-    def let_measure(self):  # a pause inside work ends its span; the work after it is a span of its own
+    def let_measure(self, starting=()):  # a pause inside work ends its span; the work after it is a span of its own
         key, paused_at = (threading.get_ident(), "work"), time.monotonic()
-        paused = super().let_measure()
+        paused = super().let_measure(starting)
         if paused:
             self.spans.append(("work", self.began[key], paused_at))
             self.began[key] = time.monotonic()
         return paused
+
+    @contextlib.contextmanager
+    def starting(self, workers, holding=True):  # a wait for workers' start lends the hold: its own span ends there
+        key = (threading.get_ident(), "work")
+        if holding and key in self.began:
+            self.spans.append(("work", self.began[key], time.monotonic()))
+        with super().starting(workers, holding) as paused:
+            yield paused
+        if holding and key in self.began:
+            self.began[key] = time.monotonic()
 
     def work(self):
         return self._span("work", super().work())

@@ -3,10 +3,17 @@
 A judgment on its own waits for nothing (`OPEN_GATE`). A batch's lanes share one `LaneGate`, which keeps
 two rules:
 
-- **Measurement apart from work.** While a lane measures, no other lane works (starts workers, compiles,
-  checks), nor measures on the same GPU: CPU load moves a timer's figures (an 18% shift of a speedup under
-  a concurrent build was seen on an H200 on 2026-11-30, judge 0.1.0). A lane that asks to measure waits for the others'
+- **Measurement apart from work.** While a lane measures, no other lane works (loads, compiles, checks), nor
+  measures on the same GPU: CPU load moves a timer's figures (an 18% shift of a speedup under a concurrent
+  build was seen on an H200 on 2026-11-30, judge 0.1.0). A lane that asks to measure waits for the others'
   current steps: a working lane lets it go first between two correctness trials (`let_measure`).
+- **Workers starting are stopped, not waited for.** A worker's start (a sandboxed interpreter importing torch,
+  creating its CUDA context: 3.5-5 s of an H100 under eight lanes, 2026-12-07, judge 0.3.19) runs no GPU
+  kernel and no code of a task's or a candidate's, but loads the CPU. A lane that only waits for its workers to
+  start (`starting`), or pauses with a pair still starting (`let_measure(starting=...)`), does not keep another
+  from measuring: the measurement stops those processes (SIGSTOP, each seen stopped in /proc before it begins)
+  and continues them when no lane measures any more. Waited for, the starts held each measurement back by
+  seconds while every other lane idled: 60% of a training step's judgment time on that H100.
 - **Device memory by reservation.** Before its first trial a judgment reserves the device memory it is
   likely to need (`memory_need`, from the reference worker's meta-device description of the task,
   worker/footprint.py) and waits until it fits beside the other lanes' reservations on its GPU. KernelBench's
@@ -23,8 +30,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 GIB = 2**30
@@ -134,6 +142,23 @@ def timing_pool_sets(footprint: dict[str, Any] | None, total: int) -> int:
     return MIN_POOL_SETS
 
 
+@dataclass
+class Paused:
+    """What a `starting` block was held back by the gate: its workers stopped, its hold waiting to be taken again
+    (seconds)."""
+
+    seconds: float = 0.0
+
+
+class Stoppable(Protocol):
+    """A process tree a measurement may stop: a worker still starting, which has run no GPU kernel and no code of a
+    task's or a candidate's (sandbox/ending.py)."""
+
+    def stop(self) -> None: ...
+
+    def go(self) -> None: ...
+
+
 class Gate(Protocol):
     """What a judgment holds while it works (starts, checks), while it measures, and for its device memory."""
 
@@ -143,7 +168,9 @@ class Gate(Protocol):
 
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]: ...
 
-    def let_measure(self) -> float: ...
+    def let_measure(self, starting: Sequence[Stoppable] = ()) -> float: ...
+
+    def starting(self, workers: Sequence[Stoppable], holding: bool = True) -> AbstractContextManager[Paused]: ...
 
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]: ...
 
@@ -160,8 +187,11 @@ class _OpenGate:
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def let_measure(self) -> float:
+    def let_measure(self, starting: Sequence[Stoppable] = ()) -> float:
         return 0.0
+
+    def starting(self, workers: Sequence[Stoppable], holding: bool = True) -> AbstractContextManager[Paused]:
+        return nullcontext(Paused())
 
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
         return nullcontext()
@@ -193,6 +223,11 @@ class LaneGate:
         self._holding: dict[str | None, int] = {}  # per GPU, the judgments admitted, whatever they reserved
         self._tickets = itertools.count()
         self.waits: list[tuple[str | None, int, float]] = []  # (gpu, need, seconds waited) of each admission
+        self._starting: dict[int, tuple[Stoppable, int]] = {}  # workers a measurement may stop, with their askers
+        self._stopped: dict[int, Stoppable] = {}  # those stopped, continued when no lane measures
+        self.stops = 0  # worker trees stopped for a measurement, in all
+        self._measured_s = 0.0  # seconds some lane measured, in all (while `_measuring_since` is None)
+        self._measuring_since: float | None = None
 
     def work(self) -> AbstractContextManager[None]:
         return self._work(wait=True)
@@ -222,27 +257,101 @@ class LaneGate:
             self._waiting += 1
             self._cond.wait_for(lambda: gpu not in self._measuring and not self._working)
             self._waiting -= 1
+            if not self._measuring:
+                self._measuring_since = time.monotonic()
             self._measuring.add(gpu)
+            for key, (worker, _) in self._starting.items():
+                self._stop(key, worker)
         try:
             yield
         finally:
             with self._cond:
                 self._measuring.discard(gpu)
+                if not self._measuring and self._measuring_since is not None:
+                    self._measured_s += time.monotonic() - self._measuring_since
+                    self._measuring_since = None
+                    stopped, self._stopped = list(self._stopped.values()), {}
+                    for worker in stopped:
+                        worker.go()
                 self._cond.notify_all()
 
-    def let_measure(self) -> float:
+    def _measured(self) -> float:
+        """Seconds some lane has measured so far, in all (under the lock)."""
+        now = 0.0 if self._measuring_since is None else time.monotonic() - self._measuring_since
+        return self._measured_s + now
+
+    def _stop(self, key: int, worker: Stoppable) -> None:
+        """Stop a starting worker for the measurement under way (under the condition's lock), once."""
+        if key not in self._stopped:
+            worker.stop()
+            self._stopped[key] = worker
+            self.stops += 1
+
+    def _register(self, workers: Sequence[Stoppable]) -> list[int]:
+        """Count `workers` as starting, stoppable by a measurement (under the lock): stopped now where one is on."""
+        keys = []
+        for worker in workers:
+            key = id(worker)
+            held = self._starting.get(key)
+            self._starting[key] = (worker, 1 if held is None else held[1] + 1)
+            keys.append(key)
+            if self._measuring:
+                self._stop(key, worker)
+        return keys
+
+    def _unregister(self, keys: list[int]) -> None:
+        """No longer starting for the lane that registered them (one stopped now stays so until no lane measures)."""
+        for key in keys:
+            worker, count = self._starting[key]
+            if count > 1:
+                self._starting[key] = (worker, count - 1)
+            else:
+                del self._starting[key]
+
+    def let_measure(self, starting: Sequence[Stoppable] = ()) -> float:
         """Called inside `work()` between two steps of a judgment (two correctness trials): where a lane waits
         to measure, stop working until no lane measures or waits to, then work again. A lane that asks to
-        measure then waits for the others' current steps, not for their whole stages. The seconds paused."""
+        measure then waits for the others' current steps, not for their whole stages. `starting`: this lane's
+        workers still starting (its timing pair), which the measurement stops meanwhile. The seconds paused."""
         with self._cond:
             if not self._waiting:
                 return 0.0
             began = time.monotonic()
             self._working -= 1
+            keys = self._register(starting)
             self._cond.notify_all()
             self._cond.wait_for(lambda: not self._measuring and not self._waiting)
+            self._unregister(keys)
             self._working += 1
             return time.monotonic() - began
+
+    @contextmanager
+    def starting(self, workers: Sequence[Stoppable], holding: bool = True) -> Iterator[Paused]:
+        """The block waits for `workers` to start (for their hello) and does nothing else: a measurement may stop
+        them meanwhile (module docstring), and the hold the calling thread has (`holding`: a lane's `work()`, or
+        work beside it) keeps no lane from measuring until the block ends. The hold is taken again then, once no
+        lane measures, without waiting for lanes that wait to (the lane's own thread may be waiting for this
+        one, work beside it): such a lane waits for the next step, as it would have for this one. What it yields
+        says, after the block, the seconds the workers were stopped and the hold waited for."""
+        paused = Paused()
+        with self._cond:
+            keys = self._register(workers)
+            measured = self._measured()
+            if holding:
+                self._working -= 1
+                self._cond.notify_all()
+        try:
+            yield paused
+        finally:
+            with self._cond:
+                self._unregister(keys)
+                stopped = self._measured() - measured if keys else 0.0  # stopped while any lane measured
+                waited = time.monotonic()
+                if holding:
+                    self._cond.wait_for(lambda: not self._measuring)
+                    self._working += 1
+                paused.seconds = stopped + time.monotonic() - waited
+                self._cond.notify_all()
 
     def reservable(self, gpu: str | None, total: int) -> int:
         """What the lanes of `gpu` may reserve of its `total` bytes: a share, less every lane's CUDA contexts

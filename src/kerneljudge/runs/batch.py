@@ -394,7 +394,7 @@ def run_batch(
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
-    spares = SparePairs(depth=pairs_taken(config.timing)) if spare_workers else None
+    spares = SparePairs(depth=pairs_taken(config.timing), gate=gate) if spare_workers else None
 
     def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side

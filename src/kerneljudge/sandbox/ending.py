@@ -83,6 +83,49 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+# How long a stop waits for each process of a tree to show stopped in /proc: one in a system call that does not sleep
+# (reading the disk) stops once it returns.
+STOP_WAIT_S = 0.5
+
+
+def signal_tree(root: int, sig: int) -> list[int]:
+    """Send `sig` to `root` and every live descendant, again to those born meanwhile (a parent stopped
+    between the listing and its own signal may have forked); the processes signalled."""
+    sent: list[int] = []
+    for _ in range(3):
+        fresh = [pid for pid in [root, *descendants(root)] if pid not in sent]
+        if not fresh:
+            break
+        for pid in fresh:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+            sent.append(pid)
+    return sent
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter of a process in /proc (R, S, D, T, t, Z...), None where it is gone."""
+    try:
+        return Path("/proc", str(pid), "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def wait_stopped(pids: list[int], timeout_s: float = STOP_WAIT_S) -> bool:
+    """Wait until each of `pids` is stopped (T, t), a zombie or gone; False if some were not within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    left = list(pids)
+    while True:
+        left = [pid for pid in left if process_state(pid) not in (None, "T", "t", "Z", "X")]
+        if not left:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+
+
 class Lineage:
     """Whether a process is `root` or one of its descendants, by the chain of its parents in /proc, each process's
     answer remembered under its start time (a pid can be reused): about one read for a process seen before, where
@@ -182,6 +225,18 @@ class WorkerEnding:
             return self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             return None
+
+    def stop(self) -> None:
+        """Stop the worker's whole process tree (SIGSTOP) and return once each process shows stopped, or after
+        STOP_WAIT_S: a worker still starting, while another lane measures (judgment/gate.py). Its own clock and
+        its launcher's stop with it; the judge's deadlines on it go on, and its start is short beside them."""
+        if not self.dead and self.proc.poll() is None:
+            wait_stopped(signal_tree(self.proc.pid, signal.SIGSTOP))
+
+    def go(self) -> None:
+        """Continue a tree `stop` stopped (SIGCONT to every process of it)."""
+        if not self.dead and self.proc.poll() is None:
+            signal_tree(self.proc.pid, signal.SIGCONT)
 
     def ask_exit(self) -> None:
         """Ask the worker to exit without waiting for it: workers asked together end together."""

@@ -185,6 +185,7 @@ class WorkerProcess(WorkerTalk, WorkerEnding):
         self.stdout = StreamCapture(self.proc.stdout, limits.log_cap_bytes)
         self.stderr = StreamCapture(self.proc.stderr, limits.log_cap_bytes)
         self.dead = False
+        self.asked = False  # whether a request was sent: until then no task or candidate code ran here (assign's aside)
         self.exit_asked_at: float | None = None  # when the word to exit was written, once it was
         self.gone_s: float | None = None  # from the word to exit until its launcher was gone (`end`)
         self.gpu_watch = None

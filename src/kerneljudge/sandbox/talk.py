@@ -149,6 +149,7 @@ class WorkerTalk:
         inbox = self.channels.inbox.name
         tree, described = placed if placed is not None else self.channels.access.put(inbox, values or [])
         deadline = self._deadline(timeout_s)
+        self.asked = True
         self._send({**request.header(), "args": tree, "tensors": described}, deadline)
         answer = self.answer(request, deadline, interim is not None)
         while isinstance(answer, protocol.Interim) and interim is not None:

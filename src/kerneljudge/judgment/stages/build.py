@@ -23,7 +23,7 @@ from kerneljudge.judgment.stages.failures import (
     integrity_failure,
 )
 from kerneljudge.judgment.stages.state import JudgmentState
-from kerneljudge.judgment.stages.workers import add_waiting, ask, ask_candidate, candidate_step, counted
+from kerneljudge.judgment.stages.workers import add_waiting, ask, ask_candidate, candidate_step, counted, starting
 from kerneljudge.preflight import preflight
 from kerneljudge.results.verdict import Capability, Failure
 from kerneljudge.sandbox.confine import LAYERS, SandboxPolicy
@@ -128,7 +128,8 @@ def start_reference(state: JudgmentState, sanitizer_decision: Callable[[], sanit
 def reference_hello(state: JudgmentState) -> protocol.Hello:
     """The reference worker's first frame; a worker that does not start is the judge's failure."""
     try:
-        with counted(state, "reference", "hello"):  # the wait for the worker's start (torch's import, CUDA's)
+        # the wait for the worker's start (torch's import, CUDA's), the pair stopped while another lane measures
+        with counted(state, "reference", "hello"), starting(state, state.workers.values()):
             frame = state.workers["reference"].receive(timeout_s=state.limits.start_timeout_s)
         hello = protocol.decode_greeting(frame)
     except WorkerFailure as exc:
@@ -204,7 +205,7 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
 def start_candidate(state: JudgmentState, init_inputs: Any) -> None:
     """The candidate worker's hello (on the reference's device), then its import and build."""
     worker = state.workers["candidate"]
-    with counted(state, "candidate", "hello"):  # the wait for the worker's start (torch's import, CUDA's)
+    with counted(state, "candidate", "hello"), starting(state, [worker]):  # as the reference's (reference_hello)
         frame = candidate_step(lambda: worker.receive(timeout_s=state.limits.start_timeout_s), phase="start")
     try:
         hello = protocol.decode_greeting(frame)

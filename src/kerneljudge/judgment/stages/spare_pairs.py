@@ -16,6 +16,9 @@ A timed judgment takes two pairs, the checked one at its build and the timing on
 beside it: a judge that times keeps two of a kind (`depth`), so that the second is not one started a moment before.
 A spare holds a CUDA context on its GPU while it waits (about half a GiB each on an H200), outside the
 batch's memory reservations: that is why spares are asked for (`--spare-workers`), not the default.
+Given the lanes' gate, a spare's start is one the gate may stop while a lane measures (gate.LaneGate.starting), as
+a lane's own pairs are, until both its workers have said hello; a lane that waits for a spare still starting lends
+its hold to the measurements meanwhile.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from kerneljudge.judgment.gate import OPEN_GATE, Gate
 from kerneljudge.sandbox.process import WorkerProcess
 
 Pair = dict[str, WorkerProcess]
 Kind = tuple[Any, ...]  # (device, gpu, sandbox policy, limits): what a pair's start depends on
+HELLO_POLL_S = 0.02  # how often a spare's start looks for both workers' hellos
 
 
 def pairs_taken(timed: bool) -> int:
@@ -41,7 +46,7 @@ def pairs_taken(timed: bool) -> int:
 class SparePairs:
     """Worker pairs started ahead, by kind; thread-safe (a batch's lanes share one)."""
 
-    def __init__(self, max_idle_s: float = 600.0, depth: int = 1) -> None:
+    def __init__(self, max_idle_s: float = 600.0, depth: int = 1, gate: Gate | None = None) -> None:
         if depth < 1:
             raise ValueError(f"spare pairs are kept one of a kind at least, not {depth}")
         self.max_idle_s = max_idle_s
@@ -52,6 +57,17 @@ class SparePairs:
         self._spares: dict[Kind, list[tuple[float, Future[Pair]]]] = {}
         self._starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kerneljudge-spare")
         self._closed = False
+        self.gate = gate or OPEN_GATE
+
+    def _start(self, start: Callable[[], Pair]) -> Pair:
+        """Start a pair, and under the gate (`starting`, no hold of a lane's) wait until both its workers have said
+        hello, or died: a measurement may stop them meanwhile."""
+        pair = start()
+        deadline = time.monotonic() + min(w.limits.start_timeout_s for w in pair.values())
+        with self.gate.starting(list(pair.values()), holding=False):
+            while not all(w.has_answered() for w in pair.values()) and time.monotonic() < deadline:
+                time.sleep(HELLO_POLL_S)
+        return pair
 
     def take(self, kind: Kind, start: Callable[[], Pair]) -> Pair | None:
         """A spare of `kind`, waited for if it is still starting, or None where there is none to take; either
@@ -63,9 +79,12 @@ class SparePairs:
             queue = self._spares.setdefault(kind, [])
             entry = queue.pop(0) if queue else None
             while len(queue) < self.depth:
-                queue.append((time.monotonic(), self._starter.submit(start)))
+                queue.append((time.monotonic(), self._starter.submit(self._start, start)))
         for _, future in stale:
             close_pair(future.result())
+        if entry is not None and not entry[1].done():  # still starting: the lane's hold lent to measurements meanwhile
+            with self.gate.starting([]):
+                wait([entry[1]])
         pair = self._ready(entry)
         with self._lock:
             if pair is None:
@@ -98,8 +117,8 @@ class SparePairs:
         return pair
 
     def starting(self) -> bool:
-        """Whether a spare is still starting (its interpreters importing torch, loading the CPU): a lane does
-        not let another measure meanwhile (judgment/stages/workers.let_others_measure)."""
+        """Whether a spare is still starting (its interpreters importing torch, loading the CPU): an idle judge's
+        spares are ready once none is (benchmarks/judgment_latency.py)."""
         with self._lock:
             futures = [future for queue in self._spares.values() for _, future in queue]
         for future in futures:

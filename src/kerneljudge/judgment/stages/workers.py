@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
@@ -136,14 +136,30 @@ def at_gate(state: JudgmentState, measuring: bool) -> Iterator[None]:
 
 def let_others_measure(state: JudgmentState) -> None:
     """Between two steps of a stage that works: a lane waiting to measure goes first (gate.let_measure); the
-    pause counts as waiting. Not while this judgment's timing pair is still starting: its interpreters
-    importing torch would load the CPU under the other lane's measurement (an 18% shift of a speedup under a
-    concurrent build on an H200, 2026-11-30, judge 0.1.0); once both have said hello they wait, idle."""
-    if state.ahead is None and any(not worker.has_answered() for worker in state.booting.values()):
-        return  # (a pair made ready ahead has been greeted, or is being, under a hold of its own: timing_ahead.py)
-    if state.spares is not None and state.spares.starting():  # the same for a spare pair still starting
-        return
-    add_waiting(state, state.gate.let_measure())
+    pause counts as waiting. This judgment's timing pair, if it is still starting, is stopped while the other lane
+    measures: its interpreters importing torch would load the CPU under that measurement (an 18% shift of a speedup
+    under a concurrent build on an H200, 2026-11-30, judge 0.1.0). A pair made ready ahead is greeted, or being, by
+    a thread of its own (timing_ahead.py), whose waits for it stop it the same way."""
+    booting = fresh(state.booting.values()) if state.ahead is None else []
+    add_waiting(state, state.gate.let_measure(booting))
+
+
+def fresh(workers: Iterable[Any]) -> list[Any]:
+    """The workers asked nothing yet: no code of a task's or a candidate's has run in them, and no GPU kernel."""
+    return [worker for worker in workers if not worker.asked]
+
+
+@contextmanager
+def starting(state: JudgmentState, workers: Iterable[Any]) -> Iterator[None]:
+    """Wait in the block for workers to start (their hello) with the lane's hold lent to the other lanes' measuring:
+    those of `workers` asked nothing yet are stopped while a lane measures (gate.LaneGate.starting). The time they
+    stood stopped and the hold's wait to be taken again count as waiting."""
+    with state.gate.starting(fresh(workers)) as paused:
+        yield
+    if state.stage == "ahead":  # the thread that readies the timing pair: the lane's own thread did not wait
+        add_seconds(state, "ahead.waiting", paused.seconds)
+    else:
+        add_waiting(state, paused.seconds)
 
 
 @contextmanager

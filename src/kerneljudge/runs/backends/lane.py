@@ -11,12 +11,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from kerneljudge.config import JudgeConfig
-from kerneljudge.judgment.gate import LaneGate
+from kerneljudge.judgment.gate import LaneGate, Paused, Stoppable
 from kerneljudge.judgment.stages.device_memory import DOES_NOT_FIT, ran_short
 from kerneljudge.results.verdict import Record
 from kerneljudge.timing.sides import CachedSide
@@ -93,8 +93,11 @@ class Alone:
     def measure(self, gpu: str | None = None) -> AbstractContextManager[None]:
         return self.gate.measure(gpu)
 
-    def let_measure(self) -> float:
-        return self.gate.let_measure()
+    def let_measure(self, starting: Sequence[Stoppable] = ()) -> float:
+        return self.gate.let_measure(starting)
+
+    def starting(self, workers: Sequence[Stoppable], holding: bool = True) -> AbstractContextManager[Paused]:
+        return self.gate.starting(workers, holding)
 
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> AbstractContextManager[None]:
         return self.gate.admit(gpu, need, total, alone=True)  # through this gate, every admission is alone

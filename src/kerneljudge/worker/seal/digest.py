@@ -174,9 +174,9 @@ Pending = tuple[int, str, "torch.Tensor | None"]  # bytes, dtype, the figures on
 
 def pending(t: torch.Tensor) -> Pending:
     """`digest` of one tensor left on its device: (bytes, dtype, int64 tensor of each piece's first sum and then the
-    root, None for no bytes), no wait for the device. A large tensor's pieces' roots are the leaves of one more tree. On a CUDA device
-    each piece's sums replay a graph (worker/seal/digest_graphs.py); the stack copies them out of the graphs' own
-    outputs, so a later digest of the same shape does not overwrite them."""
+    root, None for no bytes), no wait for the device. A large tensor's pieces' roots are the leaves of one more tree.
+    On a CUDA device each piece's sums replay a graph (worker/seal/digest_graphs.py); the stack copies them out of
+    the graphs' own outputs, so a later digest of the same shape does not overwrite them."""
     words = evidence.digest_words(t)
     step = evidence.DIGEST_BYTES // words.element_size()
     starts = range(0, words.numel(), step)
@@ -213,8 +213,7 @@ def settled(items: list[Pending]) -> list[tuple[Any, ...]]:
         for index, figures in parts:
             host[index], at = flat[at : at + figures.numel()], at + figures.numel()
     return [
-        (nbytes, dtype, sum(host[i][:-1]) % 2**64, host[i][-1] % 2**64)
-        for i, (nbytes, dtype, _) in enumerate(items)
+        (nbytes, dtype, sum(host[i][:-1]) % 2**64, host[i][-1] % 2**64) for i, (nbytes, dtype, _) in enumerate(items)
     ]
 
 
