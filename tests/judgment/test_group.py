@@ -139,6 +139,11 @@ def test_every_record_of_a_group_is_the_candidates_single_judgment(tmp_path, spi
     assert shared.worker is None  # ended with the group
     for later in grouped[1:]:  # its start and hello were the first judgment's
         assert later.stages_s["build.reference.hello"] < 0.1 < grouped[0].stages_s["build.reference.hello"]
+    # The first judgment ran every trial of the reference; the later ones were answered from the outputs the group's
+    # reference kept (worker/correctness/memo.py), and their records are still the single judgments' above.
+    kept = [sum(key.endswith("reference.trial:kept") for key in r.stages_s) for r in grouped]
+    assert kept[0] == 0 and kept[1] >= 1 and kept[2] >= 1, kept
+    assert not any(key.endswith(":kept") for r in singles for key in r.stages_s)
 
 
 def test_a_candidate_finds_nothing_the_one_before_it_left_in_their_channels(tmp_path):

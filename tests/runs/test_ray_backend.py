@@ -19,10 +19,18 @@ from kerneljudge.cli import main
 from kerneljudge.config import JudgeConfig
 from kerneljudge.errors import UsageError
 from kerneljudge.results.store import Store, environment_digest, key_of
-from kerneljudge.runs.backends import Job
+from kerneljudge.runs.backends import GroupJob, Job
 from kerneljudge.runs.backends.machine import machine_environment
 from kerneljudge.runs.backends.ray import LaneLost, RayBackend, import_ray
-from kerneljudge.runs.backends.ray_actor import job_from_json, job_to_json
+from kerneljudge.runs.backends.ray_actor import (
+    RemoteJudgeError,
+    envelope_json,
+    group_from_json,
+    group_to_json,
+    job_from_json,
+    job_to_json,
+    read_envelopes,
+)
 from kerneljudge.runs.batch import read_manifest, run_batch
 from kerneljudge.sources.candidate import load_candidate
 from kerneljudge.tasks.load import load_task
@@ -231,6 +239,52 @@ def test_a_job_crosses_as_json_with_its_hashes_unchanged():
     json.loads(text)  # plain JSON, nothing pickled
     back = job_from_json(text)
     assert back == job and back.task.sha256 == task.sha256 and back.candidate.sha256 == job.candidate.sha256
+
+
+def test_a_group_crosses_as_json_and_its_answer_must_be_one_envelope_a_candidate():
+    task = load_task(TASKS / "tiny_bias_relu.py")
+    candidates = tuple(load_candidate(CANDIDATES / name) for name in ("honest_torch.py", "segfault.py"))
+    group = GroupJob(task, candidates, CONFIG)
+    back = group_from_json(group_to_json(group))
+    assert back == group and [c.sha256 for c in back.candidates] == [c.sha256 for c in candidates]
+    with pytest.raises(RemoteJudgeError, match="1 to 64 candidates"):
+        group_to_json(GroupJob(task, candidates * 33, CONFIG))
+    one = envelope_json([], error="judge broke")
+    assert [e.error for e in read_envelopes(json.dumps([one, one]), 2)] == ["judge broke"] * 2
+    for answer in (json.dumps([one]), json.dumps({"a": one}), "[", 7, json.dumps([one, 3])):
+        with pytest.raises(RemoteJudgeError):
+            read_envelopes(answer, 2)
+
+
+def test_a_group_is_judged_on_one_actor_as_a_group_and_again_elsewhere_when_that_actor_dies(cluster, tmp_path):
+    """Its records are a group's (one place id, the checked pairs lent the group's reference); the actor killed
+    with it in flight, the whole group goes to the other actor, once."""
+    (tmp_path / "slow_honest.py").write_text(SLOW)
+    task = load_task(TASKS / "tiny_bias_relu.py")
+    names = [tmp_path / "slow_honest.py", CANDIDATES / "honest_torch.py", CANDIDATES / "segfault.py"]
+    group = GroupJob(task, tuple(load_candidate(path) for path in names), CONFIG)
+    lines: list[str] = []
+    killed: list[str] = []
+
+    def progress(text: str) -> None:
+        lines.append(text)
+        lane = re.match(r"judging on (kerneljudge-\w+-lane\d+) ", text)
+        if lane and not killed:
+            killed.append(lane[1])
+            threading.Timer(2.0, lambda: cluster.kill(cluster.get_actor(lane[1]), no_restart=True)).start()
+
+    with RayBackend() as backend:
+        records = [future.result(timeout=300) for future in backend.submit_group(group, progress)]
+    sent = [re.match(r"judging on (\S+)", line)[1] for line in lines if line.startswith("judging on")]
+    assert len(sent) == 2 and sent[0] == killed[0] != sent[1], lines  # the group, once more, to the other actor
+    assert [(r.candidate.name, r.status) for r in records] == [
+        ("slow_honest", "PASS"),
+        ("honest_torch", "PASS"),
+        ("segfault", "FAIL"),
+    ]
+    places = [r.workers.group for r in records]
+    assert len({p.id for p in places}) == 1 and [(p.index, p.size) for p in places] == [(0, 3), (1, 3), (2, 3)]
+    assert [r.workers.checked for r in records] == ["group"] * 3
 
 
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch):

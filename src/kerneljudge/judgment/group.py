@@ -8,7 +8,10 @@ reference worker and builds the task again; judged as a group (`judge_group`), t
   meets the same trials, hidden shapes, perturbations and timing pools, as a single judgment would have drawn them.
   A key serves one group and is never kept: the next group, or the same task in the next step, draws another;
 - **the reference worker of the checked pairs** (judgment/stages/shared_reference.py): started once, lent to each
-  candidate's judgment in turn with a fresh candidate worker, the channels between them wiped before each lend.
+  candidate's judgment in turn with a fresh candidate worker, the channels between them wiped before each lend;
+- **the reference's trial outputs**: the group's reference keeps each trial's reference and float64 oracle outputs
+  (up to shared_reference.KEEP_BYTES on the device) and answers the next judgments' same trials from them, the
+  inputs still made and placed anew for each candidate (worker/correctness/memo.py).
 
 Nothing else is shared: each candidate has its own fresh sandboxed worker, its own fresh timing pair (both workers,
 so the timing's pairing is a single judgment's: docs/timing.md) and its own record, which says where it stood in

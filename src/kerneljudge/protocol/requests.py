@@ -48,7 +48,8 @@ class Load(Request):
     the candidate's worker first loads `task`, the task's inputs-only source (tasks/inputs_source.py, never the
     task's own text), where it makes the trials' inputs itself. `fresh`: a judgment's first load of the reference,
     which forgets the shape family an earlier judgment derived (a group's reference serves one judgment after
-    another: judgment/stages/shared_reference.py)."""
+    another: judgment/stages/shared_reference.py). `keep`: the device bytes of trial outputs a group's reference may
+    keep for the group's next judgments (worker/correctness/trials.py, `OutputMemo`); 0 for a single judgment's."""
 
     op: ClassVar[str] = "load"
     seed: int
@@ -56,6 +57,7 @@ class Load(Request):
     footprint: bool = False
     task: str | None = None
     fresh: bool = False
+    keep: int = 0
 
 
 MAX_PROPOSED = 64  # a Derive request's values per integer, integers, and joint shapes, each at most

@@ -78,6 +78,7 @@ CLOCK_NAMES = frozenset(
         "inputs",
         "place",
         "reference",
+        "kept",
         "compare",
         "checks",
         "task_check",

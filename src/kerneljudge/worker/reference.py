@@ -26,6 +26,7 @@ from kerneljudge.worker import evidence, footprint
 from kerneljudge.worker.base import Worker, describe_exception, items_of
 from kerneljudge.worker.correctness import contracts, derived, family, seeded
 from kerneljudge.worker.correctness.compare import Comparisons
+from kerneljudge.worker.correctness.memo import OutputMemo
 from kerneljudge.worker.correctness.oracle import ReferenceRuns
 from kerneljudge.worker.correctness.outputs import json_safe
 from kerneljudge.worker.correctness.trials import Trials
@@ -37,6 +38,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
+        self.memo = OutputMemo()  # a group's trials' outputs, kept across its judgments (worker/correctness/memo.py)
         self.start_task()
 
     def start_task(self) -> None:
@@ -84,6 +86,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
                 self.shaped = request.shape is not None
             self.set_seed(request.seed)
             init_inputs = list(self.module.get_init_inputs())
+            self.memo.loaded(request.seed, request.shape, request.keep)
             self.build(self.module.Model, init_inputs, request.seed)
         except BaseException as exc:
             self.send(describe_exception("init", exc))
@@ -144,6 +147,7 @@ class ReferenceWorker(Trials, ReferenceRuns, Comparisons, TimingPool, Worker):
             self.clocked("inputs", began)
             began = time.perf_counter()
             self.set_seed(request.call_seed)
+            self.memo.forwards += 1
             with torch.no_grad():  # as run_reference calls it, without the call's evidence: nothing here is judged
                 again = self.model(*inputs)
             self.synchronize()

@@ -22,6 +22,7 @@ from kerneljudge.judgment.stages.failures import (
     error_failure,
     integrity_failure,
 )
+from kerneljudge.judgment.stages.shared_reference import KEEP_BYTES, LentReference
 from kerneljudge.judgment.stages.state import JudgmentState
 from kerneljudge.judgment.stages.workers import add_waiting, ask, ask_candidate, candidate_step, counted, starting
 from kerneljudge.preflight import preflight
@@ -161,7 +162,9 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
     # (judgment/stages/timing_ahead.py)
     room = state.readies_ahead and shape is None and state.build.device == "cuda" and state.admission.ahead_fits is None
     fresh = shape is None and not state.build.family_read  # the judgment's first load (a group's reference: Load)
-    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room, fresh=fresh)
+    # A group's reference keeps its trials' outputs for the group's next judgments (worker/correctness/memo.py).
+    keep = KEEP_BYTES if isinstance(state.workers["reference"], LentReference) else 0
+    load = protocol.Load(seed=state.config.public_seed, shape=shape, footprint=admit or room, fresh=fresh, keep=keep)
     loaded, values = ask(state, "reference", load)
     where = f" at {describe_shape(shape)}" if shape else ""
     if not isinstance(loaded, protocol.Loaded):
@@ -183,6 +186,8 @@ def load_reference(state: JudgmentState, shape: dict[str, Any] | None = None) ->
         # pair (judgment/stages/shared_reference.py): reserved as two pairs side by side, as timing ahead is.
         timed, beside = state.config.timing, bool(state.admission.ahead_fits) or state.shared is not None
         state.admission.reserved_bytes = memory_need(footprint, timed, state.admission.pool_sets, beside=beside)
+        if state.admission.reserved_bytes and keep:  # and the outputs it keeps for the group's next judgments
+            state.admission.reserved_bytes += keep
         if state.admission.reserved_bytes:
             state.progress(f"waiting for {state.admission.reserved_bytes / 2**30:.1f} GiB of device memory")
         waited = time.monotonic()

@@ -50,6 +50,10 @@ TASK_DESCRIPTION = (
 )
 
 
+# The device bytes of trial outputs the group's reference keeps for the group's next judgments (protocol.Load's
+# `keep`, worker/correctness/memo.py); the gate reserves them with the group's reference (gate.memory_need).
+KEEP_BYTES = 512 * 1024**2
+
 # At most this many bytes of a channel are wiped; a candidate that left more data in its channels (it decides how
 # much of its outbox it touches) costs the group its reference and channels instead: fresh ones hold nothing.
 WIPE_LIMIT_BYTES = 4 * 1024**3
@@ -242,6 +246,16 @@ class LentReference:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._worker, name)
+
+    @property
+    def last_clock(self) -> dict[str, float]:
+        """The worker's own: the parts of its last answer as it clocked them (stages.workers.counted resets it
+        before each request and reads it after)."""
+        return self._worker.last_clock
+
+    @last_clock.setter
+    def last_clock(self, value: dict[str, float]) -> None:
+        self._worker.last_clock = value
 
     def receive(self, *args: Any, **kw: Any) -> dict[str, Any]:
         """The worker's hello: read from it the first time, then the same frame for each judgment."""

@@ -2,7 +2,8 @@
 
 A `Job` is one judgment asked for (task, candidate, configuration); `Backend.submit` answers it with a
 future of its verdict `Record`; a `GroupJob` is several candidates of one task, judged as a group where the
-backend can (`Backend.submit_group`: the local backend does, judgment/group.py). Every backend judges through
+backend can (`Backend.submit_group`: the local backend does, judgment/group.py, and the Ray backend on one of its
+actors). Every backend judges through
 `judge_on_lane` (or `judge_group_on_lane`), the lane step `batch` also takes: cached baselines when asked for, and
 a judgment that ran short of memory beside other lanes judged again alone on its GPU.
 

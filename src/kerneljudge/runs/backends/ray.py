@@ -13,6 +13,11 @@ record comes back as `record.model_dump_json()` inside a JSON envelope, which th
 another process; Ray's own transport moves only these strings, each capped in length (ray_actor.py): a job
 or an envelope over its cap fails that job alone with `RemoteJudgeError`, read by its length first.
 
+Groups. A group (`submit_group`) goes to one actor as one job and is judged on one of its lanes as a group
+(judgment/group.py: one hidden plan, one reference worker for its checked pairs); its records come back together,
+as a list of envelopes, once the group is judged. An actor that dies with a group in flight sends the whole group
+to another actor, once, as it does a job.
+
 Exactly once. The driver owns the store (`batch.run_batch`), so a record is stored and counted once,
 when its future resolves. Ray's retries are off (`max_restarts=0`, `max_task_retries=0`): a candidate
 that crashes its worker is an ordinary FAIL record from the actor, never a retry. Only an actor's own
@@ -34,8 +39,17 @@ from typing import Any
 
 from kerneljudge.errors import KernelJudgeError, UsageError
 from kerneljudge.results.verdict import Record
-from kerneljudge.runs.backends import Backend, Job, Stage
-from kerneljudge.runs.backends.ray_actor import GpuJudge, RemoteJudgeError, job_to_json, one_line, read_envelope
+from kerneljudge.runs.backends import Backend, GroupJob, Job, Stage
+from kerneljudge.runs.backends.ray_actor import (
+    Envelope,
+    GpuJudge,
+    RemoteJudgeError,
+    group_to_json,
+    job_to_json,
+    one_line,
+    read_envelope,
+    read_envelopes,
+)
 
 RAY_MISSING = "the Ray backend needs Ray, which is not installed: pip install 'kerneljudge[ray]'"
 MAX_ATTEMPTS = 2  # the first actor, then once elsewhere when that actor died
@@ -57,11 +71,23 @@ def import_ray() -> Any:
 
 @dataclass
 class _Pending:
-    payload: str  # the job, as job_to_json wrote it
+    payload: str  # the job, as job_to_json wrote it, or a group as group_to_json did
     progress: Stage
-    future: Future[Record]
+    futures: list[Future[Record]]  # one for a job; a group's, in its order
+    group: bool = False
     attempts: int = 0
     lanes_lost: list[str] = field(default_factory=list)
+
+    def start(self) -> bool:
+        """The futures set running at the first dispatch; False where the caller cancelled them all."""
+        if self.attempts:
+            return True
+        return any([future.set_running_or_notify_cancel() for future in self.futures])
+
+    def fail(self, exc: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(exc)
 
 
 class RayBackend(Backend):
@@ -173,13 +199,28 @@ class RayBackend(Backend):
         except RemoteJudgeError as exc:  # too long to send: this job's error, not the backend's
             future.set_exception(RemoteJudgeError(f"not sent to a lane: {exc}"))
             return future
-        pending = _Pending(payload, progress or (lambda text: None), future)
+        self._queued(_Pending(payload, progress or (lambda text: None), [future]))
+        return future
+
+    def submit_group(self, group: GroupJob, progress: Stage | None = None) -> list[Future[Record]]:
+        """The group judged on one lane of one actor (its `LocalBackend.submit_group`: one hidden plan, one reference
+        worker for its checked pairs); its records come back together, once the group is judged."""
+        futures: list[Future[Record]] = [Future() for _ in group.candidates]
+        try:
+            payload = group_to_json(group)
+        except RemoteJudgeError as exc:
+            for future in futures:
+                future.set_exception(RemoteJudgeError(f"not sent to a lane: {exc}"))
+            return futures
+        self._queued(_Pending(payload, progress or (lambda text: None), futures, group=True))
+        return futures
+
+    def _queued(self, pending: _Pending) -> None:
         with self._cond:
             if self._closed:
                 raise RuntimeError("the backend is closed")
             self._queue.append(pending)
             self._cond.notify_all()
-        return future
 
     def close(self) -> None:
         with self._cond:
@@ -200,8 +241,9 @@ class RayBackend(Backend):
                 self._queue.clear()
                 actors = list(self._actors.values())
             for pending in queued:
-                if not pending.future.cancel():  # already running: a job sent again after its actor died
-                    pending.future.set_exception(LaneLost("not judged: the batch was stopped"))
+                for future in pending.futures:
+                    if not future.cancel():  # already running: a job sent again after its actor died
+                        future.set_exception(LaneLost("not judged: the batch was stopped"))
             for actor in actors:
                 self._ray.kill(actor, no_restart=True)
         self.close()
@@ -233,8 +275,7 @@ class RayBackend(Backend):
                 self._inflight.clear()
                 self._queue.clear()
             for pending in left:
-                if not pending.future.done():
-                    pending.future.set_exception(exc)
+                pending.fail(exc)
 
     def _dispatch(self) -> None:
         """Send queued jobs to the actors with free lanes (called holding the lock)."""
@@ -242,20 +283,22 @@ class RayBackend(Backend):
             pending = self._queue[0]
             if not self._actors:
                 self._queue.popleft()
-                if pending.attempts == 0 and not pending.future.set_running_or_notify_cancel():
+                if not pending.start():
                     continue  # cancelled by its caller
                 lost = f" (lost: {', '.join(pending.lanes_lost)})" if pending.lanes_lost else ""
-                pending.future.set_exception(LaneLost(f"no lane of the Ray cluster is left{lost}"))
+                pending.fail(LaneLost(f"no lane of the Ray cluster is left{lost}"))
                 continue
             name = max(self._free, key=self._free.__getitem__)
             if self._free[name] == 0:
                 return
             self._queue.popleft()
-            if pending.attempts == 0 and not pending.future.set_running_or_notify_cancel():
+            if not pending.start():
                 continue
             pending.attempts += 1
             self._free[name] -= 1
-            self._inflight[self._actors[name].judge.remote(pending.payload)] = (pending, name)
+            actor = self._actors[name]
+            method = actor.judge_group if pending.group else actor.judge
+            self._inflight[method.remote(pending.payload)] = (pending, name)
             pending.progress(f"judging on {name} ({self._where[name]})")
 
     def _finish(self, ref: Any) -> None:
@@ -265,22 +308,30 @@ class RayBackend(Backend):
             if name in self._free:
                 self._free[name] += 1
         try:
-            envelope = read_envelope(ray.get(ref))
+            answer = ray.get(ref)
+            envelopes = read_envelopes(answer, len(pending.futures)) if pending.group else [read_envelope(answer)]
         except RemoteJudgeError as exc:
-            pending.future.set_exception(RemoteJudgeError(f"{name} {exc}"))
+            pending.fail(RemoteJudgeError(f"{name} {exc}"))
             return
         except ray.exceptions.RayActorError as exc:
             self._lost(pending, name, exc)
             return
         except ray.exceptions.RayError as exc:
-            pending.future.set_exception(RemoteJudgeError(f"{name}: {one_line(str(exc))}"))
+            pending.fail(RemoteJudgeError(f"{name}: {one_line(str(exc))}"))
             return
+        for future, envelope in zip(pending.futures, envelopes, strict=True):
+            self._resolve(pending, name, future, envelope)
+
+    @staticmethod
+    def _resolve(pending: _Pending, name: str, future: Future[Record], envelope: Envelope) -> None:
         for line in envelope.stages:
             pending.progress(f"{name}: {line}")
-        if envelope.record is None:
-            pending.future.set_exception(RemoteJudgeError(f"the judge failed on {name}: {envelope.error}"))
+        if future.done():  # cancelled by its caller before the group was sent
             return
-        pending.future.set_result(envelope.record)
+        if envelope.record is None:
+            future.set_exception(RemoteJudgeError(f"the judge failed on {name}: {envelope.error}"))
+        else:
+            future.set_result(envelope.record)
 
     def _lost(self, pending: _Pending, name: str, exc: Exception) -> None:
         """`name`'s actor died with `pending` in flight: forget the actor; judge the job elsewhere, once."""
@@ -290,12 +341,11 @@ class RayBackend(Backend):
             self._free.pop(name, None)
             pending.lanes_lost.append(name)
             if self._stopped:
-                pending.future.set_exception(LaneLost("not judged: the batch was stopped"))
+                pending.fail(LaneLost("not judged: the batch was stopped"))
                 return
             if pending.attempts < MAX_ATTEMPTS:
                 pending.progress(f"{name} was lost ({why}); judged again on another lane")
                 self._queue.appendleft(pending)
                 return
-        pending.future.set_exception(
-            LaneLost(f"not judged: the lanes {' and '.join(pending.lanes_lost)} died while judging it ({why})")
-        )
+        lanes = " and ".join(pending.lanes_lost)
+        pending.fail(LaneLost(f"not judged: the lanes {lanes} died while judging it ({why})"))

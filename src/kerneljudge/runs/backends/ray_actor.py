@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from kerneljudge.errors import KernelJudgeError
-from kerneljudge.runs.backends import Job
+from kerneljudge.runs.backends import GroupJob, Job
 
 if TYPE_CHECKING:
     from kerneljudge.results.verdict import Record
@@ -31,6 +31,9 @@ MAX_RECORD_CHARS = 8 * 1024 * 1024
 MAX_STAGES = 500
 MAX_LINE_CHARS = 500
 MAX_ENVELOPE_CHARS = 2 * MAX_RECORD_CHARS + 2 * MAX_STAGES * MAX_LINE_CHARS + 1024
+# A group is judged on one actor (its records come back together): its task and candidates as one job, its records
+# as a list of envelopes; each bounded per candidate as a job and an envelope are.
+MAX_GROUP = 64
 
 
 class RemoteJudgeError(KernelJudgeError):
@@ -68,6 +71,37 @@ def job_from_json(text: str) -> Job:
     return Job(Task(**data["task"]), Candidate(**data["candidate"]), JudgeConfig.from_mapping(data["config"]))
 
 
+def group_to_json(group: GroupJob) -> str:
+    """A group as the actor receives it: one task, its candidates and the configuration, as `job_to_json` writes a
+    job; `RemoteJudgeError` past MAX_GROUP candidates or MAX_JOB_CHARS a candidate."""
+    if not 0 < len(group.candidates) <= MAX_GROUP:
+        raise RemoteJudgeError(f"a group sent to a lane holds 1 to {MAX_GROUP} candidates, not {len(group.candidates)}")
+    text = json.dumps(
+        {
+            "task": asdict(group.task),
+            "candidates": [asdict(candidate) for candidate in group.candidates],
+            "config": group.config.to_dict(),
+        },
+        ensure_ascii=False,
+    )
+    _require_short_job(text, len(group.candidates))
+    return text
+
+
+def group_from_json(text: str) -> GroupJob:
+    """The group `group_to_json` wrote."""
+    from kerneljudge.config import JudgeConfig
+    from kerneljudge.sources.candidate import Candidate
+    from kerneljudge.sources.task import Task
+
+    _require_short_job(text, MAX_GROUP)
+    data = json.loads(text)
+    candidates = tuple(Candidate(**candidate) for candidate in data["candidates"][: MAX_GROUP + 1])
+    if not 0 < len(candidates) <= MAX_GROUP:
+        raise RemoteJudgeError(f"a group holds 1 to {MAX_GROUP} candidates, not {len(candidates)}")
+    return GroupJob(Task(**data["task"]), candidates, JudgeConfig.from_mapping(data["config"]))
+
+
 def envelope_json(stages: list[str], record_json: str | None = None, error: str | None = None) -> str:
     """The actor's answer: the record's JSON, or the judge's error as one line when there is none or it is
     longer than MAX_RECORD_CHARS; the stages, at most MAX_STAGES lines of at most MAX_LINE_CHARS."""
@@ -80,6 +114,22 @@ def envelope_json(stages: list[str], record_json: str | None = None, error: str 
     else:
         answer["error"] = one_line(error or "no record and no error")
     return json.dumps(answer, ensure_ascii=False)
+
+
+def read_envelopes(text: object, count: int) -> list[Envelope]:
+    """A group's answer from its actor: `count` envelopes, each checked as `read_envelope` checks one;
+    `RemoteJudgeError` where the answer is not a JSON list of that many, or longer than they may be."""
+    if not isinstance(text, str):
+        raise RemoteJudgeError(f"sent {type(text).__name__}, not a JSON list of envelopes")
+    if len(text) > count * (MAX_ENVELOPE_CHARS + 16):
+        raise RemoteJudgeError(f"sent {len(text)} characters for a group of {count}, more than allowed")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise RemoteJudgeError(f"sent no JSON list of envelopes: {one_line(str(exc))}") from None
+    if not isinstance(data, list) or len(data) != count or not all(isinstance(item, str) for item in data):
+        raise RemoteJudgeError(f"sent no list of {count} envelopes")
+    return [read_envelope(item) for item in data]
 
 
 def read_envelope(text: object) -> Envelope:
@@ -121,9 +171,10 @@ def one_line(text: str) -> str:
     return first if len(first) <= MAX_LINE_CHARS else first[: MAX_LINE_CHARS - 3] + "..."
 
 
-def _require_short_job(text: str) -> None:
-    if len(text) > MAX_JOB_CHARS:
-        raise RemoteJudgeError(f"the job is {len(text)} characters of JSON, more than the {MAX_JOB_CHARS} allowed")
+def _require_short_job(text: str, candidates: int = 1) -> None:
+    if len(text) > candidates * MAX_JOB_CHARS:
+        allowed = candidates * MAX_JOB_CHARS
+        raise RemoteJudgeError(f"the job is {len(text)} characters of JSON, more than the {allowed} allowed")
 
 
 class GpuJudge:
@@ -157,3 +208,21 @@ class GpuJudge:
             return envelope_json(stages, record_json=future.result().model_dump_json())
         except Exception as exc:  # the judge's own fault, sent back as text: the driver raises it
             return envelope_json(stages, error=f"{type(exc).__name__}: {exc}")
+
+    def judge_group(self, group_json: str) -> str:
+        """A JSON list of envelopes, one per candidate of the group in its order, once the group is judged on one
+        of this actor's lanes (`LocalBackend.submit_group`); the stages go with the first."""
+        stages: list[str] = []
+        try:
+            group = group_from_json(group_json)
+        except Exception as exc:
+            return json.dumps([envelope_json(stages, error=f"{type(exc).__name__}: {exc}")])
+        futures = self.backend.submit_group(group, lambda text: stages.append(f"{time.strftime('%H:%M:%S')} {text}"))
+        answers = []
+        for index, future in enumerate(futures):
+            seen = stages if index == 0 else []
+            try:
+                answers.append(envelope_json(seen, record_json=future.result().model_dump_json()))
+            except Exception as exc:
+                answers.append(envelope_json(seen, error=f"{type(exc).__name__}: {exc}"))
+        return json.dumps(answers)

@@ -14,6 +14,7 @@ from kerneljudge.checks import support
 from kerneljudge.protocol import wire
 from kerneljudge.worker import evidence
 from kerneljudge.worker.base import items_of
+from kerneljudge.worker.correctness.memo import OutputMemo
 from kerneljudge.worker.correctness.outputs import rounded_like
 
 
@@ -33,6 +34,7 @@ class ReferenceRuns:
     oracle_dtype: str | None
     draws_random: bool
     no_oracle: str | None
+    memo: OutputMemo
 
     def rng_state(self) -> Any:
         torch = self.torch
@@ -75,6 +77,7 @@ class ReferenceRuns:
             self.set_seed(call_seed)
         before = self.rng_state()
         with torch.no_grad():
+            self.memo.forwards += 1
             out = self.model(*device_inputs)
             self.synchronize()
             after = self.rng_state()
