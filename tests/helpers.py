@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 import jsonschema
@@ -36,6 +37,17 @@ EXAMPLES = ROOT / "examples"
 SCHEMA_PATH = ROOT / "docs" / "schema" / "record.schema.json"
 
 _validator = None
+
+
+def run_all(*targets, message: str = "a lane never got through the gate") -> None:
+    """Run each of `targets` in a thread of its own and join them all, failing where one is still running after
+    20 s (a lane that waits for ever)."""
+    threads = [threading.Thread(target=t) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in threads), message
 
 
 def malformed_family_task(folder: Path) -> Path:

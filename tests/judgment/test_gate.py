@@ -9,6 +9,7 @@ import types
 import pytest
 import torch
 
+from helpers import run_all
 from kerneljudge.judgment.gate import GIB, OPEN_GATE, LaneGate, PastDeadline, memory_need, timing_pool_sets
 from kerneljudge.worker import footprint
 
@@ -22,15 +23,6 @@ def hold(gate, need, log, name, seconds, started=None, gpu="0"):
             started.set()
         time.sleep(seconds)
         log.append(f"{name} out")
-
-
-def run_all(*targets):
-    threads = [threading.Thread(target=t) for t in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=20)
-    assert not any(thread.is_alive() for thread in threads), "a lane never got its memory"
 
 
 def test_a_need_that_does_not_fit_beside_another_waits_for_it():

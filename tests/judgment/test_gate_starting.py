@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from helpers import TASKS
+from helpers import TASKS, run_all
 from kerneljudge.judgment.gate import OPEN_GATE, LaneGate
 from kerneljudge.judgment.stages.workers import fresh, let_others_measure
 from kerneljudge.sandbox import ending
@@ -29,15 +29,6 @@ class Recorded:
 
     def go(self) -> None:
         self.log.append(f"{self.name} continued")
-
-
-def run_all(*targets):
-    threads = [threading.Thread(target=t) for t in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=20)
-    assert not any(thread.is_alive() for thread in threads), "a lane never got through the gate"
 
 
 def test_a_lane_waiting_for_its_workers_start_lets_another_measure_and_its_workers_stand_stopped_meanwhile():
