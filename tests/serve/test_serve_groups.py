@@ -4,6 +4,8 @@ and the local judge's `KJ_JUDGE_GROUP_SIZE`."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from helpers import EXAMPLES
@@ -14,7 +16,9 @@ from kerneljudge.errors import UsageError
 from kerneljudge.results.store import StoreKey
 from kerneljudge.runs.backends import Job
 from kerneljudge.runs.backends.local import LocalBackend
-from kerneljudge.serve.service import Service
+from kerneljudge.serve import get_reward
+from kerneljudge.serve.get_reward import Gathered
+from kerneljudge.serve.service import QueueFull, Service
 
 CONFIG = JudgeConfig(device="cpu", timing=False, policy="practical", timeout_s=90.0)
 TASK_TEXT = (EXAMPLES / "softmax" / "reference.py").read_text()
@@ -62,3 +66,49 @@ def test_the_local_judges_group_size_comes_from_its_variable_or_a_one_line_error
         with pytest.raises(UsageError, match=GROUP_SIZE_ENV) as raised:
             group_size_from_env()
         assert "\n" not in str(raised.value)
+
+
+class Line:
+    """An admission line that answers each item with its own text, and notes the items of each call."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.fail = fail
+
+    async def judge(self, items, deadline):
+        self.calls.append(list(items))
+        if self.fail:
+            raise QueueFull("no room", retry_after_s=1)
+        return [f"answer {item}" for item in items]
+
+
+def test_get_reward_requests_side_by_side_are_admitted_as_one_where_the_server_groups():
+    """OpenRLHF posts one sample a request: a grouping server gathers the requests of a moment (`Gathered`), so that
+    their samples of one task can be judged as a group; each request gets its own answers."""
+
+    async def side_by_side(gathered, parts):
+        return await asyncio.gather(*(gathered.judge(part) for part in parts))
+
+    line = Line()
+    answers = asyncio.run(side_by_side(Gathered(line, 0.05), [["a"], ["b", "c"], ["d"]]))
+    assert line.calls == [["a", "b", "c", "d"]]
+    assert answers == [["answer a"], ["answer b", "answer c"], ["answer d"]]
+    alone = Line()
+    assert asyncio.run(side_by_side(Gathered(alone, 0.0), [["a"], ["b"]])) == [["answer a"], ["answer b"]]
+    assert alone.calls == [["a"], ["b"]]  # a server that does not group admits each request as it comes
+    full = Line(fail=True)
+    with pytest.raises(QueueFull):
+        asyncio.run(side_by_side(Gathered(full, 0.05), [["a"], ["b"]]))
+    assert full.calls == [["a", "b"]]
+
+
+def test_the_reward_route_gathers_only_where_the_server_groups(tmp_path, monkeypatch):
+    made = []
+    monkeypatch.setattr(get_reward, "Gathered", lambda line, window_s: made.append(window_s) or object())
+    for size in (None, 1, 8):
+        service = Service(LocalBackend(), tmp_path / f"s{size}.db", CONFIG, queue=None, group_size=size)
+        try:
+            get_reward.reward_router(service)
+        finally:
+            service.close()
+    assert made == [0.0, 0.0, get_reward.GATHER_S]

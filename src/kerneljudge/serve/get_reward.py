@@ -2,6 +2,10 @@
 server's service. OpenRLHF's client gives up after 180 s and tries again five times whatever the answer said, so
 a full queue is waited out here, the oldest request first, for up to ADMISSION_WAIT_S, and only then answered
 429; a sample that cannot be judged scores with its reason in extra_logs rather than refusing the request.
+
+OpenRLHF 0.11.2 posts one sample a request, and a server groups only a request's samples of one task
+(`--group-size`, serve/service.py): where it groups, the requests that arrive within GATHER_S of each other are
+admitted as one (`Gathered`), so that a step's samples, posted side by side, are judged as groups.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ logger = logging.getLogger(__name__)
 # timeout, so that the client hears a refusal (and tries again) rather than timing out on its own.
 ADMISSION_WAIT_S = 150.0
 ADMISSION_POLL_S = 0.05  # how often the oldest waiting request looks for room
+# Where the server groups, how long the first of several /get_reward requests waits for the others to be admitted
+# with it (the window verl's and verifiers' adapters gather rewards in: adapters/batching.py).
+GATHER_S = 0.05
 
 
 class AdmissionLine:
@@ -115,21 +122,61 @@ class AdmissionLine:
         )
 
 
+class Gathered:
+    """/get_reward requests admitted together: the first opens a window of `window_s`; when it closes, every request's
+    items that came meanwhile go to the admission line as one (`AdmissionLine.judge`), and each request gets its own
+    items' answers, in its order. A failure (a full queue past the wait) fails every request gathered with it, as it
+    would have failed each. A window of 0 admits each request alone."""
+
+    def __init__(self, line: AdmissionLine, window_s: float) -> None:
+        self.line, self.window_s = line, window_s
+        self._waiting: list[tuple[list[Item], asyncio.Future[list[Answer | str]]]] = []
+        self._flushes: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references to tasks
+
+    async def judge(self, items: Sequence[Item]) -> list[Answer | str]:
+        if self.window_s <= 0:
+            return await self.line.judge(items, time.monotonic() + ADMISSION_WAIT_S)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Answer | str]] = loop.create_future()
+        self._waiting.append((list(items), future))
+        if len(self._waiting) == 1:
+            flush = loop.create_task(self._flush_after_window())
+            self._flushes.add(flush)
+            flush.add_done_callback(self._flushes.discard)
+        return await future
+
+    async def _flush_after_window(self) -> None:
+        await asyncio.sleep(self.window_s)
+        gathered, self._waiting = self._waiting, []
+        items = [item for part, _ in gathered for item in part]
+        try:
+            answers = await self.line.judge(items, time.monotonic() + ADMISSION_WAIT_S)
+        except Exception as exc:
+            for _, future in gathered:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        at = 0
+        for part, future in gathered:
+            if not future.done():
+                future.set_result(answers[at : at + len(part)])
+            at += len(part)
+
+
 def reward_router(service: Service) -> APIRouter:
     """`POST /get_reward` over the server's service (mounted by `serve.app.create_app`)."""
     from kerneljudge.serve.app import ERRORS
 
     router = APIRouter()
-    line = AdmissionLine(service)
+    gathered = Gathered(AdmissionLine(service), GATHER_S if (service.group_size or 1) > 1 else 0.0)
 
     @router.post("/get_reward", response_model=RewardResponse, responses=ERRORS, tags=["adapters"])
     async def get_reward(body: RewardRequest) -> RewardResponse:
         """OpenRLHF's remote reward model: a reward per query, judged against its label's task; a full queue
         is waited out, and a sample that cannot be judged scores with its reason in extra_logs."""
-        deadline = time.monotonic() + ADMISSION_WAIT_S
         samples = await run_in_threadpool(samples_of, body.query, body.prompts, body.labels)
         items = [sample.item for sample in samples if sample.item is not None]
-        judged = await line.judge(items, deadline) if items else []
+        judged = await gathered.judge(items) if items else []
         return reward_response(outcomes_of(samples, judged), samples)
 
     return router
