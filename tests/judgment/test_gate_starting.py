@@ -142,7 +142,7 @@ def test_a_process_tree_stopped_shows_stopped_and_runs_on_once_continued(tmp_pat
         while not ending.descendants(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         tree = [proc.pid, *ending.descendants(proc.pid)]
-        assert len(tree) == 2
+        assert len(tree) == 2 and sorted(ending.tree(proc.pid)) == sorted(tree)
         stopped = ending.signal_tree(proc.pid, ending.signal.SIGSTOP)
         assert sorted(stopped) == sorted(tree) and ending.wait_stopped(stopped)
         assert {ending.process_state(pid) for pid in tree} <= {"T", "t"}

@@ -88,12 +88,37 @@ def descendants(pid: int) -> list[int]:
 STOP_WAIT_S = 0.5
 
 
+def tree(root: int) -> list[int]:
+    """`root` and its live descendants, read down from it through each thread's `children` in /proc (a few reads
+    for a worker's tree, where `descendants` reads every process of the host), or by `descendants` where the kernel
+    keeps no such list."""
+    found, todo = [root], [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                listed = Path(f"/proc/{pid}/task/{thread}/children").read_text().split()
+            except FileNotFoundError:  # no CONFIG_PROC_CHILDREN: every process of the host, read once
+                return [root, *descendants(root)]
+            except OSError:
+                continue
+            for child in map(int, listed):
+                if child not in found:
+                    found.append(child)
+                    todo.append(child)
+    return found
+
+
 def signal_tree(root: int, sig: int) -> list[int]:
     """Send `sig` to `root` and every live descendant, again to those born meanwhile (a parent stopped
     between the listing and its own signal may have forked); the processes signalled."""
     sent: list[int] = []
     for _ in range(3):
-        fresh = [pid for pid in [root, *descendants(root)] if pid not in sent]
+        fresh = [pid for pid in tree(root) if pid not in sent]
         if not fresh:
             break
         for pid in fresh:
