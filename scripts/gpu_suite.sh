@@ -141,6 +141,9 @@ run() {
   export PYTHONUNBUFFERED=1 KJ_RECORD_DIR="$records"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt" || true
   python3 -m kerneljudge env | tee -a "$OUT/gpu.txt"
+  # The host's cores and NUMA nodes and the GPU's place among them: whether a worker pair can land on cores of two
+  # nodes, one suspected cause of the two workers' differing host speeds (the commit spans' noise, docs/timing.md).
+  { lscpu | grep -E '^(CPU\(s\)|Model name|Thread|Core|Socket|NUMA)'; nvidia-smi topo -m; } >> "$OUT/gpu.txt" 2>&1 || true
   set +e
   local status=0 audit_status=0 enforce_status=0
   if asked tests; then
