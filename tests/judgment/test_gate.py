@@ -10,7 +10,15 @@ import pytest
 import torch
 
 from helpers import run_all
-from kerneljudge.judgment.gate import GIB, OPEN_GATE, LaneGate, PastDeadline, memory_need, timing_pool_sets
+from kerneljudge.judgment.gate import (
+    CONTEXT_BYTES,
+    GIB,
+    OPEN_GATE,
+    LaneGate,
+    PastDeadline,
+    memory_need,
+    timing_pool_sets,
+)
 from kerneljudge.worker import footprint
 
 TOTAL = 100 * GIB  # a GPU of 100 GiB; one lane on it may reserve USABLE * TOTAL less three contexts
@@ -290,3 +298,9 @@ def test_a_lane_that_asks_to_measure_waits_for_the_others_current_step_not_their
     assert log[:2] == ["trial 0", "trial 1"] and log[-2:] == ["trial 3", "trial 4"], log
     assert gate.let_measure() == 0.0  # nobody waits: no pause
     assert OPEN_GATE.let_measure() == 0.0
+
+
+def test_spare_pairs_kept_for_the_lanes_come_off_what_the_lanes_may_reserve():
+    """Spares wait outside any judgment's reservation, each holding two CUDA contexts (spare_pairs.py)."""
+    plain, with_spares = LaneGate(["0", "0"]), LaneGate(["0", "0"], spare_pairs=2)
+    assert plain.reservable("0", TOTAL) - with_spares.reservable("0", TOTAL) == 2 * 2 * CONTEXT_BYTES

@@ -210,8 +210,11 @@ class LaneGate:
     """Shared by a batch's lanes (`lanes`: the GPU of each, None for the inherited device): measurement apart
     from work, and device memory by reservation (the module's docstring says why)."""
 
-    def __init__(self, lanes: list[str | None] | None = None, deadline: float | None = None) -> None:
+    def __init__(
+        self, lanes: list[str | None] | None = None, deadline: float | None = None, spare_pairs: int = 0
+    ) -> None:
         self.deadline = deadline  # a time.monotonic() value: no admission after it (`PastDeadline`)
+        self.spare_pairs = spare_pairs  # worker pairs kept started per GPU (judgment/stages/spare_pairs.py)
         self._cond = threading.Condition()
         self._working = 0
         self._measuring: set[str | None] = set()  # the GPUs being measured on (None: the inherited device)
@@ -355,8 +358,10 @@ class LaneGate:
 
     def reservable(self, gpu: str | None, total: int) -> int:
         """What the lanes of `gpu` may reserve of its `total` bytes: a share, less every lane's CUDA contexts
-        (two workers each)."""
-        return max(0, int(USABLE * total) - 2 * CONTEXT_BYTES * max(1, self._lanes.get(gpu, 1)))
+        (two workers each) and those of the spare pairs kept started for them, which wait outside any judgment's
+        reservation."""
+        pairs = max(1, self._lanes.get(gpu, 1)) + self.spare_pairs
+        return max(0, int(USABLE * total) - 2 * CONTEXT_BYTES * pairs)
 
     @contextmanager
     def admit(self, gpu: str | None, need: int, total: int, alone: bool = False) -> Iterator[None]:

@@ -390,11 +390,12 @@ def run_batch(
             judge_on_backend(backend, todo, config, store_path, counts, bar, on_record, deadline, stop)
         counts.not_started = items_left(todo)
         return counts
-    gate = LaneGate(list(lanes), deadline) if len(lanes) > 1 else None
+    depth = pairs_taken(config.timing)
+    gate = LaneGate(list(lanes), deadline, depth if spare_workers else 0) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
-    spares = SparePairs(depth=pairs_taken(config.timing), gate=gate) if spare_workers else None
+    spares = SparePairs(depth=depth, gate=gate) if spare_workers else None
 
     def lane(index: int, gpu: str | None, bar: BatchProgress) -> None:
         with Store(store_path) as own:  # a connection per thread; WAL lets the lanes write side by side

@@ -14,8 +14,10 @@ What keeps this inside the trust model (docs/process-model.md):
 - a spare that died, or waited longer than `max_idle_s`, is closed unused and a fresh pair started instead.
 A timed judgment takes two pairs, the checked one at its build and the timing one (judgment/stages/timing_pair.py)
 beside it: a judge that times keeps two of a kind (`depth`), so that the second is not one started a moment before.
-A spare holds a CUDA context on its GPU while it waits (about half a GiB each on an H200), outside the
-batch's memory reservations: that is why spares are asked for (`--spare-workers`), not the default.
+A spare holds a CUDA context on its GPU while it waits (about half a GiB each on an H200), outside any judgment's
+reservation: a batch's gate takes the spares' contexts off what its lanes may reserve (`LaneGate(spare_pairs=)`).
+Spares are asked for (`--spare-workers`), not the default, until a device measurement shows them paying at
+eight lanes with the gate stopping starts (docs/batch.md).
 Given the lanes' gate, a spare's start is one the gate may stop while a lane measures (gate.LaneGate.starting), as
 a lane's own pairs are, until both its workers have said hello; a lane that waits for a spare still starting lends
 its hold to the measurements meanwhile.

@@ -36,8 +36,9 @@ class LocalBackend(Backend):
         # Worker pairs started ahead of each lane's next judgment (judgment/stages/spare_pairs.py), where asked for;
         # two of a kind where the judgments are `timed` by default (each takes a checked pair and a timing pair).
         self._lanes = list(lanes)
-        self.gate = LaneGate(self._lanes) if len(self._lanes) > 1 else None
-        self.spares = SparePairs(depth=pairs_taken(timed), gate=self.gate) if spare_workers else None
+        depth = pairs_taken(timed)
+        self.gate = LaneGate(self._lanes, spare_pairs=depth if spare_workers else 0) if len(self._lanes) > 1 else None
+        self.spares = SparePairs(depth=depth, gate=self.gate) if spare_workers else None
         self.cached_baselines = cached_baselines
         self._caches: dict[str, object] = {}  # a BaselineCache per configuration digest
         self._queue: queue.SimpleQueue[tuple[Any, Stage | None, Any] | None] = queue.SimpleQueue()
