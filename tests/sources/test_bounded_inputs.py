@@ -210,7 +210,7 @@ def driver(answers: dict[str, object]) -> RayBackend:
     backend._ray = FakeRay(answers)
     backend._cond = threading.Condition()
     backend._free = {"lane0": 0}
-    backend._inflight = {ref: (_Pending("{}", lambda text: None, Future()), "lane0") for ref in answers}
+    backend._inflight = {ref: (_Pending("{}", lambda text: None, [Future()]), "lane0") for ref in answers}
     return backend
 
 
@@ -218,7 +218,7 @@ def test_the_driver_fails_only_the_job_whose_envelope_is_too_long(monkeypatch):
     good = envelope_json([], record_json=make_record("c").model_dump_json())
     monkeypatch.setattr(ray_actor, "MAX_ENVELOPE_CHARS", len(good))
     backend = driver({"long": good + " ", "good": good})
-    futures = {ref: pending.future for ref, (pending, _) in backend._inflight.items()}
+    futures = {ref: pending.futures[0] for ref, (pending, _) in backend._inflight.items()}
     for ref in ["long", "good"]:
         backend._finish(ref)
     with pytest.raises(RemoteJudgeError, match=r"^lane0 sent an envelope of \d+ characters, more than"):

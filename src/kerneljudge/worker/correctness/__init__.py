@@ -6,6 +6,7 @@ Mostly trusted code that runs where the task does (the reference worker); the ca
 - `trials.py`: a trial's inputs made from a seed, placed for the candidate, the reference and oracle run on them;
 - `seeded.py`: a trial's inputs made from its seed, in the reference's worker and again in the candidate's;
 - `oracle.py`: the reference and the float64 oracle run on a trial's inputs;
+- `memo.py`: a group's reference keeps its trials' outputs for the group's next judgments;
 - `outputs.py`: what is measured of outputs on the device: the oracle rounded, finiteness, signatures, statistics;
 - `compare.py`: the candidate's outputs against a slot's reference and oracle, by the parent's tolerances;
 - `contracts.py`: input contracts: which hidden distributions keep what a task's inputs guarantee (H11);
