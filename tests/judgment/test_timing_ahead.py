@@ -242,7 +242,7 @@ def test_what_the_thread_raised_is_the_verdict_once_timing_takes_the_pair(monkey
 
 def test_two_lanes_never_measure_while_a_pair_is_made_ready_beside(tmp_path, tiny_task, monkeypatch):
     gates: list[RecordingGate] = []
-    monkeypatch.setattr(batch, "LaneGate", lambda lanes=None, deadline=None: gates.append(RecordingGate()) or gates[-1])
+    monkeypatch.setattr(batch, "LaneGate", lambda *args, **kw: gates.append(RecordingGate()) or gates[-1])
     names = ["honest_torch.py", "import_marker.py", "print_visible_devices.py"]
     items = [BatchItem(tiny_task, CANDIDATES / name) for name in names]
     counts = run_batch(items, CONFIG, tmp_path / "results.db", progress=False, lanes=[None, None], log=io.StringIO())

@@ -162,7 +162,7 @@ class RecordingGate(LaneGate):
 
 def test_two_cpu_lanes_judge_every_item_once_and_never_measure_while_the_other_works(tmp_path, tiny_task, monkeypatch):
     gates: list[RecordingGate] = []
-    monkeypatch.setattr(batch, "LaneGate", lambda lanes=None, deadline=None: gates.append(RecordingGate()) or gates[-1])
+    monkeypatch.setattr(batch, "LaneGate", lambda *args, **kw: gates.append(RecordingGate()) or gates[-1])
     names = ["honest_torch.py", "import_marker.py", "print_visible_devices.py"]
     items = [BatchItem(tiny_task, CANDIDATES / name) for name in names]
     config = JudgeConfig(device="cpu", policy="practical", timeout_s=60.0, timing_blocks=2, timing_samples=5)

@@ -391,7 +391,7 @@ def run_batch(
         counts.not_started = items_left(todo)
         return counts
     depth = pairs_taken(config.timing)
-    gate = LaneGate(list(lanes), deadline, depth if spare_workers else 0) if len(lanes) > 1 else None
+    gate = LaneGate(list(lanes), deadline, spare_pairs=depth if spare_workers else 0) if len(lanes) > 1 else None
     cache = BaselineCache(config) if config.timing and config.timing_baseline == "cached" else None
     lock = threading.Lock()
     failures: list[BaseException] = []
