@@ -11,42 +11,24 @@ from typing import Any
 
 from kerneljudge.api.outcomes import Judge, Outcome, score
 from kerneljudge.api.schema import Options
+from kerneljudge.api.window import Window
 
 
 class RequestBatcher:
-    """Responses awaited on one event loop, sent to `judge` together: the first to arrive opens a window of
-    `window_s`; when it closes, everything gathered is judged in one request in a worker thread (the judge
+    """Responses awaited on one event loop, sent to `judge` together (api/window.py): the first to arrive opens a
+    window of `window_s`; when it closes, everything gathered is judged in one request in a worker thread (the judge
     blocks), and each caller gets its own outcome. A request that fails fails every caller in it."""
 
     def __init__(self, judge: Judge, options: Options, window_s: float) -> None:
         self.judge, self.options, self.window_s = judge, options, window_s
-        self._waiting: list[tuple[Any, str, asyncio.Future[Outcome]]] = []
-        self._flushes: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references to tasks
+        self._window: Window[tuple[Any, str], Outcome] = Window(self._score_all, window_s)
 
     async def score(self, task: Any, response: str) -> Outcome:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Outcome] = loop.create_future()
-        self._waiting.append((task, response, future))
-        if len(self._waiting) == 1:
-            flush = loop.create_task(self._flush_after_window())
-            self._flushes.add(flush)
-            flush.add_done_callback(self._flushes.discard)
-        return await future
+        return await self._window.ask((task, response))
 
-    async def _flush_after_window(self) -> None:
-        await asyncio.sleep(self.window_s)
-        batch, self._waiting = self._waiting, []
-        tasks, responses = [task for task, _, _ in batch], [response for _, response, _ in batch]
-        try:
-            outcomes = await asyncio.to_thread(score, self.judge, tasks, responses, self.options)
-        except Exception as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_, _, future), outcome in zip(batch, outcomes, strict=True):
-            if not future.done():
-                future.set_result(outcome)
+    async def _score_all(self, batch: list[tuple[Any, str]]) -> list[Outcome]:
+        tasks, responses = [task for task, _ in batch], [response for _, response in batch]
+        return await asyncio.to_thread(score, self.judge, tasks, responses, self.options)
 
 
 _batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, RequestBatcher]] = (

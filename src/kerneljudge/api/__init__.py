@@ -6,5 +6,6 @@ this package and not each other.
 - `schema.py`: what crosses the wire: the items a trainer sends and the answers it gets (plain pydantic);
 - `catalog.py`: which tasks a server judges against: the built-in suite, `--tasks DIR`, a task's own text;
 - `outcomes.py`: what every adapter shares: how a row names its task, which judge answers, how an answer scores;
-- `openrlhf.py`: OpenRLHF's remote reward model as a contract: what its rollout posts and reads, how it is scored.
+- `openrlhf.py`: OpenRLHF's remote reward model as a contract: what its rollout posts and reads, how it is scored;
+- `window.py`: calls gathered over a short window and answered by one (the adapters' batcher, `/get_reward`).
 """

@@ -27,6 +27,7 @@ from kerneljudge.api.openrlhf import (
     samples_of,
 )
 from kerneljudge.api.schema import MAX_ITEMS, Answer, Item
+from kerneljudge.api.window import Window
 from kerneljudge.serve.service import BadRequest, Conflict, QueueFull, Service, Ticket
 
 logger = logging.getLogger(__name__)
@@ -123,44 +124,27 @@ class AdmissionLine:
 
 
 class Gathered:
-    """/get_reward requests admitted together: the first opens a window of `window_s`; when it closes, every request's
-    items that came meanwhile go to the admission line as one (`AdmissionLine.judge`), and each request gets its own
-    items' answers, in its order. A failure (a full queue past the wait) fails every request gathered with it, as it
-    would have failed each. A window of 0 admits each request alone."""
+    """/get_reward requests admitted together (api/window.py): the first opens a window of `window_s`; when it closes,
+    every request's items that came meanwhile go to the admission line as one (`AdmissionLine.judge`), and each
+    request gets its own items' answers, in its order. A failure (a full queue past the wait) fails every request
+    gathered with it, as it would have failed each. A window of 0 admits each request alone."""
 
     def __init__(self, line: AdmissionLine, window_s: float) -> None:
         self.line, self.window_s = line, window_s
-        self._waiting: list[tuple[list[Item], asyncio.Future[list[Answer | str]]]] = []
-        self._flushes: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references to tasks
+        self._window: Window[list[Item], list[Answer | str]] = Window(self._admit_all, window_s)
 
     async def judge(self, items: Sequence[Item]) -> list[Answer | str]:
         if self.window_s <= 0:
             return await self.line.judge(items, time.monotonic() + ADMISSION_WAIT_S)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Answer | str]] = loop.create_future()
-        self._waiting.append((list(items), future))
-        if len(self._waiting) == 1:
-            flush = loop.create_task(self._flush_after_window())
-            self._flushes.add(flush)
-            flush.add_done_callback(self._flushes.discard)
-        return await future
+        return await self._window.ask(list(items))
 
-    async def _flush_after_window(self) -> None:
-        await asyncio.sleep(self.window_s)
-        gathered, self._waiting = self._waiting, []
-        items = [item for part, _ in gathered for item in part]
-        try:
-            answers = await self.line.judge(items, time.monotonic() + ADMISSION_WAIT_S)
-        except Exception as exc:
-            for _, future in gathered:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        at = 0
-        for part, future in gathered:
-            if not future.done():
-                future.set_result(answers[at : at + len(part)])
+    async def _admit_all(self, parts: list[list[Item]]) -> list[list[Answer | str]]:
+        answers = await self.line.judge([item for part in parts for item in part], time.monotonic() + ADMISSION_WAIT_S)
+        split, at = [], 0
+        for part in parts:
+            split.append(answers[at : at + len(part)])
             at += len(part)
+        return split
 
 
 def reward_router(service: Service) -> APIRouter:
