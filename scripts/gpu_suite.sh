@@ -4,7 +4,7 @@
 #   scripts/gpu_suite.sh fetch   (on a machine with the package registry) downloads into .whl/
 #                                the wheels of runtime and test dependencies that a GPU image
 #                                with torch and Triton usually lacks, for CPython 3.12 x86-64;
-#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam bench start copies latency batch step noise suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
+#   scripts/gpu_suite.sh run [STAGE ...]   (stages: tests redteam reach bench start copies latency batch step noise suite conformance sandbox ipc teardown exchange digest generate serve chaos all)
 #                                (on the GPU machine, no network needed) installs those wheels
 #                                into a private directory, puts the project on PYTHONPATH and runs, in this
 #                                order, each stage asked for; KJ_LIMIT_S ends each stage run under it (tests, redteam,
@@ -14,7 +14,10 @@
 #                                tables, gpu.txt and gpu_tests.log beside it
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
 #                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
-#                                arguments to both, e.g. "--only timing_cache timing_switch");
+#                                arguments to both, e.g. "--only timing_cache timing_switch"; every fixture's
+#                                record in results.tar.gz as records/redteam-MODE/NAME.json);
+#                                `reach`: benchmarks/perturb_reach.py, how often each perturbed replay shows the red
+#                                team's split-row race (KJ_REACH_ARGS, e.g. "--calls 80"; $OUT/perturb_reach.md);
 #                                `bench`: benchmarks/timer_fidelity.py (its table in $OUT/timer_fidelity.md, its
 #                                progress in timer_fidelity.log; KJ_BENCH_ARGS adds arguments, e.g.
 #                                "--kernels softmax_2048x4096 --pairs 3");
@@ -182,14 +185,20 @@ run() {
     # so they do not disturb each other).
     # shellcheck disable=SC2086  # KJ_REDTEAM_ARGS holds several arguments
     timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode audit --jobs 6 --json "$records/redteam-audit.json" \
-      ${KJ_REDTEAM_ARGS:-} > "$records/redteam-audit.txt" 2>&1 &
+      --records "$records/redteam-audit" ${KJ_REDTEAM_ARGS:-} > "$records/redteam-audit.txt" 2>&1 &
     # shellcheck disable=SC2086
     timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode enforce --jobs 6 --json "$records/redteam-enforce.json" \
-      ${KJ_REDTEAM_ARGS:-} > "$records/redteam-enforce.txt" 2>&1
+      --records "$records/redteam-enforce" ${KJ_REDTEAM_ARGS:-} > "$records/redteam-enforce.txt" 2>&1
     enforce_status=$?
     wait $! ; audit_status=$?
     cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
     echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
+  fi
+  if asked reach; then  # what each perturbed replay shows of a race an idle GPU hides
+    # shellcheck disable=SC2086  # KJ_REACH_ARGS holds several arguments
+    timeout "$(stage_left)" python3 benchmarks/perturb_reach.py --json "$OUT/perturb_reach.json" ${KJ_REACH_ARGS:-} \
+      2> "$OUT/perturb_reach.log" | tee "$OUT/perturb_reach.md"
+    status=${PIPESTATUS[0]}
   fi
   if asked start; then
     timeout "$(stage_left)" python3 benchmarks/worker_start.py --device cuda 2> "$OUT/worker_start.log" | tee "$OUT/worker_start.md"
@@ -392,6 +401,6 @@ PY
 case "${1:-}" in
   fetch) fetch ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam bench start copies latency batch step noise suite conformance sandbox ipc teardown exchange digest generate serve chaos all)" >&2
+  *) echo "usage: scripts/gpu_suite.sh fetch | run [STAGE ...] (tests redteam reach bench start copies latency batch step noise suite conformance sandbox ipc teardown exchange digest generate serve chaos all)" >&2
      exit 1 ;;
 esac

@@ -40,15 +40,21 @@ class FakeCuda:
         log = self.log
 
         class Kernel:
+            def __init__(self, name):
+                self.name = name
+
             def set_shared_memory_config(self, nbytes):
                 log.append(f"shared {nbytes}")
 
-            def __call__(self, grid, block, args, shared_mem, stream):
-                log.append(f"hold {grid[0]} blocks {args[0]} cycles")
+            def __call__(self, grid, block, args, shared_mem=0, stream=None):
+                if self.name == "kj_sm_hold":
+                    log.append(f"hold {grid[0]} blocks {args[1]} cycles, at most {args[2]}")
+                else:
+                    log.append(f"mark {args[1]}" + (" on its own stream" if stream is not None else ""))
 
         def event(enable_timing=False):
             return SimpleNamespace(
-                record=lambda stream=None: log.append("gate opened") if not enable_timing else None,
+                record=lambda stream=None: log.append("event recorded") if not enable_timing else None,
                 synchronize=lambda: None,
                 elapsed_time=lambda end: 0.5,
             )
@@ -61,17 +67,23 @@ class FakeCuda:
             get_device_properties=lambda device: SimpleNamespace(
                 multi_processor_count=sms, shared_memory_per_block_optin=227 * 1024
             ),
-            _compile_kernel=lambda source, name: Kernel(),
+            _compile_kernel=lambda source, name: Kernel(name),
             current_stream=lambda device=None: SimpleNamespace(wait_event=lambda e: log.append("call waits")),
         )
         self.torch = SimpleNamespace(
             cuda=cuda,
             full=self.full,
+            zeros=self.zeros,
+            int32="int32",
             ones=self.ones,
             empty_like=lambda a: FakeTensor(log),
             mm=lambda a, b, out=None: log.append("mm"),
             uint8="uint8",
         )
+
+    def zeros(self, n, dtype=None, device=None):
+        self.log.append(f"{n} zeros")
+        return object()
 
     def full(self, shape, value, device=None):
         if self.fail:
@@ -188,10 +200,47 @@ def test_copy_traffic_alternates_device_and_host_copies_on_two_streams():
     assert log[-2:] == ["side waited", "side waited"]
 
 
-def test_the_sm_hold_takes_its_share_of_the_sms_for_part_of_the_call():
-    done, log = made({"kind": "sm_hold", "share": 0.5, "factor": 1.5})
+def called_as_the_worker_calls(spec, fake=None, raises=False):
+    """The call as worker/candidate.py makes it: marked on its stream just before, and just after it returns."""
+    fake = fake or FakeCuda()
+    stand_in = worker(fake)
+    with perturb.perturbed(stand_in, spec, 0.010) as done:
+        perturb.begin_call(stand_in)
+        fake.log.append("call")
+        if not raises:
+            perturb.end_call(stand_in)
+    return done, fake.log
+
+
+def test_the_sm_hold_takes_its_share_of_the_sms_from_the_calls_start_on_its_stream_to_its_end():
+    done, log = called_as_the_worker_calls({"kind": "sm_hold", "share": 0.5, "factor": 1.5})
     assert done == {"applied": "sm_hold", "blocks": 66, "sms": 132, "hold_cycles": 15000}
-    assert log[:2] == [f"shared {227 * 1024}", "hold 66 blocks 15000 cycles"] and log[2] == "call"
+    # 1.5 x the previous 10 ms counted from the mark before the call, bounded by MAX_HOLD_MS from the launch; the
+    # marks zeroed on the hold's stream before the call's stream may mark them
+    assert log == [
+        f"shared {227 * 1024}",
+        "2 zeros",
+        "event recorded",
+        "call waits",
+        f"hold 66 blocks 15000 cycles, at most {int(perturb.MAX_HOLD_MS * 1000)}",
+        "mark 0",
+        "call",
+        "mark 1",
+        "side waited",
+    ]
+
+
+def test_a_hold_whose_call_never_returns_is_released_on_a_stream_of_its_own_and_nothing_is_left_pending():
+    fake = FakeCuda()
+    with pytest.raises(RuntimeError):
+        with perturb.perturbed(worker(fake), {"kind": "sm_hold", "share": 0.5, "factor": 1.5}, 0.010):
+            raise RuntimeError("the candidate's call raised")
+    assert fake.log[-2:] == ["mark -1 on its own stream", "side waited"]
+    _, log = called_as_the_worker_calls({"kind": "sm_hold", "share": 0.9, "factor": 1.0}, raises=True)
+    assert log[-3:] == ["call", "mark -1 on its own stream", "side waited"]
+    # the next replay's other kind finds no hold pending: its call is not marked
+    _, log = called_as_the_worker_calls({"kind": "launch_order", "flush_bytes": 0, "delay_ms": 1.0})
+    assert not [entry for entry in log if entry.startswith("mark")], log
 
 
 def test_a_staggered_release_gates_the_call_and_releases_products_within_it():
@@ -201,7 +250,7 @@ def test_a_staggered_release_gates_the_call_and_releases_products_within_it():
     queued = log[: log.index("call")]
     # measured first, then the release's delay ahead of the products, then the gate the call waits behind
     assert queued[:2] == ["mm", "mm"] and queued[2] == "sleep 5500" and queued[3:23] == ["mm"] * 20
-    assert queued[23:] == ["sleep 500", "gate opened", "call waits"]
+    assert queued[23:] == ["sleep 500", "event recorded", "call waits"]
 
 
 @pytest.mark.parametrize("kind", perturb.KINDS)

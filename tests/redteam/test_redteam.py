@@ -21,16 +21,23 @@ def test_every_attack_class_has_a_fixture():
     assert expected - {"H25"} <= attacks, sorted(expected - attacks)
 
 
-def test_redteam_command_exits_0_when_all_match_and_writes_json(tmp_path, capsys):
-    out = tmp_path / "redteam.json"
-    code = main(["redteam", "--device", "cpu", "--only", "honest_torch", "mutate_inputs", "--json", str(out)])
+def test_redteam_command_exits_0_when_all_match_and_writes_json_and_records(tmp_path, capsys):
+    out, records = tmp_path / "redteam.json", tmp_path / "records"
+    only = ["--only", "honest_torch", "mutate_inputs"]
+    code = main(["redteam", "--device", "cpu", *only, "--json", str(out), "--records", str(records)])
     written = json.loads(out.read_text())
     assert code == 0 and written["matched"] == 2 and written["complete"] is True
+    # each fixture's whole record, to read why it came out as it did
+    kept = {p.stem: json.loads(p.read_text()) for p in records.glob("*.json")}
+    assert sorted(kept) == ["honest_torch", "mutate_inputs"]
+    assert kept["honest_torch"]["status"] == "PASS" and kept["mutate_inputs"]["status"] == "FAIL"
     said = capsys.readouterr()
     assert "2/2 fixtures matched" in said.out
     # Each outcome as it came, on stderr (and in the JSON, marked incomplete): a run a machine's limit cuts
     # short still leaves what it judged.
     assert "honest_torch: PASS (matched)" in said.err and "mutate_inputs: FAIL (matched)" in said.err
+    assert main(["redteam", "--device", "cpu", *only, "--records", str(tmp_path / "no" / "such")]) == 1
+    assert "cannot write the records: directory" in capsys.readouterr().err
 
 
 def test_the_suite_reports_each_outcome_as_it_comes_with_all_so_far():

@@ -24,6 +24,7 @@ def add_redteam_parser(sub: Any) -> None:
     add_judge_options(r, "device", "mode", mode=hardened)
     r.add_argument("--json", type=Path, metavar="PATH", help="write the outcomes here, updated as each comes")
     r.add_argument("--only", nargs="+", metavar="FIXTURE", help="run only these fixtures (default: all)")
+    r.add_argument("--records", type=Path, metavar="DIR", help="write each fixture's whole record here, as NAME.json")
     add_judge_options(r, "timeout", timeout={"default": 120.0})  # the fixtures are small: a hang ends sooner
     r.add_argument("--jobs", type=positive_int, default=1, metavar="N", help="fixtures judged side by side")
     r.add_argument("--timing-carry", action="store_true", help=TIMING_CARRY_HELP)
@@ -42,6 +43,10 @@ def cmd_redteam(args: argparse.Namespace) -> int:
 
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"cannot write the outcomes: directory {args.json.parent} does not exist")
+    if args.records is not None:
+        if not args.records.parent.is_dir():
+            raise UsageError(f"cannot write the records: directory {args.records.parent} does not exist")
+        args.records.mkdir(exist_ok=True)
     unknown = sorted(set(args.only or []) - {f.name for f in FIXTURES})
     if unknown:
         raise UsageError(f"unknown fixture(s) {', '.join(unknown)}; `kerneljudge redteam` lists them all")
@@ -67,6 +72,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
             args.jobs,
             heard,
             timing={"timing_carry": args.timing_carry, "timing_ahead": args.timing_ahead},
+            records=args.records,
         )
     table = Table(title=f"kerneljudge red team: device {device}, mode {args.mode}")
     for column in ("fixture", "attack", "expected", "actual", "evidence", "match"):

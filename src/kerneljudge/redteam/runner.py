@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from kerneljudge.checks.catalog import CATALOG
@@ -58,11 +59,19 @@ def ended_by_another(fixture: Fixture, record: Record, mode: str) -> bool:
 
 
 def judge_fixture(
-    fixture: Fixture, device: str, mode: str, timeout_s: float, timing: dict[str, bool] | None = None
+    fixture: Fixture,
+    device: str,
+    mode: str,
+    timeout_s: float,
+    timing: dict[str, bool] | None = None,
+    records: Path | None = None,
 ) -> Outcome:
+    """`fixture` judged and set against its expectation; its whole record written to `records`/NAME.json if given."""
     config = JudgeConfig(device=device, mode=mode, policy=fixture.policy, timing=fixture.timing, timeout_s=timeout_s)
     config = config.with_(**(timing or {}))
     record = judge(TASKS_DIR / f"{fixture.task}.py", FIXTURES_DIR / f"{fixture.name}.py", config)
+    if records is not None:
+        (records / f"{fixture.name}.json").write_text(record.to_json())
     evidence = evidence_of(record)
     if fixture.honest:
         matched, expected = record.status == "PASS" and record.verified, "PASS (verified)"
@@ -98,13 +107,14 @@ def run_suite(
     jobs: int = 1,
     on_outcome: Callable[[Outcome, list[Outcome]], None] | None = None,
     timing: dict[str, bool] | None = None,
+    records: Path | None = None,
 ) -> tuple[list[Outcome], list[str]]:
     """Judge every fixture, `jobs` at a time; returns the outcomes (in suite order) and the names
     skipped for want of CUDA. Each judgment has its own worker processes, so they run side by side.
     `on_outcome` hears of each outcome as it comes, with all that came so far (a run cut short by a
     machine's limit still leaves them). `timing`: how every timed fixture is timed, as JudgeConfig fields
     (`timing_carry`: the compiler caches carried to its timing worker; `timing_ahead`: its timing pair made
-    ready while correctness runs)."""
+    ready while correctness runs). `records`: a folder for each fixture's whole record (NAME.json)."""
     selected = [f for f in FIXTURES if not only or f.name in only]
     skipped = [
         f.name
@@ -114,7 +124,7 @@ def run_suite(
     runnable = [f for f in selected if f.name not in skipped]
     done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(judge_fixture, f, device, mode, timeout_s, timing): f.name for f in runnable}
+        futures = {pool.submit(judge_fixture, f, device, mode, timeout_s, timing, records): f.name for f in runnable}
         for future in as_completed(futures):
             done[futures[future]] = outcome = future.result()
             if on_outcome is not None:

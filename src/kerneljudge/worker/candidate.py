@@ -216,11 +216,13 @@ class CandidateWorker(Worker):
                     self.set_seed(request.call_seed)
                 watch.judge_threads(evidence.native_thread_ids() - judges_before)
                 watch.host_busy = perturbed.get("applied") in HOST_BUSY_KINDS
+                perturb.begin_call(self)  # a pending sm_hold counts from here, on the call's stream
                 began = time.perf_counter()
                 watch.calling()  # the stream the call is made on, compared with the one it leaves (KJ-R028)
                 with torch.no_grad(), span("call"):
                     out = self.model(*inputs)
                 watch.returned()  # every thread's CPU clock from here (KJ-R012); the call's stream current again
+                perturb.end_call(self)  # a pending sm_hold ends once the call's stream has run what the call put there
                 if tracer is not None:
                     # A tiny kernel on the call's stream after everything the call put there: work the call left
                     # on another stream without making this one wait for it may still run when this one does.

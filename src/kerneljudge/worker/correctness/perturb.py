@@ -14,8 +14,11 @@ replay, `perturb` in a `call` request; judgment/stages/replays.py), never by the
   call's data and to the memory reserved for the judgment), on two streams of the worker's own, for about
   `factor` times the previous call: the copy engines and the memory bandwidth are contended;
 - `sm_hold`: a kernel of the worker's own, one block per SM (each takes the SM's whole shared memory), on
-  `share` of the SMs, spinning for `factor` times the previous call: the call's blocks land on the other
-  SMs, and on all of them, in another order, once it ends;
+  `share` of the SMs, spinning from the moment the call's stream reaches the call (a mark the worker queues
+  there just before it: `begin_call`) for `factor` times the previous call, or until the call is over: the
+  call's blocks land on the other SMs, and on all of them, in another order, once it ends. Counted from its
+  own launch, as before 0.3.21, a hold of less than the call's host-side launch time could end before the
+  call's first kernel started;
 - `staggered_release`: the call's stream made to wait for a delay on another stream, while a third stream's
   products are released at a moment inside the call (`release`, a fraction of the previous call's length).
 
@@ -51,10 +54,22 @@ from kerneljudge.protocol.limits import PERTURB_KINDS as KINDS
 
 HOLD_THREADS = 1024
 HOLD_SOURCE = r"""
-extern "C" __global__ void kj_sm_hold(int cycles) {
+extern "C" __global__ void kj_sm_hold(const volatile unsigned int* marks, int cycles, int most) {
     // Launched with the SM's whole shared memory: one block per SM, and no other block that needs any beside it.
-    long long start = clock64();
-    while (clock64() - start < (long long)cycles) { }
+    // Thread 0 spins while the block's other threads wait at the barrier, the SM's shared memory and threads taken.
+    // marks[0]: the call's stream has reached the call; marks[1]: the call is over. `most` bounds the whole hold.
+    if (threadIdx.x == 0) {
+        long long start = clock64();
+        while (marks[0] == 0u && clock64() - start < (long long)most) { }
+        long long begun = clock64();
+        while (marks[1] == 0u && clock64() - begun < (long long)cycles && clock64() - start < (long long)most) { }
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void kj_hold_mark(unsigned int* marks, int which) {
+    if (which < 0) { marks[0] = 1u; marks[1] = 1u; } else { marks[which] = 1u; }
+    __threadfence();
 }
 """
 
@@ -96,9 +111,39 @@ def perturbed(worker: Any, spec: Any, last_call_s: float) -> Iterator[dict[str, 
     try:
         yield done
     finally:
-        for stream in streams:
-            stream.synchronize()
-        held.clear()
+        try:
+            _release_hold(worker)
+        finally:
+            for stream in streams:
+                stream.synchronize()
+            held.clear()
+
+
+def begin_call(worker: Any) -> None:
+    """Just before the call, on the call's stream: the mark from which a pending `sm_hold` counts its length
+    (none pending: nothing). The hold's SMs stay taken from its launch to this mark, whatever the judge's own
+    work before the call (its memory poisoning) and the host's time to get there."""
+    _mark(worker, 0, drop=False)
+
+
+def end_call(worker: Any) -> None:
+    """Just after the call returns, on the call's stream: the mark at which a pending `sm_hold` ends, once the
+    stream has run everything the call queued on it (none pending: nothing)."""
+    _mark(worker, 1, drop=True)
+
+
+def _release_hold(worker: Any) -> None:
+    """The call never came or never returned: both of a pending hold's marks set, on a stream of their own, so
+    that it ends now rather than at its bound."""
+    _mark(worker, -1, drop=True, stream=worker.torch.cuda.Stream(device=worker.device))
+
+
+def _mark(worker: Any, which: int, drop: bool, stream: Any = None) -> None:
+    cache = _cache(worker)
+    hold = cache.pop("hold", None) if drop else cache.get("hold")
+    if hold is not None:
+        kernel, marks = hold
+        kernel(grid=(1, 1, 1), block=(1, 1, 1), args=[marks, which], stream=stream)
 
 
 def _cache(worker: Any) -> dict[str, Any]:
@@ -194,13 +239,22 @@ def _hold(worker: Any, spec: dict[str, Any], last_call_s: float, held: list[Any]
         kernel = torch.cuda._compile_kernel(HOLD_SOURCE, "kj_sm_hold")
         kernel.set_shared_memory_config(shared)
         cache["hold_kernel"] = kernel
+        cache["hold_mark"] = torch.cuda._compile_kernel(HOLD_SOURCE, "kj_hold_mark")
     blocks = hold_blocks(float(spec.get("share", 0.5)), sms)
     cycles = bounded_cycles(worker.sleep_cycles(hold_ms(float(spec.get("factor", 1.0)), last_call_s)))
+    most = bounded_cycles(worker.sleep_cycles(MAX_HOLD_MS))
     stream = torch.cuda.Stream(device=worker.device)
     streams.append(stream)
+    with torch.cuda.stream(stream):
+        marks = torch.zeros(2, dtype=torch.int32, device=worker.device)
+        zeroed = torch.cuda.Event()
+        zeroed.record(stream)
+    torch.cuda.current_stream(worker.device).wait_event(zeroed)  # no mark of the call's lands before the zeros
+    held.append(marks)
     cache["hold_kernel"](
-        grid=(blocks, 1, 1), block=(HOLD_THREADS, 1, 1), args=[cycles], shared_mem=shared, stream=stream
+        grid=(blocks, 1, 1), block=(HOLD_THREADS, 1, 1), args=[marks, cycles, most], shared_mem=shared, stream=stream
     )
+    cache["hold"] = (cache["hold_mark"], marks)  # marked by begin_call, released when the replay is over
     return {"blocks": blocks, "sms": sms, "hold_cycles": cycles}
 
 
