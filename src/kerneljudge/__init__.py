@@ -22,7 +22,7 @@ from typing import Any
 # The judge's version is part of every store key (store.ENVIRONMENT_KEY_FIELDS): raise it with any change that
 # can alter a verdict, a finding or a figure, so that a store never answers for a judge that has changed since
 # (docs/batch.md, "The key"). What each version changed: CHANGELOG.md.
-__version__ = "0.3.20"
+__version__ = "0.3.21"
 
 # Raises that changed only what a timed judgment does, each with the version before it: a judgment without
 # timing by that version is the same judgment, so the conformance ledger carries its rows over
