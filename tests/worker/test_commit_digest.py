@@ -123,6 +123,40 @@ def test_off_a_cuda_device_the_digest_runs_eagerly_and_captures_nothing(monkeypa
     assert not digest_graphs._graphs
 
 
+class OnCuda:
+    """Words that say they lie on a CUDA device (this machine has none): how `replayed` decides, not what it computes."""
+
+    device = torch.device("cuda")
+    shape, dtype = (4,), torch.int32
+
+    def numel(self):
+        return 4
+
+    def element_size(self):
+        return 4
+
+
+def test_with_the_caching_allocator_off_no_graph_is_captured(monkeypatch):
+    """A sanitized worker runs with torch's caching allocator off, where a capture fails and leaves the CUDA generator
+    in capture mode (every random draw after it raised): there the digest runs eagerly and nothing is captured."""
+    assert digest_graphs.capturable({}) and digest_graphs.capturable({"PYTORCH_NO_CUDA_MEMORY_CACHING": "0"})
+    assert not digest_graphs.capturable({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    from kerneljudge.judgment.sanitizer import SANITIZED_ENV
+
+    assert not digest_graphs.capturable(SANITIZED_ENV)  # the sanitized worker's own environment
+
+    def capture(compute, words):
+        raise AssertionError("captured with the caching allocator off")
+
+    monkeypatch.setattr(digest_graphs, "capture", capture)
+    monkeypatch.setattr(digest_graphs, "_graphs", {})
+    monkeypatch.setattr(digest_graphs, "CAPTURABLE", False)
+    assert digest_graphs.replayed("stack", lambda words: "eager", OnCuda()) == "eager"
+    monkeypatch.setattr(digest_graphs, "CAPTURABLE", True)
+    with pytest.raises(AssertionError, match="captured"):  # (where it may, it does)
+        digest_graphs.replayed("stack", lambda words: "eager", OnCuda())
+
+
 def test_digests_left_on_the_device_and_read_at_once_are_each_tensors_own(monkeypatch):
     """The commit reads every output's digest in one copy to the host (commit_digest.settled): a mixed lot (no
     bytes, a large tensor's pieces, a stack of small ones, two dtypes) settles to what each tensor's own digest is."""

@@ -245,8 +245,8 @@ FIXTURES = (
     Fixture(
         "split_row_race",
         "H10",
-        "a split row sum whose first program reads the others' partials with nothing ordering them: right on an "
-        "idle GPU, wrong with SMs held",
+        "a split row sum behind a bounded grid-wide barrier that assumes every program resident at once: right "
+        "on an idle GPU, wrong once other work holds SMs",
         ("nondeterministic",),
         policy="strict",
         cuda_only=True,

@@ -13,10 +13,17 @@ synchronises the device, empties the caching allocator and may collect garbage: 
 candidate's among them, inside the sealed window (worker/seal/sample.py). A shape whose capture fails is digested by
 the eager operators for the rest of the process. Graphs are kept for inputs up to GRAPH_BYTES, at most GRAPHS of
 them: a graph holds its temporaries' memory for good, and a large piece's kernels run long enough that their launches
-matter less."""
+matter less.
+
+No graph is captured where torch's caching allocator is off (`PYTORCH_NO_CUDA_MEMORY_CACHING`, as in a worker under
+compute-sanitizer: judgment/sanitizer.SANITIZED_ENV). A capture fails there, and a failed capture leaves the default
+CUDA generator in capture mode: every random draw after it raised "Offset increment outside graph capture
+encountered unexpectedly", and the sanitized worker could not make a trial's inputs (an H100, 2026-12-07, judge
+0.3.20: compute-sanitizer inconclusive on an honest Triton kernel)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -31,13 +38,22 @@ _graphs: dict[tuple[Any, ...], tuple[Any, torch.Tensor, torch.Tensor]] = {}
 _refused: set[tuple[Any, ...]] = set()
 
 
+def capturable(environ: Any = os.environ) -> bool:
+    """Whether this process may capture graphs: not with torch's caching allocator off (torch reads the variable as
+    set unless it is empty or 0)."""
+    return environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", "") in ("", "0")
+
+
+CAPTURABLE = capturable()
+
+
 def replayed(key: Any, compute: Callable[[torch.Tensor], torch.Tensor], words: torch.Tensor) -> torch.Tensor:
     """compute(words), a tensor made from `words` by torch's operators alone, with no wait for the device: replayed
     from a graph captured for `key` and the words' shape, dtype and device where they lie on a CUDA device and are
     small enough, else run eagerly. A replay's answer is the graph's own output: read it before the next digest of
     that key and shape."""
     nbytes = words.numel() * words.element_size()
-    if words.device.type != "cuda" or nbytes == 0 or nbytes > GRAPH_BYTES:
+    if words.device.type != "cuda" or nbytes == 0 or nbytes > GRAPH_BYTES or not CAPTURABLE:
         return compute(words)
     full = (key, tuple(words.shape), words.dtype, words.device)
     found = _graphs.get(full)
