@@ -124,7 +124,7 @@ def test_off_a_cuda_device_the_digest_runs_eagerly_and_captures_nothing(monkeypa
 
 
 class OnCuda:
-    """Words that say they lie on a CUDA device (this machine has none): how `replayed` decides, not what it computes."""
+    """Words that say they lie on a CUDA device (this machine has none): how `replayed` decides, not its result."""
 
     device = torch.device("cuda")
     shape, dtype = (4,), torch.int32
