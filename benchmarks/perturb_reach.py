@@ -13,7 +13,8 @@ drawn share of the SMs.
     python benchmarks/perturb_reach.py [--task src/kerneljudge/redteam/tasks/row_sum.py]
         [--candidate src/kerneljudge/redteam/fixtures/split_row_race.py] [--calls 40] [--seed 0] [--json FILE]
 
-CUDA only. The table goes to stdout (Markdown), the rows to --json.
+CUDA only. The table goes to stdout (Markdown); the rows and every call's drawn strengths, whether its output
+differed and its length go to --json, to tell which strengths find the race.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     first, last_s = called(worker, model, inputs, None, 0.0)
     rng = random.Random(args.seed)
     rows: list[dict[str, Any]] = []
+    draws: dict[str, list[dict[str, Any]]] = {}  # every call's drawn strengths and whether its output differed
     for kind in (None, *PERTURB_KINDS):
         differing, lengths, drawn = 0, [], []
         for _ in range(args.calls):
@@ -106,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             lengths.append(length)
             drawn.append({**(spec or {}), "differs": not same})
         rows.append(row(kind or "idle", differing, args.calls, lengths))
+        draws[kind or "idle"] = [
+            {**d, "call_ms": round(length * 1e3, 4)} for d, length in zip(drawn, lengths, strict=True)
+        ]
         if kind == "sm_hold":
             for low, high in SHARES:
                 part = [d for d in drawn if low <= d["share"] < high]
@@ -117,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"| {r['replay']} | {r['calls']} | {r['differing']} | {r['share']:.2f} | {r['median_ms'] or ''} |")
     if args.json:
-        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(device), "rows": rows}, indent=1))
+        report = {"device": torch.cuda.get_device_name(device), "rows": rows, "draws": draws}
+        args.json.write_text(json.dumps(report, indent=1))
     return 0
 
 

@@ -369,3 +369,25 @@ def test_past_the_practical_count_the_budget_ends_the_perturbed_replays(monkeypa
     assert len(state.replays.as_record()["perturbations_skipped"]) == len(perturb.KINDS) - 3
     practical, asked = judged(monkeypatch, honest, policy="practical")
     assert replays.replay(practical, practical.replays, 6, inputs=None) and len(asked) == 1 + replays.PRACTICAL_COUNT
+
+
+def test_the_reach_benchmark_imports_and_says_in_one_line_that_it_needs_cuda(capsys):
+    """benchmarks/perturb_reach.py (docs/benchmarks/redteam.md) runs only where the perturbations can be made."""
+    import sys
+
+    from helpers import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import perturb_reach
+
+    if perturb_reach.torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: the benchmark runs for real (scripts/gpu_suite.sh run reach)")
+    assert perturb_reach.main([]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert perturb_reach.row("sm_hold", 20, 30, [0.001, 0.003, 0.002]) == {
+        "replay": "sm_hold",
+        "calls": 30,
+        "differing": 20,
+        "share": 20 / 30,
+        "median_ms": 2.0,
+    }
