@@ -13,8 +13,9 @@
 #                                stages' JSON reports and logs come back packed in $OUT/results.tar.gz, the Markdown
 #                                tables, gpu.txt and gpu_tests.log beside it
 #                                `tests`: the tests marked `gpu` (under tests/) plus the CLI on every example;
-#                                `redteam`: the red-team suite in audit and enforce mode (KJ_REDTEAM_ARGS adds
-#                                arguments to both, e.g. "--only timing_cache timing_switch"; every fixture's
+#                                `redteam`: the red-team suite in audit and enforce mode, side by side
+#                                (KJ_REDTEAM_MODES="audit" for one alone; KJ_REDTEAM_ARGS adds arguments to
+#                                each, e.g. "--only timing_cache timing_switch"; every fixture's
 #                                record in results.tar.gz as records/redteam-MODE/NAME.json);
 #                                `reach`: benchmarks/perturb_reach.py, how often each perturbed replay shows the red
 #                                team's split-row race (KJ_REACH_ARGS, e.g. "--calls 80"; $OUT/perturb_reach.md);
@@ -181,18 +182,24 @@ run() {
     done
   fi
   if asked redteam; then
-    # The red-team suite in both hardened modes, side by side, several fixtures at a time (no timing,
-    # so they do not disturb each other).
-    # shellcheck disable=SC2086  # KJ_REDTEAM_ARGS holds several arguments
-    timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode audit --jobs 6 --json "$records/redteam-audit.json" \
-      --records "$records/redteam-audit" ${KJ_REDTEAM_ARGS:-} > "$records/redteam-audit.txt" 2>&1 &
-    # shellcheck disable=SC2086
-    timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode enforce --jobs 6 --json "$records/redteam-enforce.json" \
-      --records "$records/redteam-enforce" ${KJ_REDTEAM_ARGS:-} > "$records/redteam-enforce.txt" 2>&1
-    enforce_status=$?
-    wait $! ; audit_status=$?
-    cat "$records/redteam-audit.txt" "$records/redteam-enforce.txt" | tee -a "$OUT/gpu.txt"
-    echo "redteam audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
+    # The red-team suite in each hardened mode of KJ_REDTEAM_MODES (default both), side by side, several fixtures at
+    # a time (no timing, so they do not disturb each other). One mode alone leaves the call's time to it.
+    local mode pids=() modes code
+    read -r -a modes <<< "${KJ_REDTEAM_MODES:-audit enforce}"
+    for mode in "${modes[@]}"; do
+      # shellcheck disable=SC2086  # KJ_REDTEAM_ARGS holds several arguments
+      timeout "$(stage_left)" python3 -m kerneljudge redteam --device cuda --mode "$mode" --jobs 6 \
+        --json "$records/redteam-$mode.json" --records "$records/redteam-$mode" ${KJ_REDTEAM_ARGS:-} \
+        > "$records/redteam-$mode.txt" 2>&1 &
+      pids+=($!)
+    done
+    for i in "${!modes[@]}"; do
+      wait "${pids[$i]}"
+      code=$?
+      case "${modes[$i]}" in audit) audit_status=$code ;; enforce) enforce_status=$code ;; *) status=1 ;; esac
+      cat "$records/redteam-${modes[$i]}.txt" | tee -a "$OUT/gpu.txt"
+    done
+    echo "redteam ${modes[*]}: audit exit=$audit_status enforce exit=$enforce_status" | tee -a "$OUT/gpu.txt"
   fi
   if asked reach; then  # what each perturbed replay shows of a race an idle GPU hides
     # shellcheck disable=SC2086  # KJ_REACH_ARGS holds several arguments
