@@ -16,9 +16,7 @@ replay, `perturb` in a `call` request; judgment/stages/replays.py), never by the
 - `sm_hold`: a kernel of the worker's own, one block per SM (each takes the SM's whole shared memory), on
   `share` of the SMs, spinning from the moment the call's stream reaches the call (a mark the worker queues
   there just before it: `begin_call`) for `factor` times the previous call, or until the call is over: the
-  call's blocks land on the other SMs, and on all of them, in another order, once it ends. Counted from its
-  own launch, as before 0.3.21, a hold of less than the call's host-side launch time could end before the
-  call's first kernel started;
+  call's blocks land on the other SMs, and on all of them, in another order, once it ends;
 - `staggered_release`: the call's stream made to wait for a delay on another stream, while a third stream's
   products are released at a moment inside the call (`release`, a fraction of the previous call's length).
 
@@ -135,14 +133,16 @@ def end_call(worker: Any) -> None:
 def _release_hold(worker: Any) -> None:
     """The call never came or never returned: both of a pending hold's marks set, on a stream of their own, so
     that it ends now rather than at its bound."""
-    _mark(worker, -1, drop=True, stream=worker.torch.cuda.Stream(device=worker.device))
+    _mark(worker, -1, drop=True, own_stream=True)
 
 
-def _mark(worker: Any, which: int, drop: bool, stream: Any = None) -> None:
+def _mark(worker: Any, which: int, drop: bool, own_stream: bool = False) -> None:
+    """Mark a pending hold's `which` (-1: both) on the current stream, or on a new one of its own."""
     cache = _cache(worker)
     hold = cache.pop("hold", None) if drop else cache.get("hold")
     if hold is not None:
         kernel, marks = hold
+        stream = worker.torch.cuda.Stream(device=worker.device) if own_stream else None
         kernel(grid=(1, 1, 1), block=(1, 1, 1), args=[marks, which], stream=stream)
 
 
